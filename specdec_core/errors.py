@@ -1,0 +1,5 @@
+"""Errors with messages meant for people (the CLI and the app show them as they are)."""
+
+
+class ModelLoadError(ValueError):
+    """A model, tokenizer or pair that cannot be loaded or used; the message says why."""

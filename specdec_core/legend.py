@@ -1,0 +1,45 @@
+"""What each token decision is called and how it looks, in every view (terminal, HTML, charts).
+
+One source of truth: the CLI, the timeline and the charts all read this table. The colours are
+the Okabe-Ito colour-blind-safe palette; every decision also has a non-colour cue (a mark and a
+text style), so a projector or a colour-blind reader still tells them apart.
+"""
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Decision:
+    key: str        # machine name, used as CSS class suffix and in charts
+    label: str      # what a person reads in the legend
+    colour: str     # hex, Okabe-Ito
+    mark: str       # non-colour cue in plain text
+    style: str      # non-colour cue in rich views: "plain", "underline", "strike", "faded", "overline"
+    meaning: str    # one sentence for tooltips and the legend
+
+
+DECISIONS = {
+    d.key: d
+    for d in (
+        Decision("accepted", "accepted draft", "#009E73", "✓", "plain",
+                 "drafted by q, kept because u < p(x)/q(x)"),
+        Decision("rejected", "rejected draft", "#D55E00", "✗", "strike",
+                 "drafted by q, thrown away because u ≥ p(x)/q(x)"),
+        Decision("discarded", "unchecked draft", "#999999", "·", "faded",
+                 "drafted after the first rejection: discarded without a check"),
+        Decision("resampled", "resampled", "#E69F00", "↺", "underline",
+                 "drawn from norm(max(0, p − q)) to replace the rejected draft"),
+        Decision("bonus", "bonus (from p)", "#0072B2", "+", "overline",
+                 "drawn from the target's p after every draft was accepted (or none was drafted)"),
+    )
+}
+
+# Colours of the two models wherever p and q are plotted side by side.
+TARGET_COLOUR = "#0072B2"   # p, the target
+DRAFT_COLOUR = "#E69F00"    # q, the draft
+RESIDUAL_COLOUR = "#CC79A7"  # norm(max(0, p - q))
+PLAIN_COLOUR = "#56B4E9"    # plain decoding lane
+
+
+def visible_whitespace(text: str) -> str:
+    """Token text with spaces, tabs and newlines made visible (␣, →, ↵)."""
+    return text.replace(" ", "␣").replace("\t", "→").replace("\r", "").replace("\n", "↵")

@@ -1,0 +1,44 @@
+"""Closed-form speculative decoding theory (Leviathan et al. 2023), with a k-dependent verify cost.
+
+α: probability that one drafted token is accepted (Σ min(p, q), assumed i.i.d. over positions).
+c: cost of one draft step in target single-token steps. v(k): cost of one verify pass over k + 1
+tokens in target single-token steps (Leviathan assume v = 1; on a CPU it grows with k).
+"""
+from __future__ import annotations
+
+from typing import Callable, Union
+
+Cost = Union[float, Callable[[int], float]]
+
+
+def expected_tokens(alpha: float, k: int) -> float:
+    """E[τ] = (1 − α^(k+1)) / (1 − α): expected tokens committed per round (k+1 when α = 1)."""
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def committed_distribution(alpha: float, k: int) -> list[float]:
+    """P(τ = j) for j = 1..k+1 tokens committed in a round: α^(j−1)(1−α) for j ≤ k, α^k for k+1."""
+    return [alpha ** (j - 1) * (1 - alpha) for j in range(1, k + 1)] + [alpha ** k]
+
+
+def _cost(v: Cost, k: int) -> float:
+    return v(k) if callable(v) else float(v)
+
+
+def speedup(alpha: float, k: int, c: float, v: Cost = 1.0) -> float:
+    """Predicted speedup over plain decoding: E[τ] / (k·c + v(k)). k = 0 is plain decoding (1.0)."""
+    if k == 0:
+        return 1.0
+    return expected_tokens(alpha, k) / (k * c + _cost(v, k))
+
+
+def best_k(alpha: float, c: float, v: Cost = 1.0, k_max: int = 16) -> tuple[int, float]:
+    """(k, speedup) maximising the predicted speedup over k = 0..k_max (0 means: do not speculate)."""
+    return max(((k, speedup(alpha, k, c, v)) for k in range(k_max + 1)), key=lambda ks: ks[1])
+
+
+def linear_verify_cost(slope: float) -> Callable[[int], float]:
+    """v(k) = 1 + slope·k: a verify pass costs one step plus `slope` steps per extra token."""
+    return lambda k: 1.0 + slope * k
