@@ -1,79 +1,166 @@
 """k = "auto": choose the draft length of each round from running estimates of α, c and v(k).
 
-The policy measures while it decodes: α from the overlaps Σ min(p, q) of evaluated drafts, the
-target step time from plain rounds, v(k) from verify times, c from draft step times. Each round it
-takes the theory's best k; when no k beats plain decoding (α ≤ c, or speculative rounds measured
-slower than plain steps) it falls back to plain steps and probes speculation again now and then.
+The policy measures while it decodes, in units of one target step (step_s, from plain rounds):
+  α      from the overlaps Σ min(p, q) of evaluated drafts, kept twice: after a round whose drafts
+         were all accepted ("hot") and after one with a rejection ("cold"), because acceptance comes
+         in bursts (a copied passage, an easy span) and the last round predicts the next;
+  c      mean draft step time ÷ step_s;
+  v(m)   verify time of m drafts ÷ step_s, measured per m, else a line through (0, 1) fitted to
+         the m seen so far (a CPU pays per token, a GPU barely).
+Each round it takes the theory's best k for those numbers. It falls back to plain steps when
+speculation cannot win: α ≤ c, no k predicted to beat plain by MARGIN, or speculative rounds
+measured slower than plain steps. While plain it probes speculation now and then (k = 1) in case
+the text became easier, spaced so that failed probes cost at most PROBE_BUDGET of the time (a failed
+probe wastes c + v(1) − 1 steps), the spacing doubling after each failure up to PROBE_MAX. The
+early-stop threshold on the draft's top probability is the price of one more draft token (c + the
+verify slope): below it, the expected gain of drafting on is smaller than its cost.
+
+Warm start: the estimates (not the per-decode state) are remembered per target module, drafter
+name and greedy/sampling, so the next decode of the same pair starts from what the last one
+measured instead of priors, and skips the measuring plain round (`AutoK.for_decode`).
 """
 from __future__ import annotations
 
+import math
+import weakref
 from dataclasses import dataclass, field
+from typing import Optional
 
-from .theory import best_k
+from .theory import best_k, expected_tokens
 
 EMA = 0.15            # weight of a new measurement in running means
 K_MAX = 8
-STOP_BELOW = 0.3      # stop drafting once the draft's top probability falls below this
+MARGIN = 1.03         # speculate only when predicted ≥ this: estimates are noisy, plain is safe
+MIN_SPEC_ROUNDS = 4   # speculative rounds measured before their measured gain may veto
+PROBE_FIRST, PROBE_MAX = 8, 128
+PROBE_BUDGET = 0.02   # failed probes may cost at most this share of the plain decoding time
+STOP_MIN, STOP_MAX = 0.05, 0.6
+# What a decode remembers for the next one of the same pair (measured estimates, not state).
+_REMEMBERED = ("alpha_hot", "alpha_cold", "step_s", "draft_step_s", "verify_s", "gain", "n_spec")
+_MEMORY: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # target module -> {key: dict}
+
+
+def _ema(old: Optional[float], new: float, w: float = EMA) -> float:
+    return new if old is None else (1 - w) * old + w * new
 
 
 @dataclass
 class AutoK:
+    """Per-decode adaptive-k policy: `next_k()` before a round, `update(round)` after it."""
     device_type: str = "cpu"
-    alpha: float = 0.6                     # prior before any draft was checked
-    step_s: float | None = None            # target single-token step
-    draft_step_s: float | None = None
-    verify_s: dict = field(default_factory=dict)   # m drafted -> EMA verify time
-    spec_rate: float | None = None         # EMA tokens/s of speculative rounds
+    alpha_hot: float = 0.6                 # α after a fully accepted round (prior)
+    alpha_cold: float = 0.5                # α after a round with a rejection (prior)
+    hot: bool = False                      # was the last speculative round fully accepted?
+    step_s: Optional[float] = None         # target single-token step (EMA)
+    draft_step_s: Optional[float] = None   # one draft step (EMA)
+    verify_s: dict = field(default_factory=dict)   # m drafted -> EMA verify time (s)
+    gain: Optional[float] = None           # EMA of measured round speed ÷ plain speed
+    n_spec: int = 0                        # speculative rounds seen
     plain_run: int = 0                     # consecutive plain rounds chosen
-    probe_every: int = 8
+    probe_every: int = PROBE_FIRST
+    memory: Optional[dict] = field(default=None, repr=False)   # where update() saves estimates
 
-    def _ema(self, old, new):
-        return new if old is None else (1 - EMA) * old + EMA * new
+    @classmethod
+    def for_decode(cls, pair, drafter, cfg) -> "AutoK":
+        """A policy for one decode, warm-started from the last decode of the same pair, drafter
+        and greedy/sampling setting in this process (priors on the first one)."""
+        policy = cls(pair.device_type)
+        try:
+            slot = _MEMORY.setdefault(pair.target, {})
+        except TypeError:          # a target that cannot be weakly referenced: no warm start
+            return policy
+        policy.memory = slot.setdefault((getattr(drafter, "name", "?"), bool(cfg.greedy)), {})
+        for name, value in policy.memory.items():
+            setattr(policy, name, dict(value) if isinstance(value, dict) else value)
+        if policy.step_s:
+            policy.probe_every = policy.probe_spacing()
+        return policy
+
+    @property
+    def alpha(self) -> float:
+        return self.alpha_hot if self.hot else self.alpha_cold
+
+    @property
+    def c(self) -> float:
+        return (self.draft_step_s or 0.0) / self.step_s if self.step_s else 0.0
+
+    def slope(self) -> float:
+        """Verify cost per extra token in target steps: least squares through (0, 1)."""
+        seen = [(m, t / self.step_s) for m, t in self.verify_s.items() if m > 0] if self.step_s else []
+        if not seen:
+            return 0.12 if self.device_type == "cpu" else 0.02   # priors: CPU pays per token
+        return max(sum(m * (v - 1.0) for m, v in seen) / sum(m * m for m, _ in seen), 0.0)
 
     def v(self, k: int) -> float:
-        """Estimated verify cost of k drafts in target steps (measured where seen, else linear)."""
-        if k in self.verify_s:
+        """Verify cost of k drafts in target steps: measured where seen, else the fitted line."""
+        if k in self.verify_s and self.step_s:
             return self.verify_s[k] / self.step_s
-        # Prior slope per extra token: CPU forward time grows with tokens, a GPU's barely does.
-        slope = 0.12 if self.device_type == "cpu" else 0.02
-        seen = sorted((m, t / self.step_s) for m, t in self.verify_s.items() if m > 0)
-        if seen:
-            m, vm = seen[-1]
-            slope = max((vm - 1.0) / m, 0.0)
-        return 1.0 + slope * k
+        return 1.0 + self.slope() * k
 
-    def next_k(self) -> tuple[int, float | None, str]:
+    def stop_below(self) -> float:
+        """Stop drafting when the draft's top probability is below the cost of one more token."""
+        return min(max(self.c + self.slope(), STOP_MIN), STOP_MAX)
+
+    def next_k(self) -> tuple[int, Optional[float], str]:
         """(k for this round, early-stop threshold, reason recorded in the trace)."""
         if self.step_s is None:
             return 0, None, "first round: plain step to measure the target's step time"
-        c = (self.draft_step_s or 0.0) / self.step_s
-        k, predicted = best_k(self.alpha, c, self.v, K_MAX)
-        measured = self.spec_rate * self.step_s if self.spec_rate is not None else None
-        if k > 0 and measured is not None and measured < 1.0 and predicted < 1.1:
-            k, why = 0, f"speculative rounds measured {measured:.2f}× plain"
-        else:
-            why = f"α≈{self.alpha:.2f}, c≈{c:.2f}, v({k})≈{self.v(k):.2f} → predicted {predicted:.2f}×"
+        a, c = self.alpha, self.c
+        k, predicted = best_k(a, c, self.v, K_MAX)
+        state = "after full accept" if self.hot else "after a rejection"
+        why = f"α≈{a:.2f} ({state}), c≈{c:.2f}, v({k})≈{self.v(k):.2f} → predicted {predicted:.2f}×"
+        if a <= c:
+            k, why = 0, f"α≈{a:.2f} ≤ c≈{c:.2f}: no draft length can win"
+        elif predicted < MARGIN:
+            k, why = 0, f"best predicted {predicted:.2f}× < {MARGIN:.2f}× ({why})"
+        elif self.n_spec >= MIN_SPEC_ROUNDS and self.gain is not None and self.gain < 1.0:
+            k, why = 0, f"speculative rounds measured {self.gain:.2f}× plain"
         if k == 0:
             self.plain_run += 1
-            if self.plain_run % self.probe_every == 0:   # probe: the text may have become easy
-                self.probe_every = min(self.probe_every * 2, 64)
-                return 1, None, f"probe (plain for {self.plain_run} rounds: {why})"
+            if self.plain_run >= self.probe_every:   # probe: the text may have become easier
+                self.plain_run = 0
+                self.probe_every = min(self.probe_every * 2, PROBE_MAX)
+                self.hot = True                      # judge the probe as a fresh start
+                return 1, None, f"probe ({why})"
             return 0, None, f"plain step: {why}"
-        self.plain_run, self.probe_every = 0, 8
-        return k, STOP_BELOW, f"best k: {why}"
+        self.plain_run, self.probe_every = 0, self.probe_spacing()
+        return k, self.stop_below(), f"best k: {why}"
+
+    def probe_spacing(self) -> int:
+        """Plain rounds between probes: a failed probe wastes c + v(1) − 1 steps, and probes may
+        cost at most PROBE_BUDGET of the time."""
+        waste = max(self.c + self.v(1) - 1.0, 0.0)
+        return min(max(PROBE_FIRST, math.ceil(waste / PROBE_BUDGET)), PROBE_MAX)
 
     def update(self, rnd) -> None:
-        """Fold one finished Round into the estimates."""
+        """Fold one finished Round (drafted, verify_s, draft_s, t_start/t_end, committed) in."""
         m = len(rnd.drafted)
-        if m == 0:
-            self.step_s = self._ema(self.step_s, rnd.verify_s)
+        if m == 0:   # a plain step (chosen, or the drafter had nothing to propose)
+            self.step_s = _ema(self.step_s, rnd.verify_s)
+            self._remember()
             return
-        self.verify_s[m] = self._ema(self.verify_s.get(m), rnd.verify_s)
-        self.draft_step_s = self._ema(self.draft_step_s, rnd.draft_s / m)
-        for t in rnd.drafted:
-            if t.evaluated and t.overlap is not None:
-                self.alpha = self._ema(self.alpha, t.overlap)
+        self.n_spec += 1
+        self.verify_s[m] = _ema(self.verify_s.get(m), rnd.verify_s)
+        self.draft_step_s = _ema(self.draft_step_s, rnd.draft_s / m)
+        overlaps = [t.overlap for t in rnd.drafted if t.evaluated and t.overlap is not None]
+        for o in overlaps:
+            if self.hot:
+                self.alpha_hot = _ema(self.alpha_hot, o)
+            else:
+                self.alpha_cold = _ema(self.alpha_cold, o)
+        self.hot = rnd.n_accepted == m
         seconds = rnd.t_end - rnd.t_start
-        if seconds > 0:
-            self.spec_rate = self._ema(self.spec_rate, len(rnd.committed) / seconds)
+        if seconds > 0 and self.step_s:
+            # Measured speed of this round relative to plain steps (tokens per step-time).
+            self.gain = _ema(self.gain, len(rnd.committed) * self.step_s / seconds)
+        self._remember()
 
+    def _remember(self) -> None:
+        if self.memory is not None:
+            for name in _REMEMBERED:
+                value = getattr(self, name)
+                self.memory[name] = dict(value) if isinstance(value, dict) else value
+
+    def predicted(self, k: int) -> float:
+        """E[τ] per cost for draft length k under the current estimates (for reports)."""
+        return expected_tokens(self.alpha, k) / (k * self.c + self.v(k)) if k else 1.0

@@ -92,6 +92,22 @@ def start_decode(pair, prompt_ids, k, *, temperature=0.0, top_k=0, top_p=1.0, ma
     return st
 
 
+def correction_distribution(p_target: torch.Tensor, q_draft: torch.Tensor,
+                            n_accepted: torch.Tensor) -> torch.Tensor:
+    """The distribution of the token that follows the accepted prefix: [V].
+
+    p_target [m+1, V], q_draft [m, V], n_accepted: 0-d tensor. At a rejection (n < m) it is
+    norm(max(0, p_n − q_n)); past the last draft q is zero, so the same formula gives p_{m+1}
+    (the bonus). Indexing stays on the device: no host sync.
+    """
+    q_padded = torch.cat([q_draft, q_draft.new_zeros(1, q_draft.shape[-1])])
+    row = (p_target - q_padded).clamp_min(0).index_select(0, n_accepted[None])[0]
+    row_sum = row.sum()
+    # p == q at that position makes a rejection impossible in exact arithmetic; guard rounding.
+    return torch.where(row_sum > 0, row / row_sum.clamp_min(1e-30),
+                       p_target.index_select(0, n_accepted[None])[0])
+
+
 @torch.inference_mode()
 def decode_round(st: DecodeState, k: int, *, stop_below: Optional[float] = None,
                  k_reason: Optional[str] = None) -> Round:
@@ -126,15 +142,8 @@ def decode_round(st: DecodeState, k: int, *, stop_below: Optional[float] = None,
         accepted = u < p_x / q_x.clamp_min(1e-30)
     n_accepted_t = accepted.long().cumprod(0).sum()              # length of the accepted prefix
 
-    # 4. Correction at the first rejected position: norm(max(0, p − q)). Past the last draft q is
-    #    zero, so the same formula gives the bonus token drawn from p_{m+1}.
-    q_padded = torch.cat([q_draft, q_draft.new_zeros(1, V)])
-    residual = (p_target - q_padded).clamp_min(0)                # [m+1, V]
-    row = residual.index_select(0, n_accepted_t[None])[0]
-    row_sum = row.sum()
-    # p == q at that position makes a rejection impossible in exact arithmetic; guard rounding.
-    correction_dist = torch.where(row_sum > 0, row / row_sum.clamp_min(1e-30),
-                                  p_target.index_select(0, n_accepted_t[None])[0])
+    # 4. Correction at the first rejected position (bonus from p when all passed).
+    correction_dist = correction_distribution(p_target, q_draft, n_accepted_t)
     correction_id = draw(correction_dist[None], cfg, st.generator)[0]
 
     # One host sync for the decision: accept flags, accepted length, correction token.
@@ -237,7 +246,8 @@ def stream_speculative(pair, prompt_ids, k: Union[int, str] = 4, *, temperature=
 def _run(pair, prompt_ids, k, *, mode, **settings) -> Iterator[Trace]:
     """The round loop shared by speculative and plain decoding."""
     st = start_decode(pair, prompt_ids, k, mode=mode, **settings)
-    policy = AutoK(pair.device_type) if k == "auto" else None
+    # Warm-started from the last decode of this pair and drafter (adaptive.py).
+    policy = AutoK.for_decode(pair, st.drafter, st.cfg) if k == "auto" else None
     while not st.done:
         if policy is not None:
             k_round, stop_below, reason = policy.next_k()

@@ -1,0 +1,216 @@
+"""The benchmark's lanes: what is timed, and how one run of one lane on one prompt is measured.
+
+A lane is one way to decode: ours (plain, speculative with a fixed k or k = "auto", with the pair's
+drafter or the n-gram drafter) or transformers' generate() (plain, assisted generation with the
+pair's draft model, prompt lookup). Every run is timed from outside with the same wall clock, and
+forward hooks on the target and draft modules add up the time spent inside model forward passes,
+so "share of wall time outside forward passes" is measured alike for our loop and for transformers'.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+
+from .autoregressive import autoregressive_generate
+from .drafters import NGramDrafter
+from .speculative import speculative_generate
+
+MODES = {"greedy": dict(temperature=0.0, top_k=0, top_p=1.0),
+         "sampling": dict(temperature=0.7, top_k=0, top_p=0.9)}
+
+
+@dataclass(frozen=True)
+class Lane:
+    name: str                      # e.g. "spec_k4", "hf_assisted_dynamic"
+    impl: str                      # "ours" | "hf"
+    label: str                     # human-readable, for the report
+    k: object = None               # ours: 0 (plain), int or "auto"
+    ngram: bool = False            # ours: use the n-gram drafter instead of the pair's drafter
+    hf: Optional[dict] = None      # hf: kind ("plain" | "assisted" | "lookup") + settings
+    sweep: bool = False            # part of the k sweep only (greedy)
+
+
+def build_lanes(pair, k: int, sweep_ks, mode: str) -> list[Lane]:
+    """The lanes to run for one mode. HF assisted lanes need an HF draft model in the pair; the
+    n-gram lane of ours is separate only when the pair's own drafter is not the n-gram one."""
+    has_model = pair.draft_model is not None
+    pair_is_ngram = pair.draft_name == "ngram"
+    lanes = [Lane("plain", "ours", "ours plain", k=0),
+             Lane(f"spec_k{k}", "ours", f"ours spec k={k} ({pair.draft_name})", k=k),
+             Lane("spec_auto", "ours", f"ours spec k=auto ({pair.draft_name})", k="auto"),
+             Lane("hf_plain", "hf", "HF generate plain", hf={"kind": "plain"})]
+    if has_model:
+        lanes += [Lane(f"hf_assisted_k{k}", "hf", f"HF assisted k={k} (constant, threshold 0)",
+                       hf={"kind": "assisted", "num_assistant_tokens": k,
+                           "num_assistant_tokens_schedule": "constant",
+                           "assistant_confidence_threshold": 0.0}),
+                  Lane("hf_assisted_dynamic", "hf", "HF assisted, default (dynamic) settings",
+                       hf={"kind": "assisted"})]
+    lanes.append(Lane(f"hf_prompt_lookup_k{k}", "hf", f"HF prompt lookup k={k}",
+                      hf={"kind": "lookup", "prompt_lookup_num_tokens": k}))
+    if not pair_is_ngram:
+        lanes.append(Lane(f"ngram_k{k}", "ours", f"ours n-gram k={k}", k=k, ngram=True))
+    if mode == "greedy":
+        lanes += [Lane(f"spec_k{j}", "ours", f"ours spec k={j} ({pair.draft_name})", k=j, sweep=True)
+                  for j in sweep_ks if j != k]
+    return lanes
+
+
+class ForwardTimer:
+    """Sums wall time inside the forward() of the given modules (top-level calls only).
+
+    On CUDA the reading is only meaningful with synchronisation; the bench syncs around runs,
+    not around forwards, so on a GPU this measures launch time (reported as such)."""
+
+    def __init__(self, modules: dict):
+        self.totals = {name: 0.0 for name in modules}
+        self._t0, self._depth, self._handles = {}, {}, []
+        for name, mod in modules.items():
+            self._depth[name] = 0
+            self._handles.append(mod.register_forward_pre_hook(self._pre(name)))
+            self._handles.append(mod.register_forward_hook(self._post(name)))
+
+    def _pre(self, name):
+        def hook(module, args):
+            if self._depth[name] == 0:
+                self._t0[name] = time.perf_counter()
+            self._depth[name] += 1
+        return hook
+
+    def _post(self, name):
+        def hook(module, args, output):
+            self._depth[name] -= 1
+            if self._depth[name] == 0:
+                self.totals[name] += time.perf_counter() - self._t0[name]
+        return hook
+
+    def reset(self) -> None:
+        self.totals = {name: 0.0 for name in self.totals}
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+
+
+def timed_modules(pair) -> dict:
+    """{"target": module, "draft": module} whose forward passes the timer hooks (draft if any)."""
+    mods = {"target": pair.target}
+    draft = pair.draft_model
+    if draft is None:   # a custom drafter (e.g. a feature head): time its module if it has one
+        d = pair.new_drafter()
+        draft = next((m for m in vars(d).values() if isinstance(m, torch.nn.Module)), None)
+    if draft is not None and draft is not pair.target:
+        mods["draft"] = draft
+    return mods
+
+
+@dataclass
+class Run:
+    lane: str
+    mode: str
+    prompt: str
+    repeat: int
+    wall_s: float                   # outside wall clock around the whole call (prefill included)
+    output_ids: list
+    forward_s: dict                 # {"target": s, "draft": s}
+    trace: object = None            # ours: the Trace (stats, rounds); hf: None
+    extra: dict = field(default_factory=dict)
+
+
+def _sync(pair) -> None:
+    if pair.device_type == "cuda":
+        torch.cuda.synchronize()
+
+
+def run_lane(pair, lane: Lane, prompt_ids: list, mode: str, max_new_tokens: int, seed: int,
+             timer: ForwardTimer, draft_cfg0=None) -> tuple[float, list, object]:
+    """Run one lane once -> (wall seconds, new token ids, Trace or None)."""
+    settings = dict(MODES[mode], max_new_tokens=max_new_tokens, seed=seed)
+    timer.reset()
+    _sync(pair)
+    if lane.impl == "ours":
+        t0 = time.perf_counter()
+        if lane.k == 0:
+            trace = autoregressive_generate(pair, prompt_ids, **settings)
+        else:
+            drafter = NGramDrafter(pair.vocab_size, pair.input_device) if lane.ngram else None
+            trace = speculative_generate(pair, prompt_ids, lane.k, drafter=drafter, **settings)
+        _sync(pair)
+        return time.perf_counter() - t0, list(trace.output_ids), trace
+    return _run_hf(pair, lane, prompt_ids, mode, max_new_tokens, seed, draft_cfg0)
+
+
+def _hf_kwargs(pair, mode: str, max_new_tokens: int) -> dict:
+    s = MODES[mode]
+    eos = sorted(pair.eos_ids)
+    kw = dict(max_new_tokens=max_new_tokens, pad_token_id=eos[0] if eos else 0,
+              eos_token_id=eos or None)
+    if s["temperature"] == 0:
+        kw.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+    else:   # top_k=0 turns transformers' default top-k of 50 off, as ours has it
+        kw.update(do_sample=True, temperature=s["temperature"], top_p=s["top_p"], top_k=0)
+    return kw
+
+
+@torch.inference_mode()
+def _run_hf(pair, lane, prompt_ids, mode, max_new_tokens, seed, draft_cfg0):
+    device = pair.input_device
+    ids = torch.tensor([prompt_ids], dtype=torch.long, device=device)
+    kw = _hf_kwargs(pair, mode, max_new_tokens)
+    kind = lane.hf["kind"]
+    draft = pair.draft_model
+    saved_cfg = None
+    if kind == "assisted":
+        # A fresh copy of the assistant's generation config for every call: transformers keeps
+        # schedule / threshold state there, and a target-layers draft shares the target's object.
+        saved_cfg = draft.generation_config
+        cfg = copy.deepcopy(draft_cfg0)
+        for key in ("num_assistant_tokens", "num_assistant_tokens_schedule",
+                    "assistant_confidence_threshold"):
+            if key in lane.hf:
+                setattr(cfg, key, lane.hf[key])
+        draft.generation_config = cfg
+        kw["assistant_model"] = draft
+    elif kind == "lookup":
+        kw["prompt_lookup_num_tokens"] = lane.hf["prompt_lookup_num_tokens"]
+    torch.manual_seed(seed)
+    try:
+        _sync(pair)
+        t0 = time.perf_counter()
+        out = pair.target.generate(ids, attention_mask=torch.ones_like(ids), **kw)
+        _sync(pair)
+        wall = time.perf_counter() - t0
+    finally:
+        if saved_cfg is not None:
+            draft.generation_config = saved_cfg
+    return wall, out[0, len(prompt_ids):].tolist(), None
+
+
+def first_mismatch(ref: list, out: list) -> Optional[int]:
+    """First position where two id lists differ (a length difference counts), else None."""
+    for i, (a, b) in enumerate(zip(ref, out)):
+        if a != b:
+            return i
+    return None if len(ref) == len(out) else min(len(ref), len(out))
+
+
+def plain_logit_gap(plain_trace, position: int) -> Optional[float]:
+    """Top-2 logit gap of the target at output position `position` of a plain trace (one token
+    per round): log p1 − log p2 of the raw softmax equals the logit difference."""
+    import math
+    if position >= len(plain_trace.rounds):
+        return None
+    top = plain_trace.rounds[position].correction.p_top_raw
+    if len(top) >= 2 and top[0][2] > 0 and top[1][2] > 0:
+        return math.log(top[0][2]) - math.log(top[1][2])
+    return None
+
+
+def tie_tolerance(dtype: torch.dtype) -> float:
+    """Largest top-2 logit gap that a (k+1)-token pass vs a 1-token step may flip by rounding.
+    fp32 batch-shape differences move logits by ~1e-5; bf16/fp16 by a few ulps of ~0.1."""
+    return 1e-3 if dtype == torch.float32 else 0.5

@@ -1,0 +1,199 @@
+"""Turning the benchmark's runs into numbers: medians, ratios, measured c / v(k), predictions.
+
+Conventions (DESIGN.md "Statistics"): tokens/s of a lane on a prompt set = Σ tokens / Σ median
+wall seconds over its prompts (wall = outside clock around the whole call, prefill included).
+The theory is checked on decode time only (trace wall − prefill), because E[τ]/(k·c + v(k)) models
+rounds, not the prefill: c = draft step ÷ plain step, v(m) = verify time of an m-draft round ÷
+plain step, both pooled over repeats (and prompts for the overall row); α pooled over every
+evaluated draft position.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from statistics import median
+from typing import Optional
+
+from .theory import expected_tokens
+
+
+def _div(a, b) -> Optional[float]:
+    return a / b if a is not None and b else None
+
+
+def run_sums(trace) -> dict:
+    """Additive per-run quantities of one of our traces (so repeats and prompts can be pooled)."""
+    s = trace.stats
+    verify = defaultdict(lambda: [0.0, 0])
+    overlaps = [t.overlap for r in trace.rounds for t in r.drafted if t.evaluated and t.overlap is not None]
+    for r in trace.rounds:
+        v = verify[len(r.drafted)]
+        v[0] += r.verify_s
+        v[1] += 1
+    return {"tokens": s["new_tokens"], "rounds": s["rounds"], "decode_s": s["wall_s"] - s["prefill_s"],
+            "prefill_s": s["prefill_s"], "trace_wall_s": s["wall_s"], "draft_s": s["draft_s"],
+            "verify_s": s["verify_s"], "overhead_s": s["overhead_s"],
+            "draft_steps": sum(len(r.drafted) for r in trace.rounds),
+            "drafted": s["drafted"], "accepted": s["accepted"],
+            "overlap_sum": sum(overlaps), "overlap_n": len(overlaps),
+            "verify_by_m": {m: tuple(v) for m, v in verify.items()},
+            "m_list": [len(r.drafted) for r in trace.rounds],
+            "k_list": [r.k for r in trace.rounds], "reasons": [r.k_reason for r in trace.rounds]}
+
+
+def pool(sums: list) -> dict:
+    """Add up run_sums dicts."""
+    out = {"verify_by_m": defaultdict(lambda: [0.0, 0]), "m_list": [], "k_list": [], "reasons": []}
+    for s in sums:
+        for key, val in s.items():
+            if key == "verify_by_m":
+                for m, (t, n) in val.items():
+                    out[key][m][0] += t
+                    out[key][m][1] += n
+            elif isinstance(val, list):
+                out[key] += val
+            else:
+                out[key] = out.get(key, 0) + val
+    return out
+
+
+def theory_row(spec: dict, plain: dict, k) -> dict:
+    """α, c, v(k), measured decode speedup and the predictions for pooled spec vs plain sums."""
+    step_s = _div(plain.get("verify_s"), plain.get("rounds"))
+    alpha = _div(spec.get("overlap_sum"), spec.get("overlap_n"))
+    c = _div(_div(spec.get("draft_s"), spec.get("draft_steps")), step_s)
+    v = {m: t / n / step_s for m, (t, n) in spec["verify_by_m"].items() if n and step_s}
+    meas = _div(_div(plain.get("decode_s"), plain.get("tokens")), _div(spec.get("decode_s"), spec.get("tokens")))
+    row = {"alpha": alpha, "c": c, "v": {str(m): v[m] for m in sorted(v)}, "step_s": step_s,
+           "mean_committed": _div(spec.get("tokens"), spec.get("rounds")),
+           "acceptance_rate": _div(spec.get("accepted"), spec.get("drafted")),
+           "measured_decode_speedup": meas, "predicted": None, "predicted_mix": None}
+    if alpha is None or c is None:
+        return row
+    if isinstance(k, int) and k in v:   # the issue's formula at the lane's k
+        row["predicted"] = expected_tokens(alpha, k) / (k * c + v[k])
+    # The same theory over the draft lengths the rounds really had (the n-gram drafter proposes
+    # fewer than k when its match is short, k = "auto" varies, the last round is cut).
+    ms = spec["m_list"]
+    if ms and all(m in v for m in ms):
+        row["predicted_mix"] = (sum(expected_tokens(alpha, m) for m in ms)
+                                / sum(m * c + v[m] for m in ms))
+    for key in ("predicted", "predicted_mix"):
+        if row[key] and meas:
+            row[f"measured_over_{key}"] = meas / row[key]
+    return row
+
+
+def aggregate(runs: list, lanes_by_mode: dict, prompts: list, hf_ref: dict) -> dict:
+    """runs: list of bench_lanes.Run -> per-mode, per-lane results with ratios and theory."""
+    by_cell = defaultdict(list)
+    for r in runs:
+        by_cell[(r.mode, r.lane, r.prompt)].append(r)
+    result = {}
+    for mode, lanes in lanes_by_mode.items():
+        cells = {}
+        for lane in lanes:
+            per_prompt = {}
+            for p in prompts:
+                rs = by_cell.get((mode, lane.name, p))
+                if not rs:
+                    continue
+                fwd = [sum(r.forward_s.values()) / r.wall_s for r in rs if r.wall_s > 0]
+                cell = {"wall_s": median(r.wall_s for r in rs), "tokens": median(len(r.output_ids) for r in rs),
+                        "repeats": len(rs), "forward_share": median(fwd) if fwd else None,
+                        "walls": [r.wall_s for r in rs]}
+                cell["tokens_per_s"] = _div(cell["tokens"], cell["wall_s"])
+                if rs[0].trace is not None:
+                    cell["sums"] = pool([run_sums(r.trace) for r in rs])
+                per_prompt[p] = cell
+            cells[lane.name] = per_prompt
+        result[mode] = _lane_table(mode, lanes, cells, prompts, hf_ref.get(mode))
+    return result
+
+
+def _lane_table(mode, lanes, cells, prompts, hf_ref_name) -> dict:
+    plain = cells.get("plain", {})
+    out = {}
+    for lane in lanes:
+        pp = cells[lane.name]
+        toks = sum(c["tokens"] for c in pp.values())
+        wall = sum(c["wall_s"] for c in pp.values())
+        shares = [c["forward_share"] for c in pp.values() if c["forward_share"] is not None]
+        row = {"label": lane.label, "impl": lane.impl, "k": lane.k, "sweep": lane.sweep,
+               "tokens": toks, "wall_s": wall, "tokens_per_s": _div(toks, wall),
+               "outside_forward_share": 1 - median(shares) if shares else None, "per_prompt": {}}
+        for p, c in pp.items():
+            pr = {"tokens_per_s": c["tokens_per_s"], "wall_s": c["wall_s"], "walls": c["walls"],
+                  "tokens": c["tokens"], "vs_plain": _div(c["tokens_per_s"], plain.get(p, {}).get("tokens_per_s"))}
+            if "sums" in c and "sums" in plain.get(p, {}):
+                pr["theory"] = theory_row(c["sums"], plain[p]["sums"], lane.k)
+            row["per_prompt"][p] = pr
+        if lane.impl == "ours" and all("sums" in c for c in pp.values()) and pp:
+            spec = pool([c["sums"] for c in pp.values()])
+            base = pool([c["sums"] for c in plain.values()]) if plain else None
+            row["theory"] = theory_row(spec, base, lane.k) if base else None
+            row["time_split"] = _time_split(spec)
+            if lane.k == "auto":
+                row["auto"] = _auto_summary(spec)
+        out[lane.name] = row
+    ref = out.get("plain", {}).get("tokens_per_s")
+    hf = out.get(hf_ref_name, {}).get("tokens_per_s") if hf_ref_name else None
+    for row in out.values():
+        row["vs_plain"] = _div(row["tokens_per_s"], ref)
+        row["vs_hf_ref"] = _div(row["tokens_per_s"], hf)
+        vp = [p["vs_plain"] for p in row["per_prompt"].values() if p["vs_plain"] is not None]
+        row["vs_plain_min_prompt"] = min(vp) if vp else None
+    return {"lanes": out, "hf_ref": hf_ref_name}
+
+
+def _time_split(s: dict) -> dict:
+    """Shares of our trace wall time: prefill, draft, verify, per-round overhead, between rounds."""
+    wall = s["trace_wall_s"]
+    parts = {k: s[k] for k in ("prefill_s", "draft_s", "verify_s", "overhead_s")}
+    parts["between_rounds_s"] = wall - sum(parts.values())
+    return {k.replace("_s", "_share"): _div(v, wall) for k, v in parts.items()}
+
+
+def _reason_kind(reason: Optional[str]) -> str:
+    if not reason:
+        return "fixed"
+    for key in ("first round", "probe", "best k", "speculative rounds measured", "best predicted", "≤ c"):
+        if key in reason:
+            return key
+    return reason.split(":")[0][:40]
+
+
+def _auto_summary(s: dict) -> dict:
+    """How k = "auto" behaved: k chosen per round, drafted lengths, and why."""
+    return {"k_hist": dict(sorted(Counter(s["k_list"]).items())),
+            "drafted_hist": dict(sorted(Counter(s["m_list"]).items())),
+            "plain_round_share": _div(sum(1 for m in s["m_list"] if m == 0), len(s["m_list"])),
+            "reasons": dict(Counter(_reason_kind(r) for r in s["reasons"]).most_common())}
+
+
+def headline(results: dict, k: int, pair_is_ngram: bool) -> dict:
+    """The ratios the issue asks for, from one run."""
+    h = {}
+    for mode, res in results.items():
+        L = res["lanes"]
+        tps = {n: r["tokens_per_s"] for n, r in L.items()}
+        auto = L.get("spec_auto", {})
+        m = {"auto_vs_plain": auto.get("vs_plain"), "auto_vs_plain_min_prompt": auto.get("vs_plain_min_prompt"),
+             "auto_vs_plain_per_prompt": {p: v["vs_plain"] for p, v in auto.get("per_prompt", {}).items()}}
+        for hf in ("hf_assisted_dynamic", f"hf_assisted_k{k}", f"hf_prompt_lookup_k{k}", "hf_plain"):
+            if hf in tps:
+                m[f"auto_vs_{hf}"] = _div(tps.get("spec_auto"), tps[hf])
+        if f"hf_assisted_k{k}" in tps:
+            m[f"spec_k{k}_vs_hf_assisted_k{k}"] = _div(tps.get(f"spec_k{k}"), tps[f"hf_assisted_k{k}"])
+        ours_ngram = f"spec_k{k}" if pair_is_ngram else f"ngram_k{k}"
+        m[f"ours_ngram_k{k}_vs_hf_prompt_lookup_k{k}"] = _div(tps.get(ours_ngram), tps.get(f"hf_prompt_lookup_k{k}"))
+        m["plain_vs_hf_plain"] = _div(tps.get("plain"), tps.get("hf_plain"))
+        fixed = {n: t for n, t in tps.items() if n.startswith("spec_k") and t}
+        if fixed:
+            best = max(fixed, key=fixed.get)
+            m["best_fixed_k_lane"], m["auto_vs_best_fixed_k"] = best, _div(tps.get("spec_auto"), fixed[best])
+        th = (L.get(f"spec_k{k}") or {}).get("theory") or {}
+        m[f"spec_k{k}_measured_over_predicted"] = th.get("measured_over_predicted")
+        m[f"spec_k{k}_measured_over_predicted_mix"] = th.get("measured_over_predicted_mix")
+        m["outside_forward_share"] = {n: r["outside_forward_share"] for n, r in L.items() if not r["sweep"]}
+        h[mode] = m
+    return h

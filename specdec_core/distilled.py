@@ -1,0 +1,245 @@
+"""The distilled default draft: an EAGLE-style feature head over the target's last hidden state.
+
+At committed position t the target's verify pass already gave f_t (its last hidden state, after
+the final norm). The head reads [f_t ; e(x_{t+1})] (e: the target's frozen token embeddings),
+projects 2H -> H, runs ONE decoder layer of the target's width (causal attention over its own KV
+cache), a final RMSNorm, and a truncated output layer: the rows of the target's tied embedding
+matrix for the N most frequent output tokens (+ a trained bias). Its output g_t imitates f_{t+1},
+so a second draft step feeds [g_t ; e(d_1)], and so on. q is 0 outside the N tokens (padded with
+-inf by `fit_vocab`), which keeps speculative sampling exact.
+
+Shipped: fc, the layer, the norm, the bias and the vocabulary ids (fp16, a few MB); the embedding
+and output rows are taken from the target at load time, never stored twice.
+
+    from specdec_core.distilled import make_default_drafter      # factory(pair) -> Drafter
+    pair = ModelPair.from_models(target, make_default_drafter, tokenizer)
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .drafters import Drafter, Proposal, empty_proposal, fit_vocab
+from .sampling import draw, raw_probs, warp_probs
+
+ASSET_DIR = Path(__file__).resolve().parents[1] / "assets" / "draft"
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(dim)), eps
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
+    """Rotary embedding (HF Llama 'rotate_half' layout): x [B, h, T, d], pos [T] -> same shape."""
+    d = x.shape[-1]
+    inv = 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d)
+    ang = pos.float()[:, None] * inv[None]                       # [T, d/2]
+    cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
+class FeatureHead(nn.Module):
+    """fc + one Llama decoder layer + norm + truncated tied head. Shapes: B batch, T positions."""
+
+    def __init__(self, cfg: dict, vocab_ids: torch.Tensor):
+        super().__init__()
+        H, I = cfg["hidden_size"], cfg["intermediate_size"]
+        self.cfg, self.nh, self.nkv, self.hd = cfg, cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+        self.fc = nn.Linear(2 * H, H, bias=False)
+        self.ln1, self.ln2 = RMSNorm(H, cfg["rms_norm_eps"]), RMSNorm(H, cfg["rms_norm_eps"])
+        self.q = nn.Linear(H, self.nh * self.hd, bias=False)
+        self.k = nn.Linear(H, self.nkv * self.hd, bias=False)
+        self.v = nn.Linear(H, self.nkv * self.hd, bias=False)
+        self.o = nn.Linear(self.nh * self.hd, H, bias=False)
+        self.gate, self.up = nn.Linear(H, I, bias=False), nn.Linear(H, I, bias=False)
+        self.down = nn.Linear(I, H, bias=False)
+        self.norm = RMSNorm(H, cfg["rms_norm_eps"])
+        self.register_buffer("vocab_ids", vocab_ids.long())            # [N] target ids
+        self.bias = nn.Parameter(torch.zeros(len(vocab_ids)))
+        self.embed: Optional[torch.Tensor] = None                     # [V, H] frozen, from target
+        self.head_w: Optional[torch.Tensor] = None                    # [N, H] frozen rows
+
+    def attach(self, embed_weight: torch.Tensor, head_weight: torch.Tensor) -> "FeatureHead":
+        """Borrow the target's frozen embeddings [V, H] and output layer [V, H] (no copy of V×H)."""
+        self.embed = embed_weight.detach()
+        self.head_w = head_weight.detach()[self.vocab_ids]
+        return self
+
+    @torch.no_grad()
+    def init_from_target(self, target, layer: int) -> None:
+        """Start from a target decoder layer and the target's final norm; fc picks the feature."""
+        L = target.model.layers[layer]
+        for mine, theirs in [(self.q, L.self_attn.q_proj), (self.k, L.self_attn.k_proj),
+                             (self.v, L.self_attn.v_proj), (self.o, L.self_attn.o_proj),
+                             (self.gate, L.mlp.gate_proj), (self.up, L.mlp.up_proj),
+                             (self.down, L.mlp.down_proj), (self.ln1, L.input_layernorm),
+                             (self.ln2, L.post_attention_layernorm), (self.norm, target.model.norm)]:
+            mine.weight.copy_(theirs.weight)
+        H = self.fc.out_features
+        self.fc.weight.normal_(0, 0.02)
+        self.fc.weight[:, :H] += torch.eye(H)
+
+    def layer_in(self, feat: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """feat [B, T, H] features, ids [B, T] next tokens -> layer input [B, T, H]."""
+        return self.fc(torch.cat([feat, self.embed[ids].to(feat.dtype)], -1))
+
+    def qkv(self, x: torch.Tensor, pos: torch.Tensor):
+        """x [B, T, H] -> q [B, nh, T, d], k, v [B, nkv, T, d] (RoPE at positions pos [T])."""
+        B, T, _ = x.shape
+        h = self.ln1(x)
+        theta = self.cfg["rope_theta"]
+        q = rope(self.q(h).view(B, T, self.nh, self.hd).transpose(1, 2), pos, theta)
+        k = rope(self.k(h).view(B, T, self.nkv, self.hd).transpose(1, 2), pos, theta)
+        v = self.v(h).view(B, T, self.nkv, self.hd).transpose(1, 2)
+        return q, k, v
+
+    def finish(self, x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
+        """Residual stream x [B, T, H] + attention output [B, nh, T, d] -> layer output g [B, T, H]."""
+        B, _, T, _ = attn.shape
+        x = x + self.o(attn.transpose(1, 2).reshape(B, T, -1))
+        h = self.ln2(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+    def logits(self, g: torch.Tensor) -> torch.Tensor:
+        """g [..., H] -> logits over the N draft tokens [..., N]."""
+        return self.norm(g) @ self.head_w.T.to(g.dtype) + self.bias
+
+    def step(self, feat, ids, pos, cache: Optional[list]):
+        """Incremental forward for drafting. feat [1, n, H], ids [1, n], pos [n]; cache [k, v] or
+        None (grown in place). Returns (g [1, n, H], new cache)."""
+        x = self.layer_in(feat, ids)
+        q, k, v = self.qkv(x, pos)
+        if cache is not None:
+            k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
+        rep = self.nh // self.nkv
+        n, total = q.shape[2], k.shape[2]
+        # Causal mask for the n new queries against all `total` keys (the last n are theirs).
+        mask = torch.ones(n, total, dtype=torch.bool).tril(total - n)
+        attn = F.scaled_dot_product_attention(q, k.repeat_interleave(rep, 1),
+                                              v.repeat_interleave(rep, 1), attn_mask=mask)
+        return self.finish(x, attn), [k, v]
+
+
+def save_head(head: FeatureHead, out_dir: Path, card: dict) -> None:
+    """weights.pt (fp16 state without the borrowed target tensors) + config.json."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    state = {k: (v.half() if v.is_floating_point() else v) for k, v in head.state_dict().items()}
+    torch.save(state, out_dir / "weights.pt")
+    (out_dir / "config.json").write_text(json.dumps({"cfg": head.cfg, **card}, indent=1))
+
+
+def target_cfg(target) -> dict:
+    c = target.config
+    rope_theta = (getattr(c, "rope_parameters", None) or {}).get("rope_theta", getattr(c, "rope_theta", 10000.0))
+    return dict(hidden_size=c.hidden_size, intermediate_size=c.intermediate_size,
+                num_attention_heads=c.num_attention_heads, num_key_value_heads=c.num_key_value_heads,
+                head_dim=getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
+                rms_norm_eps=c.rms_norm_eps, rope_theta=float(rope_theta))
+
+
+def load_head(target, path: Path = ASSET_DIR) -> FeatureHead:
+    """The shipped head, attached to the target's embeddings/output layer, fp32, eval mode."""
+    meta = json.loads((Path(path) / "config.json").read_text())
+    state = torch.load(Path(path) / "weights.pt", map_location="cpu", weights_only=True)
+    head = FeatureHead(meta["cfg"], state["vocab_ids"])
+    head.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
+    dev = target.get_input_embeddings().weight.device
+    return head.to(dev).eval().attach(target.get_input_embeddings().weight,
+                                      target.get_output_embeddings().weight)
+
+
+class FeatureDrafter(Drafter):
+    """Drafts with a FeatureHead from the target's verify-pass features (needs wants_hidden).
+
+    State: `feats` [n, H] = f_0..f_{n-1} from observe(); the head's KV cache holds `n_true`
+    entries built from TRUE features (entry p = [f_p ; e(x_{p+1})]). With L committed tokens the
+    decoder has shown us f_0..f_{L-2}, so entry L-2 is the last true one and its output drafts x_L;
+    later draft steps feed the head's own output g. Entries made from g are dropped every round.
+    """
+
+    name = "distilled-feature-head"
+    wants_hidden = True
+
+    def __init__(self, head: FeatureHead, vocab_size: int, device="cpu"):
+        super().__init__(vocab_size, device)
+        self.head = head
+        self.feats = torch.zeros(0, head.fc.out_features, device=self.device)
+        self.cache, self.n_true = None, 0
+
+    def start(self, prompt_ids):
+        self.cache, self.n_true = None, 0   # observe() of the prompt came just before start()
+
+    def observe(self, hidden):
+        """hidden [n, H]: append the target's features of newly committed positions."""
+        self.feats = torch.cat([self.feats, hidden.to(self.feats.dtype)])
+
+    def _full(self, logits_n: torch.Tensor) -> torch.Tensor:
+        """[m, N] draft logits -> [m, V] target-vocabulary logits, -inf outside the draft vocab."""
+        full = logits_n.new_full((logits_n.shape[0], self.vocab_size), float("-inf"))
+        ids = self.head.vocab_ids
+        keep = ids < self.vocab_size
+        full[:, ids[keep]] = logits_n[:, keep]
+        return fit_vocab(full, self.vocab_size)
+
+    @torch.inference_mode()
+    def propose(self, committed, k, cfg, generator, stop_below=None) -> Proposal:
+        L = len(committed)
+        n_feat = min(len(self.feats), L - 1)
+        if n_feat < 1 or k < 1:
+            return empty_proposal(self.vocab_size, self.device)
+        committed = committed.to(self.device)
+        if self.cache is not None:   # forget entries made from drafted features
+            self.cache = [c[:, :, : self.n_true] for c in self.cache]
+        # 1. New true entries n_true..n_feat-1 in one batched step; the last one drafts token L.
+        new = torch.arange(self.n_true, n_feat, device=self.device)
+        g, self.cache = self.head.step(self.feats[None, new], committed[None, new + 1], new, self.cache)
+        self.n_true = n_feat
+        g = g[:, -1:]
+        ids, q_probs, q_raw, stop_reason = [], [], [], None
+        for i in range(k):
+            logits = self._full(self.head.logits(g[0]))          # [1, V]
+            q = warp_probs(logits, cfg)
+            token = draw(q, cfg, generator)
+            ids.append(token)
+            q_probs.append(q[0])
+            q_raw.append(raw_probs(logits)[0])
+            if i + 1 == k:
+                break
+            if stop_below is not None and raw_probs(logits).max().item() < stop_below:
+                stop_reason = f"draft top probability < {stop_below:g}"
+                break
+            pos = torch.tensor([n_feat + i], device=self.device)
+            g, self.cache = self.head.step(g, token[None], pos, self.cache)
+        return Proposal(torch.cat(ids), torch.stack(q_probs), torch.stack(q_raw), stop_reason)
+
+    def rollback(self, n_valid):
+        # Entries from true features stay valid (their tokens were committed); propose() crops
+        # the drafted ones. A rollback below them (not done by the decoder) resets the state.
+        if n_valid - 1 < self.n_true:
+            self.n_true = max(0, n_valid - 1)
+            self.feats = self.feats[: self.n_true]
+            if self.cache is not None:
+                self.cache = [c[:, :, : self.n_true] for c in self.cache]
+
+
+_HEADS: dict = {}
+
+
+def make_default_drafter(pair) -> FeatureDrafter:
+    """Factory for ModelPair: the shipped head (loaded once per target) in a fresh drafter."""
+    key = id(pair.target)
+    if key not in _HEADS:
+        _HEADS[key] = load_head(pair.target)
+    return FeatureDrafter(_HEADS[key], pair.vocab_size, pair.input_device)

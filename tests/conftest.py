@@ -1,0 +1,30 @@
+"""Shared fixtures: tiny random Llama pairs with exactly computable distributions, and the real
+embedded default target (loaded once per test session, offline)."""
+import os
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def tiny_llama(vocab_size: int = 8, seed: int = 0, layers: int = 1, init: float = 0.6,
+               eos: int | None = None) -> LlamaForCausalLM:
+    """A random 1-layer Llama whose next-token distributions are far from uniform (large init)."""
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=16, intermediate_size=32,
+                      num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=1,
+                      max_position_embeddings=128, initializer_range=init, tie_word_embeddings=False,
+                      bos_token_id=None, eos_token_id=eos, pad_token_id=None)
+    model = LlamaForCausalLM(cfg).eval()
+    model.generation_config.eos_token_id = eos
+    return model
+
+
+@pytest.fixture(scope="session")
+def default_pair():
+    """The embedded SmolLM2-135M-Instruct target (fp32, CPU) with the n-gram drafter."""
+    from specdec_core import load_pair
+    return load_pair("smollm2-135m", draft="ngram", device="cpu")

@@ -1,0 +1,118 @@
+"""Speculative sampling reproduces the target's distribution exactly (chi-square against the exact
+joint distribution of the first two generated tokens, computed from the target's logits)."""
+import itertools
+
+import pytest
+import torch
+
+from specdec_core import ModelPair, speculative_generate
+from specdec_core import speculative as spec_module
+from specdec_core.drafters import NGramDrafter
+from specdec_core.sampling import SamplingConfig, warp_probs
+
+from .conftest import tiny_llama
+
+N_SAMPLES = 1500
+PROMPT = [1, 5, 2]
+
+
+@torch.inference_mode()
+def exact_two_token_distribution(target, prompt, cfg: SamplingConfig, vocab_size: int) -> torch.Tensor:
+    """P(x1, x2 | prompt) [V, V] under the target with the sampling warps applied at each step."""
+    first = warp_probs(target(torch.tensor([prompt])).logits[0, -1, :vocab_size], cfg)       # [V]
+    batch = torch.tensor([prompt + [x] for x in range(vocab_size)])
+    second = warp_probs(target(batch).logits[:, -1, :vocab_size], cfg)                      # [V, V]
+    return first[:, None] * second
+
+
+def chi_square_p_value(counts: torch.Tensor, expected_probs: torch.Tensor) -> float:
+    """Pearson chi-square goodness of fit; cells expected < 5 are pooled into one cell."""
+    counts, expected = counts.flatten().double(), expected_probs.flatten().double() * counts.sum()
+    # Counts where the exact probability is 0 must be 0: any such sample is an outright failure.
+    assert counts[expected == 0].sum() == 0, "sampled a token of probability 0"
+    big = expected >= 5
+    obs = torch.cat([counts[big], counts[~big].sum()[None]])
+    exp = torch.cat([expected[big], expected[~big].sum()[None]])
+    keep = exp > 0
+    obs, exp = obs[keep], exp[keep]
+    stat = ((obs - exp) ** 2 / exp).sum()
+    dof = len(obs) - 1
+    return float(torch.special.gammaincc(torch.tensor(dof / 2.0, dtype=torch.float64), stat / 2))
+
+
+def sample_two_tokens(pair, prompt, k, cfg, max_new_tokens, drafter_factory=None) -> torch.Tensor:
+    """Counts [V, V] of the first two output tokens over N_SAMPLES seeded runs."""
+    V = pair.vocab_size
+    counts = torch.zeros(V, V)
+    for seed in range(N_SAMPLES):
+        drafter = drafter_factory() if drafter_factory else None
+        out = speculative_generate(pair, prompt, k=k, temperature=cfg.temperature, top_k=cfg.top_k,
+                                   top_p=cfg.top_p, max_new_tokens=max_new_tokens, seed=seed,
+                                   drafter=drafter).output_ids
+        counts[out[0], out[1]] += 1
+    return counts
+
+
+def check_exact(pair, k, cfg, max_new_tokens, prompt=PROMPT, drafter_factory=None) -> float:
+    exact = exact_two_token_distribution(pair.target, prompt, cfg, pair.vocab_size)
+    counts = sample_two_tokens(pair, prompt, k, cfg, max_new_tokens, drafter_factory)
+    return chi_square_p_value(counts, exact)
+
+
+@pytest.fixture(scope="module")
+def tiny_pair():
+    return ModelPair.from_models(tiny_llama(seed=0), tiny_llama(seed=1))
+
+
+CASES = [  # (k, temperature, top_k, top_p, max_new_tokens): the first round drafts min(k, max_new-1)
+    (1, 1.0, 0, 1.0, 2),      # one draft, then the bonus token from p is the second token
+    (2, 1.0, 0, 1.0, 3),
+    (4, 1.0, 0, 1.0, 5),      # long chain: rejections at any of 4 positions
+    (3, 0.7, 4, 1.0, 4),      # top-k on both models
+    (2, 1.3, 0, 0.8, 3),      # top-p on both models
+]
+
+
+@pytest.mark.parametrize("k,temperature,top_k,top_p,max_new", CASES)
+def test_speculative_sampling_matches_target(tiny_pair, k, temperature, top_k, top_p, max_new):
+    cfg = SamplingConfig(temperature, top_k, top_p)
+    assert check_exact(tiny_pair, k, cfg, max_new) > 1e-3
+
+
+def test_padded_vocabulary_pair_is_exact():
+    """Draft with 3 padded logit rows (like Qwen2.5 0.5B vs 7B): logits are cut to the shared size."""
+    pair = ModelPair.from_models(tiny_llama(vocab_size=8, seed=0), tiny_llama(vocab_size=11, seed=2))
+    assert pair.vocab_size == 8
+    assert check_exact(pair, 2, SamplingConfig(1.0), 3) > 1e-3
+
+
+def test_padded_target_is_exact():
+    pair = ModelPair.from_models(tiny_llama(vocab_size=11, seed=3), tiny_llama(vocab_size=8, seed=4))
+    assert pair.vocab_size == 8
+    assert check_exact(pair, 3, SamplingConfig(0.9), 4) > 1e-3
+
+
+def test_ngram_drafter_is_exact(tiny_pair):
+    """One-hot q (prompt lookup): acceptance is p(x) and the residual is p without x."""
+    prompt = [1, 2, 3, 1, 2, 3, 1, 2]
+    drafter = NGramDrafter(tiny_pair.vocab_size)
+    assert drafter.lookup(prompt, 2) == [3, 1]   # it does propose on this prompt
+    assert check_exact(tiny_pair, 2, SamplingConfig(1.0), 3, prompt=prompt,
+                       drafter_factory=lambda: NGramDrafter(tiny_pair.vocab_size)) > 1e-3
+
+
+def test_test_has_power_when_residual_is_wrong(tiny_pair, monkeypatch):
+    """Resampling from p instead of norm(max(0, p − q)) after a rejection must be detected."""
+    def wrong_correction(p_target, q_draft, n_accepted):
+        return p_target.index_select(0, n_accepted[None])[0]
+    monkeypatch.setattr(spec_module, "correction_distribution", wrong_correction)
+    assert check_exact(tiny_pair, 2, SamplingConfig(1.0), 3) < 1e-3
+
+
+def test_exact_reference_is_a_distribution(tiny_pair):
+    exact = exact_two_token_distribution(tiny_pair.target, PROMPT, SamplingConfig(1.0), 8)
+    assert float(exact.sum()) == pytest.approx(1.0, abs=1e-5)
+    # The tiny models are far from uniform and from each other, so the test is not trivial.
+    q = exact_two_token_distribution(tiny_pair.draft_model, PROMPT, SamplingConfig(1.0), 8)
+    assert 0.5 * float((exact - q).abs().sum()) > 0.2
+    assert max(itertools.chain.from_iterable(exact.tolist())) > 3 / 64
