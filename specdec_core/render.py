@@ -1,0 +1,81 @@
+"""Trace -> coloured terminal text (ANSI 24-bit colours from legend.py), legend and stats lines."""
+from __future__ import annotations
+
+from .legend import DECISIONS, visible_whitespace
+from .trace import Trace, first_divergence, speedup
+
+_STYLE_CODES = {"plain": "", "strike": "\x1b[9m", "faded": "\x1b[2m", "underline": "\x1b[4m",
+                "overline": "\x1b[1m"}
+RESET = "\x1b[0m"
+
+
+def paint(text: str, decision: str, colour: bool, token: bool = True) -> str:
+    """Token text in its decision's colour and style; without colour, marked with the legend mark."""
+    d = DECISIONS[decision]
+    if token and decision in ("rejected", "discarded"):
+        text = visible_whitespace(text)   # a struck-through newline would be invisible
+    if not colour:
+        return text if decision == "accepted" else f"[{d.mark}{text}]"
+    r, g, b = (int(d.colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"\x1b[38;2;{r};{g};{b}m{_STYLE_CODES[d.style]}{text}{RESET}"
+
+
+def round_pieces(rnd, eos_ids, colour: bool) -> list[str]:
+    """The painted tokens of one round: drafts (accepted / rejected / unchecked), then correction."""
+    pieces = []
+    for t in rnd.drafted:
+        decision = "accepted" if t.accepted else ("rejected" if t.evaluated else "discarded")
+        if decision == "accepted" and len(pieces) >= len(rnd.committed):
+            break  # cut at EOS / max_new_tokens
+        if not (decision == "accepted" and t.id in eos_ids):
+            pieces.append(paint(t.text, decision, colour))
+    if len(rnd.committed) > rnd.n_accepted and rnd.correction.id not in eos_ids:
+        kind = "resampled" if rnd.correction.kind == "resample" else "bonus"
+        pieces.append(paint(rnd.correction.text, kind, colour))
+    return pieces
+
+
+def render_tokens(trace: Trace, eos_ids=(), colour: bool = True, separator: str = "") -> str:
+    """The whole output, round by round, every decision visible."""
+    return separator.join("".join(round_pieces(r, eos_ids, colour)) for r in trace.rounds)
+
+
+def legend_line(colour: bool = True) -> str:
+    return "  ".join(paint(d.label, key, colour, token=False) for key, d in DECISIONS.items())
+
+
+def _fmt(x, spec=".3f", none="—"):
+    return none if x is None else format(x, spec)
+
+
+def stats_lines(trace: Trace) -> list[str]:
+    s = trace.stats
+    lines = [f"new tokens {s['new_tokens']} in {s['rounds']} rounds · {_fmt(s['tokens_per_s'], '.1f')} tok/s · "
+             f"wall {_fmt(s['wall_s'], '.2f')} s (prefill {_fmt(s['prefill_s'], '.2f')} s)"]
+    if trace.config.get("k") != 0:
+        by_pos = " ".join(_fmt(a, ".2f") for a in s["acceptance_by_position"])
+        lines.append(f"acceptance rate {_fmt(s['acceptance_rate'])} (accepted/drafted) · α {_fmt(s['alpha'])} "
+                     f"(mean Σmin(p,q)) · mean committed/round {_fmt(s['mean_committed_per_round'], '.2f')}")
+        lines.append(f"acceptance by draft position: {by_pos or '—'}")
+        lines.append(f"time: draft {s['draft_s']:.2f} s · verify {s['verify_s']:.2f} s · "
+                     f"overhead {s['overhead_s']:.2f} s")
+    return lines
+
+
+def comparison_lines(spec: Trace, plain: Trace) -> list[str]:
+    """Both timings, the speedup, and at temperature 0 the token-for-token check."""
+    lines = [f"plain decoding       {_fmt(plain.stats['tokens_per_s'], '.1f')} tok/s "
+             f"({plain.stats['new_tokens']} tokens, {plain.stats['wall_s']:.2f} s)",
+             f"speculative decoding {_fmt(spec.stats['tokens_per_s'], '.1f')} tok/s "
+             f"({spec.stats['new_tokens']} tokens, {spec.stats['wall_s']:.2f} s)",
+             f"speedup              {_fmt(speedup(spec, plain), '.2f')}×"]
+    if spec.config["temperature"] == 0:
+        diff = first_divergence(spec, plain)
+        if diff is None and spec.output_ids == plain.output_ids:
+            lines.append("greedy check         ✓ identical token for token")
+        elif diff is None:
+            lines.append("greedy check         one output is a prefix of the other (different lengths)")
+        else:
+            lines.append(f"greedy check         ✗ first difference at token {diff['position']} "
+                         f"(target's top-2 logit gap there: {_fmt(diff['logit_gap'])})")
+    return lines
