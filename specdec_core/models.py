@@ -131,6 +131,7 @@ class ModelPair:
                 "k": k, "temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p,
                 "seed": seed, "max_new_tokens": max_new_tokens, "device": str(self.input_device),
                 "dtype": str(self.dtype).replace("torch.", ""), "mode": mode,
+                "eos_ids": sorted(self.eos_ids),
                 "versions": {"specdec_core": __version__, "torch": torch.__version__,
                              "transformers": transformers.__version__}}
 

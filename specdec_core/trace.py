@@ -200,6 +200,7 @@ def compute_stats(trace: Trace) -> dict:
         "draft_step_s": _ratio(sum(r.draft_s for r in rounds), draft_steps),
         "step_s": _mean(r.verify_s for r in plain_rounds) if trace.config.get("k") == 0 else None,
         "verify_s_by_k": _verify_by_k(rounds),
+        "rounds_by_k": _rounds_by_k(rounds),
     }
 
 
@@ -209,6 +210,14 @@ def _verify_by_k(rounds) -> dict:
     for r in rounds:
         by_k.setdefault(len(r.drafted), []).append(r.verify_s)
     return {str(k): sum(v) / len(v) for k, v in sorted(by_k.items())}
+
+
+def _rounds_by_k(rounds) -> dict:
+    """How many rounds scored each number of drafted tokens (str keys), to weight v(k) fits."""
+    counts: dict[int, int] = {}
+    for r in rounds:
+        counts[len(r.drafted)] = counts.get(len(r.drafted), 0) + 1
+    return {str(k): n for k, n in sorted(counts.items())}
 
 
 def cost_ratios(spec: Trace, plain: Trace) -> dict:

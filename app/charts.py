@@ -1,0 +1,281 @@
+"""Trace -> Plotly figures. Every function is pure (same traces in, same figure out) and every
+figure has axis titles with units. Colours come from specdec_core.legend only."""
+from __future__ import annotations
+
+from typing import Optional
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from specdec_core import theory
+from specdec_core.legend import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR, RESIDUAL_COLOUR,
+                                 TARGET_COLOUR, visible_whitespace)
+from specdec_core.trace import cost_ratios, speedup
+
+THEORY_COLOUR = "#444444"
+OVERHEAD_COLOUR = "#999999"
+K_MAX = 12
+
+
+def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 320) -> go.Figure:
+    fig.update_layout(title=dict(text=title, font=dict(size=15)), height=height,
+                      margin=dict(l=60, r=20, t=50, b=55), template="plotly_white",
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
+    fig.update_xaxes(title_text=x)
+    fig.update_yaxes(title_text=y)
+    return fig
+
+
+def _empty(fig: go.Figure, message: str) -> go.Figure:
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                       font=dict(size=13, color="#777"))
+    return fig
+
+
+def decision_of(t) -> str:
+    return "accepted" if t.accepted else ("rejected" if t.evaluated else "discarded")
+
+
+def _label(text: str) -> str:
+    return visible_whitespace(text) or "∅"
+
+
+# -- run-level charts ---------------------------------------------------------------------------
+def acceptance_by_position(trace) -> go.Figure:
+    """Accepted / drafted at draft position i = 1..k, with α^i (i.i.d. theory) for reference."""
+    fig = _layout(go.Figure(), "Acceptance rate by draft position", "draft position i",
+                  "acceptance rate (accepted / drafted)")
+    s = trace.stats if trace is not None else None
+    rates = s["acceptance_by_position"] if s else []
+    if not rates:
+        return _empty(fig, "no drafted tokens")
+    xs = list(range(1, len(rates) + 1))
+    fig.add_bar(x=xs, y=[r or 0 for r in rates], name="measured", marker_color=DECISIONS["accepted"].colour,
+                hovertemplate="position %{x}: %{y:.2f}<extra></extra>")
+    if s["alpha"] is not None:
+        fig.add_scatter(x=xs, y=[s["alpha"] ** i for i in xs], name=f"α^i (α = {s['alpha']:.2f})",
+                        mode="lines+markers", line=dict(color=THEORY_COLOUR, dash="dash"))
+    fig.update_yaxes(range=[0, 1.05])
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def _fixed_k(trace) -> int:
+    k = trace.config.get("k")
+    return k if isinstance(k, int) and k > 0 else max((len(r.drafted) for r in trace.rounds), default=0)
+
+
+def committed_histogram(trace) -> go.Figure:
+    """Share of rounds committing j = 1..k+1 tokens vs the geometric prediction from measured α."""
+    fig = _layout(go.Figure(), "Tokens committed per round", "tokens committed in a round (τ)",
+                  "share of rounds")
+    if trace is None or not trace.rounds:
+        return _empty(fig, "no rounds")
+    k = _fixed_k(trace)
+    counts = [0] * (k + 1)
+    for r in trace.rounds:
+        counts[min(max(len(r.committed), 1), k + 1) - 1] += 1
+    xs = list(range(1, k + 2))
+    n = len(trace.rounds)
+    fig.add_bar(x=xs, y=[c / n for c in counts], name=f"measured ({n} rounds)", marker_color=TARGET_COLOUR,
+                customdata=counts, hovertemplate="τ = %{x}: %{y:.2f} (%{customdata} rounds)<extra></extra>")
+    alpha = trace.stats["alpha"]
+    if alpha is not None and k > 0:
+        fig.add_scatter(x=xs, y=theory.committed_distribution(alpha, k), mode="lines+markers",
+                        name=f"geometric, α = {alpha:.2f}", line=dict(color=THEORY_COLOUR, dash="dash"))
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def _curve(trace) -> tuple[list[float], list[int]]:
+    xs, ys, n = [0.0, trace.prefill_s], [0, 0], 0
+    for r in trace.rounds:
+        n += len(r.committed)
+        xs.append(r.t_end)
+        ys.append(n)
+    return xs, ys
+
+
+def tokens_vs_time(spec, plain) -> go.Figure:
+    """Committed tokens against wall-clock time since the decode started, both lanes."""
+    fig = _layout(go.Figure(), "Tokens vs wall-clock time", "time since decode start (s)",
+                  "tokens committed")
+    for trace, name, colour in ((plain, "plain", PLAIN_COLOUR), (spec, "speculative", TARGET_COLOUR)):
+        if trace is not None and trace.rounds:
+            xs, ys = _curve(trace)
+            fig.add_scatter(x=xs, y=ys, name=name, mode="lines+markers", line=dict(color=colour, shape="hv"),
+                            marker=dict(size=4), hovertemplate="%{x:.2f} s: %{y} tokens<extra>" + name + "</extra>")
+    if not fig.data:
+        _empty(fig, "no lanes yet")
+    return fig
+
+
+def time_split(trace) -> go.Figure:
+    """Per-round time split into draft / verify / overhead, stacked, in milliseconds."""
+    fig = _layout(go.Figure(), "Time per round", "round", "time (ms)")
+    if trace is None or not trace.rounds:
+        return _empty(fig, "no rounds")
+    xs = [r.index for r in trace.rounds]
+    for name, attr, colour in (("draft", "draft_s", DRAFT_COLOUR), ("verify (target pass)", "verify_s", TARGET_COLOUR),
+                               ("overhead", "overhead_s", OVERHEAD_COLOUR)):
+        fig.add_bar(x=xs, y=[1000 * getattr(r, attr) for r in trace.rounds], name=name, marker_color=colour,
+                    hovertemplate="round %{x}: %{y:.1f} ms<extra>" + name + "</extra>")
+    fig.update_layout(barmode="stack")
+    return fig
+
+
+def verify_cost_fn(v: dict):
+    """v(k) as a function: a least-squares line through the measured (k, v) points (k = 0 rounds
+    included), never decreasing in k; with a single point, the line through it and v(0) = 1."""
+    pts = sorted((int(k), x) for k, x in v.items() if x is not None)
+    if not pts:
+        return lambda k: 1.0
+    if len(pts) == 1:
+        k1, v1 = pts[0]
+        slope = max((v1 - 1.0) / k1, 0.0) if k1 else 0.0
+        base = 1.0 if k1 else v1
+        return lambda k: base + slope * k
+    n = len(pts)
+    mx, my = sum(k for k, _ in pts) / n, sum(x for _, x in pts) / n
+    sxx = sum((k - mx) ** 2 for k, _ in pts)
+    slope = max(sum((k - mx) * (x - my) for k, x in pts) / sxx, 0.0)
+    floor = min(x for _, x in pts)
+    return lambda k: max(my + slope * (k - mx), floor)
+
+
+def speedup_vs_k(spec, plain) -> go.Figure:
+    """Theoretical speedup E[τ] / (k·c + v(k)) for k = 1..12 from the measured α, c and v(k),
+    with the measured speedup of this run marked."""
+    fig = _layout(go.Figure(), "Speedup vs draft length k", "draft length k (tokens per round)",
+                  "speedup over plain (×)")
+    if spec is None or plain is None or spec.stats["alpha"] is None:
+        return _empty(fig, "needs a speculative and a plain lane with drafted tokens")
+    ratios = cost_ratios(spec, plain)
+    alpha, c = spec.stats["alpha"], ratios["c"]
+    if c is None:
+        return _empty(fig, "cost ratio c unavailable")
+    v = verify_cost_fn(ratios["v"])
+    ks = list(range(1, K_MAX + 1))
+    fig.add_scatter(x=ks, y=[theory.speedup(alpha, k, c, v) for k in ks], mode="lines+markers",
+                    name=f"theory: α = {alpha:.2f}, c = {c:.3f}, v(k) measured",
+                    line=dict(color=THEORY_COLOUR), hovertemplate="k = %{x}: %{y:.2f}×<extra></extra>")
+    fig.add_hline(y=1.0, line=dict(color="#999", dash="dot"), annotation_text="plain = 1×")
+    measured = speedup(spec, plain)
+    k_run = _fixed_k(spec)
+    if measured is not None and k_run:
+        label = f"this run (k = {spec.config.get('k')})"
+        fig.add_scatter(x=[k_run], y=[measured], mode="markers", name=label,
+                        marker=dict(color=DECISIONS["rejected"].colour, size=14, symbol="star"),
+                        hovertemplate="measured: %{y:.2f}×<extra></extra>")
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+# -- the round inspector -----------------------------------------------------------------------
+def round_figure(trace, round_index: int) -> go.Figure:
+    """p (target) and q (draft) of every drafted token of one round, with each decision marked."""
+    fig = _layout(go.Figure(), f"Round {round_index}: p vs q of each drafted token",
+                  "drafted token (position: text)", "probability", height=340)
+    if trace is None or not 0 <= round_index < len(trace.rounds):
+        return _empty(fig, "no such round")
+    rnd = trace.rounds[round_index]
+    if not rnd.drafted:
+        c = rnd.correction
+        return _empty(fig, f"nothing drafted this round: the target produced “{_label(c.text)}” ({c.kind})")
+    xs = [f"{i + 1}: {_label(t.text)}" for i, t in enumerate(rnd.drafted)]
+    decisions = [decision_of(t) for t in rnd.drafted]
+    fig.add_bar(x=xs, y=[t.p for t in rnd.drafted], name="p (target)", marker_color=TARGET_COLOUR,
+                hovertemplate="p = %{y:.3f}<extra></extra>")
+    fig.add_bar(x=xs, y=[t.q for t in rnd.drafted], name="q (draft)", marker_color=DRAFT_COLOUR,
+                hovertemplate="q = %{y:.3f}<extra></extra>")
+    fig.add_scatter(x=xs, y=[1.12] * len(xs), mode="markers+text", name="decision",
+                    text=[f"{DECISIONS[d].mark} {DECISIONS[d].label}" for d in decisions], textposition="top center",
+                    marker=dict(color=[DECISIONS[d].colour for d in decisions], size=13, symbol="square"),
+                    hoverinfo="skip", showlegend=False)
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(range=[0, 1.3], tickvals=[0, 0.25, 0.5, 0.75, 1.0])
+    return fig
+
+
+def _tops(t, greedy: bool):
+    """(p_top, q_top, raw?) — at T = 0 the sampled-from distributions are one-hot: show raw ones."""
+    if greedy and t.p_top_raw:
+        return t.p_top_raw, t.q_top_raw or t.q_top, True
+    return t.p_top, t.q_top, False
+
+
+def position_figure(trace, round_index: int, position: int) -> go.Figure:
+    """For one drafted position: p vs q over the top-N tokens; u against p/q on a 0–1 line;
+    and, at a rejection, the residual distribution norm(max(0, p − q)) the resample came from."""
+    fig = make_subplots(rows=1, cols=3, column_widths=[0.42, 0.18, 0.40], horizontal_spacing=0.08,
+                        subplot_titles=("p vs q over the top tokens", "the accept test", "residual norm(max(0, p − q))"))
+    fig.update_layout(height=400, template="plotly_white", margin=dict(l=60, r=20, t=80, b=110),
+                      barmode="group", legend=dict(orientation="h", y=-0.32, x=0))
+    if trace is None or not 0 <= round_index < len(trace.rounds) or \
+            not 1 <= position <= len(trace.rounds[round_index].drafted):
+        return _empty(fig, "pick a round with drafted tokens")
+    rnd = trace.rounds[round_index]
+    t = rnd.drafted[position - 1]
+    greedy = float(trace.config.get("temperature") or 0.0) == 0.0
+    p_top, q_top, raw = _tops(t, greedy)
+    ids = list(dict.fromkeys([row[0] for row in p_top] + [row[0] for row in q_top] + [t.id]))
+    text = {row[0]: row[1] for row in p_top + q_top}
+    text[t.id] = t.text
+    p_of, q_of = {r[0]: r[2] for r in p_top}, {r[0]: r[2] for r in q_top}
+    xs = [("▶ " if i == t.id else "") + _label(text[i]) for i in ids]
+    suffix = " (raw, T = 1)" if raw else ""
+    fig.add_bar(x=xs, y=[p_of.get(i, 0.0) for i in ids], name="p (target)" + suffix, marker_color=TARGET_COLOUR,
+                row=1, col=1)
+    fig.add_bar(x=xs, y=[q_of.get(i, 0.0) for i in ids], name="q (draft)" + suffix, marker_color=DRAFT_COLOUR,
+                row=1, col=1)
+    fig.update_xaxes(title_text="token (▶ = drafted)", row=1, col=1)
+    fig.update_yaxes(title_text="probability", range=[0, 1.05], row=1, col=1)
+
+    decision = decision_of(t)
+    ratio = min(t.p / t.q, 1.0) if t.q else 0.0
+    fig.add_scatter(x=[0, 0], y=[0, 1], mode="lines", line=dict(color="#bbb", width=10), showlegend=False,
+                    hoverinfo="skip", row=1, col=2)
+    fig.add_scatter(x=[0, 0], y=[0, ratio], mode="lines", line=dict(color=DECISIONS["accepted"].colour, width=10),
+                    name=f"accept region u < p/q = {ratio:.3f}", row=1, col=2)
+    if t.u is not None:
+        fig.add_scatter(x=[0], y=[t.u], mode="markers+text", text=[f"u = {t.u:.3f}"], textposition="middle right",
+                        marker=dict(color=DECISIONS[decision].colour, size=16, symbol="diamond",
+                                    line=dict(color="black", width=1)), name="uniform draw u", row=1, col=2)
+    else:
+        note = "not checked" if decision == "discarded" else "T = 0: no draw, kept iff top token"
+        fig.add_annotation(text=note, x=0, y=1.08, showarrow=False, xref="x2", yref="y2", font=dict(size=11))
+    fig.update_xaxes(visible=False, range=[-0.5, 1.5], row=1, col=2)
+    fig.update_yaxes(title_text="u and p/q (0–1)", range=[-0.02, 1.12], row=1, col=2)
+
+    is_rejection = decision == "rejected" and rnd.correction.kind == "resample" and position - 1 == rnd.n_accepted
+    if is_rejection and rnd.correction.residual_top:
+        res = rnd.correction.residual_top
+        fig.add_bar(x=[("▶ " if r[0] == rnd.correction.id else "") + _label(r[1]) for r in res], y=[r[2] for r in res],
+                    name="residual (▶ = resampled)", marker_color=RESIDUAL_COLOUR, row=1, col=3)
+        fig.update_yaxes(title_text="probability", range=[0, 1.05], row=1, col=3)
+        fig.update_xaxes(title_text="token", row=1, col=3)
+    else:
+        why = {"accepted": "accepted: no resample here", "discarded": "unchecked: no resample here",
+               "rejected": "rejected: residual not recorded"}[decision]
+        fig.add_annotation(text=why, x=0.5, y=0.5, xref="x3 domain", yref="y3 domain", showarrow=False,
+                           font=dict(size=12, color="#777"))
+        fig.update_xaxes(visible=False, row=1, col=3)
+        fig.update_yaxes(visible=False, row=1, col=3)
+    fig.update_layout(title=dict(text=f"Round {round_index}, draft position {position}: “{_label(t.text)}” — "
+                                      f"{DECISIONS[decision].label} {DECISIONS[decision].mark}", font=dict(size=15)))
+    return fig
+
+
+def all_run_charts(spec, plain) -> list[go.Figure]:
+    """The five run-level charts in display order."""
+    return [acceptance_by_position(spec), committed_histogram(spec), tokens_vs_time(spec, plain),
+            time_split(spec), speedup_vs_k(spec, plain)]
+
+
+def best_theoretical_k(spec, plain) -> Optional[tuple[int, float]]:
+    if spec is None or plain is None or spec.stats["alpha"] is None:
+        return None
+    r = cost_ratios(spec, plain)
+    if r["c"] is None:
+        return None
+    return theory.best_k(spec.stats["alpha"], r["c"], verify_cost_fn(r["v"]), K_MAX)

@@ -1,0 +1,111 @@
+"""Teaching texts, metric definitions, the walkthrough and the example prompts — data only."""
+from __future__ import annotations
+
+TITLE = "Speculative decoding, explained live"
+
+INTRO = """\
+# Speculative decoding, explained live
+A small, fast **draft** guesses the next *k* tokens; the large **target** checks all of them in
+**one** forward pass, keeps the longest prefix it agrees with, and adds one token of its own.
+The output has *exactly* the target's distribution, yet every target pass can commit several tokens.
+Press **Run**: the same prompt is decoded twice on the same model — once plainly, once
+speculatively — and you watch both race, then inspect every decision.
+"""
+
+FIRST_LOAD_NOTE = ("The first run loads the model pair: for the offline default pair about **25 s** "
+                   "the very first time (the GGUF is converted once and cached), then under 2 s. "
+                   "Hub models download on their first use.")
+
+RECORDED_BANNER = ("● **Recorded example** — a trace recorded on **{device}** ({target} + {draft}, k = {k}), "
+                   "shown before any model loads. Press **Run** to race on this machine.")
+RUN_BANNER = "▶ **Your run** on **{device}**: {target} + {draft}, k = {k}, T = {temperature}."
+UPLOAD_BANNER = "⤒ **Loaded from file** ({files}): recorded on **{device}**, {target} + {draft}, k = {k}."
+
+RACE_HELP = ("Both lanes run on the same model, device and sampler, **one after the other** (never at "
+             "the same time), after an uncounted warm-up; the lane order alternates between runs. "
+             "**Replay** puts both on one shared clock at real speed: the speculative lane grows in bursts "
+             "(one burst = one round; alternate rounds are shaded).")
+
+TIMELINE_HELP = ("Each bordered group is one **round** (small number = round index). Hover a token for "
+                 "p (target), q (draft), p/q, the uniform draw u and the decision. Spaces show as ␣, "
+                 "newlines as ↵. Besides colour, every decision has its own mark: rejected = struck "
+                 "through, unchecked = faded and dashed, resampled = underlined, bonus = overlined. "
+                 "Click a token to open its round in the inspector below.")
+
+INSPECTOR_HELP = ("Pick a round (slider, or click a token in the timeline): the bars compare p and q of "
+                  "each drafted token. Pick a position: the "
+                  "left panel shows p and q over their top tokens (at temperature 0 the raw "
+                  "temperature-1 softmax, since the sampled-from distributions are one-hot), the middle "
+                  "one the accept test u < p/q, the right one — at a rejection — the residual "
+                  "norm(max(0, p − q)) the replacement token was drawn from.")
+
+FILES_HELP = ("Every run can be saved: the speculative and the plain trace as JSON (schema "
+              "`specdec.trace/1`, also readable by `python -m specdec_core --show FILE`). Loading one or "
+              "both files back rebuilds every view above without running a model.")
+
+# (name, definition) — DESIGN.md's definitions, shown one click away from the stats panel.
+METRICS = [
+    ("acceptance rate", "accepted drafted tokens ÷ all drafted tokens (unchecked ones after a rejection "
+                        "count as drafted) — vLLM's *draft acceptance rate*."),
+    ("α", "mean over checked positions of Σₓ min(p(x), q(x)): the probability that one drafted token is "
+          "accepted (Leviathan et al.), the number the theory uses."),
+    ("mean committed per round", "new tokens ÷ rounds, the correction or bonus token included: the "
+                                 "measured E[τ]. Theory: E[τ] = (1 − α^(k+1)) / (1 − α)."),
+    ("c", "cost of one draft step ÷ cost of one plain target step (both measured in this run)."),
+    ("v(k)", "cost of one verify pass over k + 1 tokens ÷ one plain target step. Leviathan assume 1; "
+             "on a CPU it grows with k."),
+    ("tokens/s", "new tokens ÷ wall time of the decode (prefill included, model loading and warm-up "
+                 "excluded)."),
+    ("speedup", "tokens/s of the speculative lane ÷ tokens/s of the plain lane. Predicted: "
+                "E[τ] / (k·c + v(k))."),
+]
+
+WALKTHROUGH = [
+    ("1 · Draft", "The draft proposes k tokens d₁…d_k, one at a time, each drawn from its distribution q. "
+                  "Drafting is cheap: a small model, or just copying from the prompt (n-gram lookup)."),
+    ("2 · Verify", "The target scores the whole block [last token, d₁…d_k] in a single forward pass, "
+                   "giving its distribution p at k + 1 positions — about the cost of one normal step."),
+    ("3 · Accept or reject", "Left to right, dᵢ is kept if a uniform draw u < p(dᵢ)/q(dᵢ). At temperature 0 "
+                             "this means: kept iff dᵢ is the target's top token. The first rejection "
+                             "ends the round; later drafts are discarded unchecked."),
+    ("4 · Correct", "After a rejection a token is drawn from norm(max(0, p − q)) — exactly what makes the "
+                    "output distribution equal to the target's. If every draft passed, a bonus token "
+                    "is drawn from p for free."),
+    ("5 · Roll back", "Both KV caches are cut back to the committed tokens, and the next round starts. "
+                      "One round commits between 1 and k + 1 tokens for one target pass."),
+    ("6 · When it pays", "Speedup ≈ E[τ] / (k·c + v(k)): high acceptance (α), a cheap draft (small c) and a "
+                         "verify pass that costs about one step (v ≈ 1, true on GPUs, less so on CPUs)."),
+]
+
+# Example prompts: (label, prompt). Easy ones repeat or follow rigid patterns (high acceptance,
+# especially for the n-gram drafter which copies from the prompt); hard ones are creative.
+EXAMPLES = [
+    ("easy · reuse the notes",
+     "Summarize the following meeting notes in three bullet points, reusing their wording.\n\n"
+     "Meeting notes: The team agreed that the release will move to Friday. The team agreed that the "
+     "release notes must list every API change. Alice will update the release notes. Bob will run the "
+     "full test suite on Thursday."),
+    ("easy · code edit",
+     "Rename the variable `total` to `running_sum` in this code and print the full code again:\n\n"
+     "def add_all(values):\n    total = 0\n    for value in values:\n        total = total + value\n"
+     "    return total"),
+    ("easy · counting list", "Count from 1 to 30, writing each number as a word, separated by commas."),
+    ("hard · short story", "Write a short story about a lighthouse keeper who finds a message in a bottle."),
+    ("hard · poem", "Write an unusual poem about the colour of silence."),
+]
+
+ERRORS = {
+    "empty_prompt": "The prompt is empty: type some text or pick an example.",
+    "no_draft": "“Draft model” needs a draft: type a model id, a local folder, or target-layers:N "
+                "(or choose the n-gram drafter).",
+    "oom": "Out of memory while running {what}. Try a smaller pair, fewer new tokens, or k.",
+    "stopped": "Stopped: what was shown is kept.",
+}
+
+
+def metrics_markdown() -> str:
+    return "\n".join(f"- **{name}** — {text}" for name, text in METRICS)
+
+
+def walkthrough_markdown() -> str:
+    return "\n\n".join(f"**{title}** — {text}" for title, text in WALKTHROUGH)

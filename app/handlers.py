@@ -1,0 +1,188 @@
+"""Event handlers: small generators that call specdec_core and turn its Traces into view values.
+
+Every handler returns/yields dicts keyed by view name; ui.py maps names to components. Nothing
+here decodes on its own: tokens, probabilities and timings all come from specdec_core's Traces."""
+from __future__ import annotations
+
+import time
+from typing import Iterator, Optional
+
+from specdec_core import (PRESETS, ModelLoadError, TraceFormatError, autoregressive_generate, load_pair,
+                          speculative_generate, stream_autoregressive, stream_speculative)
+
+from . import explain, race, views
+from .timeline import plain_lane_html, spec_lane_html, timeline_html
+
+NGRAM_CHOICE = "n-gram (prompt lookup, no model)"
+MODEL_CHOICE = "draft model"
+DRAFTERS = [MODEL_CHOICE, NGRAM_CHOICE]
+K_CHOICES = ["auto", "1", "2", "3", "4", "5", "6", "8", "10", "12"]
+UPDATE_EVERY_S = 0.2          # throttle streamed UI updates (consumer time is excluded from timings)
+_LOADED_KEYS: set = set()     # pairs this process has loaded (for the first-load announcement)
+
+
+class UserError(Exception):
+    """An error meant for the page (ui.py shows it as gr.Error)."""
+
+
+def preset_fields(preset: str) -> dict:
+    """Target, draft and drafter fields for a preset (a model drafter for the n-gram default:
+    the target's first two layers)."""
+    p = PRESETS.get(preset)
+    if p is None:
+        return {}
+    ngram = p.draft == "ngram"
+    return {"target": preset, "draft": "target-layers:2" if ngram else p.draft,
+            "drafter": NGRAM_CHOICE if ngram else MODEL_CHOICE}
+
+
+def parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed) -> dict:
+    try:
+        k_val = "auto" if str(k).strip() == "auto" else int(str(k).strip())
+        settings = dict(temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
+                        max_new_tokens=int(max_new_tokens), seed=int(seed))
+    except (TypeError, ValueError):
+        raise UserError(f"bad settings: k must be an integer or 'auto' (got {k!r}); top-k, max new tokens "
+                        f"and seed must be integers") from None
+    if k_val != "auto" and k_val < 1:
+        raise UserError(f"k must be ≥ 1 or 'auto', got {k_val}")
+    if settings["temperature"] < 0 or not 0 < settings["top_p"] <= 1 or settings["top_k"] < 0:
+        raise UserError("temperature must be ≥ 0, top-p in (0, 1], top-k ≥ 0")
+    if not 1 <= settings["max_new_tokens"] <= 1024:
+        raise UserError("max new tokens must be between 1 and 1024")
+    return {"k": k_val, **settings}
+
+
+def pair_args(preset: str, target: str, draft: str, drafter: str) -> tuple[str, str]:
+    target = (target or "").strip() or preset
+    if drafter == NGRAM_CHOICE:
+        return target, "ngram"
+    draft = (draft or "").strip()
+    if not draft:
+        raise UserError(explain.ERRORS["no_draft"])
+    return target, draft
+
+
+def load(target: str, draft: str, device: str, progress, notify) -> object:
+    key = (target, draft, device)
+    if key not in _LOADED_KEYS:
+        notify(explain.FIRST_LOAD_NOTE)
+    progress(0.0, desc=f"loading {target} + {draft}")
+    pair = load_pair(target, draft=draft, device=device,
+                     progress=lambda frac, desc: progress(frac, desc=desc))
+    _LOADED_KEYS.add(key)
+    progress(1.0, desc="model pair ready")
+    return pair
+
+
+def warm_up(pair, ids, k, settings) -> None:
+    """Uncounted warm-up of both code paths (first-call allocations, kernel selection)."""
+    short = dict(settings, max_new_tokens=2)
+    autoregressive_generate(pair, ids, **short)
+    speculative_generate(pair, ids, k, **dict(settings, max_new_tokens=3))
+
+
+def _lane_update(lane: str, trace, status: str) -> dict:
+    if lane == "plain":
+        return {"plain_lane": plain_lane_html(trace, status=status)}
+    return {"spec_lane": spec_lane_html(trace, status=status), "timeline": timeline_html(trace)}
+
+
+def race_stream(pair, ids, settings: dict, run_number: int) -> Iterator[dict]:
+    """Both lanes one after the other (order alternating by run number), streaming view updates.
+    Yields dicts of view values; the "traces" entry always holds what has been decoded so far."""
+    k = settings.pop("k")
+    done = {"plain": None, "speculative": None}
+    order = race.lane_order(run_number)
+    for n, lane in enumerate(order):
+        other = order[1 - n]
+        stream = (stream_autoregressive(pair, ids, **settings) if lane == "plain"
+                  else stream_speculative(pair, ids, k, **settings))
+        last = 0.0
+        status = f"running ({'first' if n == 0 else 'second'})"
+        yield {**_lane_update(lane, None, status),
+               **_lane_update(other, done[other], "finished" if done[other] else "waiting (runs next)")}
+        for trace in stream:
+            done[lane] = trace
+            now = time.monotonic()
+            if now - last >= UPDATE_EVERY_S or trace.finished:
+                last = now
+                yield {**_lane_update(lane, trace, status if not trace.finished else "finished"),
+                       "traces": {"spec": done["speculative"], "plain": done["plain"]}}
+    yield {"traces": {"spec": done["speculative"], "plain": done["plain"]}}
+
+
+def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
+        max_new_tokens, seed, run_number, progress, notify) -> Iterator[dict]:
+    """The Run button: validate, load (with progress), warm up, race both lanes, render all views."""
+    if not prompt or not prompt.strip():
+        raise UserError(explain.ERRORS["empty_prompt"])
+    settings = parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed)
+    target_ref, draft_ref = pair_args(preset, target, draft, drafter)
+    yield {"banner": f"▶ **Loading {target_ref} + {draft_ref}** and warming up (not timed)…",
+           "plain_lane": plain_lane_html(None, status="waiting"), "spec_lane": spec_lane_html(None, status="waiting"),
+           "verdict": race.verdict_html(None, None), "timeline": timeline_html(None)}
+    try:
+        pair = load(target_ref, draft_ref, device or "auto", progress, notify)
+        ids = pair.encode_prompt(prompt, chat=bool(chat))
+        k_val = settings["k"]
+        warm_up(pair, ids, k_val, {key: v for key, v in settings.items() if key != "k"})
+        spec = plain = None
+        yield {"run_number": run_number + 1,
+               "banner": "▶ **Racing…** plain and speculative decoding, one after the other."}
+        for update in race_stream(pair, ids, dict(settings), run_number):
+            if "traces" in update:
+                spec, plain = update["traces"]["spec"], update["traces"]["plain"]
+            yield update
+    except (ModelLoadError, ValueError) as e:
+        raise UserError(str(e)) from None
+    except MemoryError:
+        raise UserError(explain.ERRORS["oom"].format(what=target_ref)) from None
+    except RuntimeError as e:   # torch.OutOfMemoryError is a RuntimeError
+        if "out of memory" in str(e).lower():
+            raise UserError(explain.ERRORS["oom"].format(what=target_ref)) from None
+        raise
+    final = views.views(spec, plain, "run")
+    final["files"] = views.write_files(spec, plain)
+    final["traces"] = {"spec": spec, "plain": plain}
+    yield final
+
+
+def after_stop(traces: dict) -> dict:
+    """Stop: keep what was shown, and render the inspector, charts and stats of the partial traces."""
+    spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
+    out = views.views(spec, plain, "run")
+    out.pop("plain_lane"), out.pop("spec_lane")
+    out["banner"] = "■ **Stopped** — " + out["banner"].lstrip("▶ ")
+    out["files"] = views.write_files(spec, plain) if (spec or plain) else None
+    return out
+
+
+def upload(paths) -> dict:
+    """Re-render every view from uploaded trace file(s); no model involved."""
+    try:
+        spec, plain, names = views.read_uploads(paths)
+    except (TraceFormatError, ValueError) as e:
+        raise UserError(f"could not load the trace: {e}") from None
+    out = views.views(spec, plain, "upload", files=names)
+    out["traces"] = {"spec": spec, "plain": plain}
+    out["files"] = views.write_files(spec, plain)
+    return out
+
+
+def replay(traces: dict, fps: float = 10.0) -> Iterator[dict]:
+    """Both lanes on one shared clock at real speed."""
+    spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
+    if spec is None and plain is None:
+        raise UserError("nothing to replay yet: press Run first")
+    start = time.monotonic()
+    for t, plain_html, spec_html in race.replay_frames(spec, plain, fps):
+        delay = start + t - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        yield {"plain_lane": plain_html, "spec_lane": spec_html}
+
+
+def inspect_round(traces: dict, round_index, position: Optional[int] = None) -> dict:
+    spec = (traces or {}).get("spec")
+    return views.inspector(spec, int(round_index or 0), position)

@@ -1,0 +1,103 @@
+"""The race between plain and speculative decoding: lane order, verdict, stats table, replay.
+
+Pure functions of Trace objects (no model, no Gradio)."""
+from __future__ import annotations
+
+import html
+from typing import Iterator, Optional
+
+from specdec_core.legend import DECISIONS
+from specdec_core.trace import cost_ratios, first_divergence, speedup
+
+from . import charts
+from .timeline import plain_lane_html, spec_lane_html
+
+TIE_TOLERANCE = 0.05   # a divergence at a top-2 logit gap below this is a numerics tie (DESIGN.md)
+LANES = ("plain", "speculative")
+
+
+def lane_order(run_number: int) -> tuple[str, str]:
+    """Which lane runs first: alternates between runs so neither always gets the warm machine."""
+    return LANES if run_number % 2 == 0 else LANES[::-1]
+
+
+def _fmt(x: Optional[float], spec: str = ".2f") -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def greedy_check(spec, plain) -> Optional[dict]:
+    """At temperature 0 with both lanes finished: are the texts identical token for token?
+    Returns {"ok": bool, "text": str} or None when the check does not apply."""
+    if spec is None or plain is None or not (spec.finished and plain.finished):
+        return None
+    if float(spec.config.get("temperature") or 0.0) != 0.0:
+        return None
+    if spec.output_ids == plain.output_ids:
+        return {"ok": True, "text": f"✓ identical token for token ({len(spec.output_ids)} tokens)"}
+    diff = first_divergence(spec, plain)
+    if diff is None:
+        return {"ok": False, "text": "✗ one output is a prefix of the other (different lengths)"}
+    gap = diff["logit_gap"]
+    tie = gap is not None and gap < TIE_TOLERANCE
+    what = "a numerics tie (fp rounding flipped a near-tie)" if tie else "a real difference"
+    return {"ok": tie, "text": f"{'≈' if tie else '✗'} first difference at token {diff['position']}: "
+                               f"target's top-2 logit gap there {_fmt(gap, '.4f')} → {what}"}
+
+
+def verdict_html(spec, plain) -> str:
+    """Speedup once both lanes finished, and the greedy check (or why there is none)."""
+    if spec is None or plain is None or not (spec.finished and plain.finished):
+        return '<div class="sd-verdict" id="sd-verdict"><span class="sd-empty">The speedup appears when both lanes finish.</span></div>'
+    s = speedup(spec, plain)
+    colour = DECISIONS["accepted"].colour if s and s >= 1 else DECISIONS["rejected"].colour
+    check = greedy_check(spec, plain)
+    if check is None:
+        check_text = "temperature > 0: the two lanes are different samples of the same distribution"
+    else:
+        check_text = check["text"]
+    return (f'<div class="sd-verdict" id="sd-verdict"><span class="sd-speedup" style="color:{colour}">'
+            f'{_fmt(s)}× speedup</span> <span>speculative {_fmt(spec.stats["tokens_per_s"], ".1f")} tok/s ÷ '
+            f'plain {_fmt(plain.stats["tokens_per_s"], ".1f")} tok/s</span><br>'
+            f'<span id="sd-check">{html.escape(check_text)}</span></div>')
+
+
+def stats_markdown(spec, plain) -> str:
+    """The stats panel: one row per metric, speculative and plain side by side."""
+    if spec is None and plain is None:
+        return "_No run yet._"
+    s = spec.stats if spec is not None else {}
+    p = plain.stats if plain is not None else {}
+    ratios = cost_ratios(spec, plain) if spec is not None and plain is not None else {"c": None, "v": {}}
+    k = spec.config.get("k") if spec is not None else None
+    v_at_k = ratios["v"].get(str(k)) if isinstance(k, int) else None
+    best = charts.best_theoretical_k(spec, plain)
+    rows = [
+        ("new tokens", s.get("new_tokens"), p.get("new_tokens"), "d"),
+        ("rounds (target passes)", s.get("rounds"), p.get("rounds"), "d"),
+        ("acceptance rate", s.get("acceptance_rate"), None, ".3f"),
+        ("α (mean Σ min(p, q))", s.get("alpha"), None, ".3f"),
+        ("mean committed per round", s.get("mean_committed_per_round"), p.get("mean_committed_per_round"), ".2f"),
+        ("tokens/s", s.get("tokens_per_s"), p.get("tokens_per_s"), ".2f"),
+        ("wall time (s)", s.get("wall_s"), p.get("wall_s"), ".2f"),
+        ("prefill (s)", s.get("prefill_s"), p.get("prefill_s"), ".2f"),
+        ("c (draft step ÷ target step)", ratios["c"], None, ".4f"),
+        (f"v(k = {k}) (verify ÷ target step)", v_at_k, None, ".2f"),
+    ]
+    lines = ["| metric | speculative | plain |", "|---|---:|---:|"]
+    for name, a, b, spec_ in rows:
+        lines.append(f"| {name} | {_fmt(a, spec_)} | {_fmt(b, spec_)} |")
+    sp = speedup(spec, plain) if spec is not None and plain is not None else None
+    lines.append(f"| **speedup** | **{_fmt(sp)}×** | 1× |")
+    if best is not None:
+        lines.append(f"| best k in theory (measured α, c, v) | {best[0]} → {best[1]:.2f}× | |")
+    return "\n".join(lines)
+
+
+def replay_frames(spec, plain, fps: float = 10.0) -> Iterator[tuple[float, str, str]]:
+    """(t, plain lane html, speculative lane html) on one shared clock from 0 to the slower lane's end."""
+    end = max((t.stats["wall_s"] or 0.0) for t in (spec, plain) if t is not None) if (spec or plain) else 0.0
+    n = max(int(end * fps), 1)
+    for i in range(n + 1):
+        t = end * i / n
+        yield (t, plain_lane_html(plain, upto_t=t, status=f"replay t = {t:.1f} s"),
+               spec_lane_html(spec, upto_t=t, status=f"replay t = {t:.1f} s"))

@@ -1,0 +1,232 @@
+"""Trace -> HTML: the token timeline (every decision visible), the race lanes and the legend.
+
+Pure functions of a Trace; colours, labels and marks come from specdec_core.legend only.
+Every token text is made visibly-whitespaced and HTML-escaped before it reaches the page.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Optional
+
+from specdec_core.legend import DECISIONS, PLAIN_COLOUR, TARGET_COLOUR, visible_whitespace
+
+_STYLE_CSS = {  # the non-colour cue of each legend style
+    "plain": "",
+    "strike": "text-decoration: line-through; text-decoration-thickness: 2px;",
+    "faded": "opacity: .45; border-style: dashed;",
+    "underline": "text-decoration: underline; text-decoration-thickness: 2px; text-underline-offset: 3px;",
+    "overline": "text-decoration: overline; text-decoration-thickness: 2px;",
+}
+
+
+def timeline_css() -> str:
+    """CSS for the timeline, lanes and legend (passed once to launch(css=...))."""
+    rules = [
+        ".sd-timeline{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:15px;"
+        "line-height:2.1;max-height:420px;overflow-y:auto;padding:8px;border-radius:8px;"
+        "background:var(--block-background-fill);word-break:break-word}",
+        ".sd-round{display:inline;border-left:2px solid #8886;padding-left:3px;margin-left:3px;"
+        "position:relative}",
+        ".sd-round>.sd-rn{font-size:9px;vertical-align:super;color:#888;margin-right:1px;"
+        "user-select:none}",
+        ".sd-tok{display:inline-block;line-height:1.35;white-space:pre;padding:1px 2px;margin:0 1px;border-radius:4px;"
+        "border:1px solid transparent;cursor:help}",
+        ".sd-tok .sd-ws{opacity:.55}",
+        ".sd-tok:hover{outline:2px solid #0008}",
+        "#sd-timeline .sd-tok{cursor:pointer}",
+        ".sd-eos{font-size:11px;opacity:.8}",
+        ".sd-legend{display:flex;flex-wrap:wrap;gap:6px 14px;font-size:13px;margin:4px 0}",
+        ".sd-legend .sd-tok{cursor:default}",
+        ".sd-empty{color:#888;font-style:italic}",
+        ".sd-lane{border-radius:10px;padding:10px 12px;border:1px solid var(--border-color-primary);"
+        "min-height:180px}",
+        ".sd-lane h4{margin:0 0 4px 0;font-size:16px}",
+        ".sd-lane .sd-nums{display:flex;gap:18px;font-variant-numeric:tabular-nums;font-size:14px;"
+        "margin-bottom:6px}",
+        ".sd-lane .sd-nums b{font-size:20px}",
+        ".sd-bar{height:6px;border-radius:3px;background:#8883;margin-bottom:8px;overflow:hidden}",
+        ".sd-bar>div{height:100%}",
+        ".sd-lane-text{white-space:pre-wrap;font-size:14px;line-height:1.5;max-height:220px;"
+        "overflow-y:auto}",
+        ".sd-burst-0{background:#0072B21a}.sd-burst-1{background:#E69F001f}",
+        ".sd-verdict{font-size:18px;padding:8px 12px;border-radius:10px;"
+        "border:1px solid var(--border-color-primary)}",
+        ".sd-verdict .sd-speedup{font-size:28px;font-weight:700;margin-right:12px}",
+        ".sd-banner{padding:6px 10px;border-radius:8px;background:#E69F0026;font-size:14px}",
+    ]
+    for key, d in DECISIONS.items():
+        rules.append(f".sd-{key}{{background:{d.colour}2e;border-color:{d.colour};"
+                     f"{_STYLE_CSS[d.style]}}}")
+    return "\n".join(rules)
+
+
+@dataclass
+class Piece:
+    """One displayed token: its text, decision, round and tooltip."""
+    text: str
+    decision: str
+    round: int
+    tooltip: str
+    eos: bool = False
+    position: int = 0       # 1-based draft position (0: the correction token)
+
+
+def _fmt(x: Optional[float], spec: str = ".3f") -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def draft_tooltip(t, position: int, decision: str, greedy: bool) -> str:
+    """p, q, p/q, u and the decision of one drafted token, as plain text."""
+    ratio = t.p / t.q if t.q else None
+    lines = [f"draft position {position} · {DECISIONS[decision].label} {DECISIONS[decision].mark}",
+             f"p (target) = {_fmt(t.p)}   q (draft) = {_fmt(t.q)}   p/q = {_fmt(ratio)}"]
+    if decision == "discarded":
+        lines.append("u: not drawn: a token before it was rejected, so it was never checked")
+    elif greedy:
+        lines.append("u: none (temperature 0: kept only if it is the target's top token)")
+    else:
+        rel = "<" if t.accepted else "≥"
+        lines.append(f"u = {_fmt(t.u)} {rel} p/q = {_fmt(min(ratio, 1.0) if ratio is not None else None)}")
+    if t.overlap is not None:
+        lines.append(f"acceptance probability Σ min(p, q) = {_fmt(t.overlap)}")
+    lines.append(DECISIONS[decision].meaning)
+    return "\n".join(lines)
+
+
+def _prob_in(top, token_id) -> Optional[float]:
+    return next((row[2] for row in top or [] if row[0] == token_id), None)
+
+
+def correction_tooltip(c, decision: str) -> str:
+    d = DECISIONS[decision]
+    lines = [f"{d.label} {d.mark}", d.meaning]
+    if decision == "resampled":
+        lines.append(f"residual probability of this token = {_fmt(_prob_in(c.residual_top, c.id))}")
+    lines.append(f"p (target) of this token = {_fmt(_prob_in(c.p_top, c.id))}")
+    return "\n".join(lines)
+
+
+def round_pieces(trace, rnd, last_eos: bool = False) -> list[Piece]:
+    """Displayed tokens of one round: drafts in order (accepted / rejected / unchecked), then the
+    correction; accepted tokens past the committed cut (max_new_tokens) are not shown."""
+    greedy = float(trace.config.get("temperature") or 0.0) == 0.0
+    pieces: list[Piece] = []
+    n_committed = len(rnd.committed)
+    for i, t in enumerate(rnd.drafted):
+        decision = "accepted" if t.accepted else ("rejected" if t.evaluated else "discarded")
+        if decision == "accepted" and i >= n_committed:
+            break
+        pieces.append(Piece(t.text, decision, rnd.index, draft_tooltip(t, i + 1, decision, greedy), position=i + 1))
+    if n_committed > rnd.n_accepted:
+        c = rnd.correction
+        decision = "resampled" if c.kind == "resample" else "bonus"
+        pieces.append(Piece(c.text, decision, rnd.index, correction_tooltip(c, decision)))
+    if last_eos and pieces:
+        committed = [p for p in pieces if p.decision in ("accepted", "resampled", "bonus")]
+        if committed:
+            committed[-1].eos = True
+    return pieces
+
+
+def token_span(piece: Piece) -> str:
+    """One token as an escaped <span>; newlines also break the line when the token is committed."""
+    committed = piece.decision in ("accepted", "resampled", "bonus")
+    shown = visible_whitespace(piece.text)
+    body = []
+    for ch in shown:
+        if ch in "␣→↵":
+            body.append(f'<span class="sd-ws">{ch}</span>')
+        else:
+            body.append(html.escape(ch))
+    inner = "".join(body) or "∅"
+    after = "<br>" if committed and "\n" in piece.text else ""
+    cls = f"sd-tok sd-{piece.decision}" + (" sd-eos" if piece.eos else "")
+    title = html.escape(piece.tooltip + ("\n(end of sequence)" if piece.eos else ""), quote=True)
+    return (f'<span class="{cls}" data-decision="{piece.decision}" data-round="{piece.round}" '
+            f'data-pos="{piece.position}" title="{title}">{inner}</span>{after}')
+
+
+def timeline_html(trace, max_rounds: Optional[int] = None) -> str:
+    """The speculative lane as a coloured token timeline, one bordered group per round."""
+    if trace is None or not trace.rounds:
+        return '<div class="sd-timeline" id="sd-timeline"><span class="sd-empty">No tokens yet.</span></div>'
+    rounds = trace.rounds[:max_rounds] if max_rounds is not None else trace.rounds
+    groups = []
+    for rnd in rounds:
+        last_eos = trace.stop_reason == "eos" and rnd is trace.rounds[-1]
+        spans = "".join(token_span(p) for p in round_pieces(trace, rnd, last_eos))
+        groups.append(f'<span class="sd-round" data-round="{rnd.index}" title="round {rnd.index}">'
+                      f'<span class="sd-rn">{rnd.index}</span>{spans}</span>')
+    return f'<div class="sd-timeline" id="sd-timeline">{"".join(groups)}</div>'
+
+
+def legend_html() -> str:
+    chips = []
+    for key, d in DECISIONS.items():
+        chips.append(f'<span title="{html.escape(d.meaning, quote=True)}"><span class="sd-tok sd-{key}">'
+                     f'{html.escape(d.mark)} token</span> {html.escape(d.label)}</span>')
+    chips.append('<span><span class="sd-round"><span class="sd-rn">7</span></span> round boundary</span>')
+    return f'<div class="sd-legend">{"".join(chips)}</div>'
+
+
+# Clicking a token (or a round) in the timeline opens it in the round inspector.
+TIMELINE_CLICK_JS = ("element.addEventListener('click', (e) => { const t = e.target.closest('[data-round]'); "
+                     "if (t) trigger('click', {round: Number(t.dataset.round), pos: Number(t.dataset.pos || 0)}); });")
+
+
+# -- the race lanes ----------------------------------------------------------------------------
+def committed_texts(rnd) -> list[str]:
+    """Texts of the tokens a round committed (accepted prefix, then the correction)."""
+    texts = [t.text for t in rnd.drafted[: rnd.n_accepted]] + [rnd.correction.text]
+    return texts[: len(rnd.committed)]
+
+
+def lane_numbers(trace, upto_t: Optional[float] = None) -> tuple[int, float]:
+    """(tokens committed, elapsed seconds) of a trace, optionally as of time `upto_t`."""
+    if trace is None:
+        return 0, 0.0
+    rounds = trace.rounds if upto_t is None else [r for r in trace.rounds if r.t_end <= upto_t]
+    n = sum(len(r.committed) for r in rounds)
+    if upto_t is not None:
+        return n, min(upto_t, trace.stats["wall_s"] or 0.0)
+    return n, (trace.rounds[-1].t_end if trace.rounds else trace.prefill_s)
+
+
+def lane_html(trace, title: str, *, colour: str, upto_t: Optional[float] = None,
+              status: str = "", max_new_tokens: Optional[int] = None) -> str:
+    """One race lane: title, live token count / elapsed / tok/s, a progress bar and the text so far
+    (speculative rounds shaded alternately, so bursts of several tokens are visible)."""
+    n, elapsed = lane_numbers(trace, upto_t)
+    rate = n / elapsed if elapsed > 0 and n else None
+    total = max_new_tokens or (trace.config.get("max_new_tokens") if trace is not None else None) or 1
+    body = ""
+    if trace is not None:
+        spec = trace.config.get("k") != 0
+        parts = []
+        for r in trace.rounds:
+            if upto_t is not None and r.t_end > upto_t:
+                break
+            texts = committed_texts(r)
+            if trace.stop_reason == "eos" and r is trace.rounds[-1]:
+                texts = texts[:-1]       # the EOS token is committed but hidden in displayed text
+            text = html.escape("".join(texts))
+            parts.append(f'<span class="sd-burst-{r.index % 2}">{text}</span>' if spec else text)
+        body = "".join(parts)
+    lane_id = "sd-lane-spec" if colour == TARGET_COLOUR else "sd-lane-plain"
+    return (f'<div class="sd-lane" id="{lane_id}" style="border-top:4px solid {colour}">'
+            f'<h4>{html.escape(title)} <small style="font-weight:400;color:#888">{html.escape(status)}</small></h4>'
+            f'<div class="sd-nums"><span><b class="sd-count">{n}</b> tokens</span>'
+            f'<span><b>{elapsed:.2f}</b> s</span><span><b class="sd-rate">{_fmt(rate, ".1f")}</b> tok/s</span></div>'
+            f'<div class="sd-bar"><div style="width:{min(100, 100 * n / total):.0f}%;background:{colour}"></div></div>'
+            f'<div class="sd-lane-text">{body or "<span class=sd-empty>waiting…</span>"}</div></div>')
+
+
+def plain_lane_html(trace, **kw) -> str:
+    return lane_html(trace, "Plain decoding (target only)", colour=PLAIN_COLOUR, **kw)
+
+
+def spec_lane_html(trace, **kw) -> str:
+    k = trace.config.get("k") if trace is not None else None
+    title = "Speculative decoding" + (f" (k = {k})" if k is not None else "")
+    return lane_html(trace, title, colour=TARGET_COLOUR, **kw)

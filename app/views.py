@@ -1,0 +1,138 @@
+"""From a (speculative, plain) pair of traces to the value of every view on the page.
+
+`views()` is used for the first paint (the recorded example), after an upload and after a run,
+so every view is always rebuilt from Trace objects only."""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+from specdec_core import Trace
+
+from . import charts, explain, race
+from .timeline import plain_lane_html, spec_lane_html, timeline_html
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+EXAMPLE_FILES = ("example_speculative.trace.json", "example_plain.trace.json")
+CHART_NAMES = ("chart_acceptance", "chart_histogram", "chart_time", "chart_split", "chart_speedup")
+
+
+def load_example() -> tuple[Optional[Trace], Optional[Trace]]:
+    """The precomputed example traces from assets/ (None where a file is missing)."""
+    out = []
+    for name in EXAMPLE_FILES:
+        path = ASSETS / name
+        out.append(Trace.load(path) if path.is_file() else None)
+    return out[0], out[1]
+
+
+def split_traces(traces) -> tuple[Optional[Trace], Optional[Trace]]:
+    """(speculative, plain) from a list of traces, by their recorded mode / k."""
+    spec = plain = None
+    for t in traces:
+        if t.config.get("mode") == "autoregressive" or t.config.get("k") == 0:
+            plain = t
+        else:
+            spec = t
+    return spec, plain
+
+
+def default_focus(trace) -> tuple[int, int]:
+    """(round, position) worth inspecting first: the first rejection, else round 0 position 1."""
+    if trace is None:
+        return 0, 1
+    for r in trace.rounds:
+        for i, t in enumerate(r.drafted):
+            if t.evaluated and not t.accepted:
+                return r.index, i + 1
+    first = next((r.index for r in trace.rounds if r.drafted), 0)
+    return first, 1
+
+
+def position_choices(trace, round_index: int) -> list[tuple[str, int]]:
+    """Dropdown choices for the drafted positions of a round: 'i · token · decision'."""
+    if trace is None or not 0 <= round_index < len(trace.rounds):
+        return []
+    out = []
+    for i, t in enumerate(trace.rounds[round_index].drafted):
+        d = charts.DECISIONS[charts.decision_of(t)]
+        out.append((f"{i + 1} · {charts._label(t.text)} · {d.mark} {d.label}", i + 1))
+    return out
+
+
+def banner(spec, plain, kind: str, files: str = "") -> str:
+    t = spec or plain
+    if t is None:
+        return "No trace yet: press **Run**."
+    cfg = t.config
+    fields = dict(device=cfg.get("device", "?"), target=cfg.get("target"), draft=(spec.config.get("draft") if spec else "—"),
+                  k=(spec.config.get("k") if spec else 0), temperature=cfg.get("temperature"), files=files)
+    template = {"example": explain.RECORDED_BANNER, "run": explain.RUN_BANNER, "upload": explain.UPLOAD_BANNER}[kind]
+    return template.format(**fields)
+
+
+def write_files(spec, plain) -> list[str]:
+    """The traces as JSON files in a fresh temporary folder (for the download component)."""
+    base = Path(tempfile.gettempdir()) / "specdec-explainer"
+    base.mkdir(exist_ok=True)
+    folder = Path(tempfile.mkdtemp(dir=base))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    paths = []
+    for trace, name in ((spec, "speculative"), (plain, "plain")):
+        if trace is not None:
+            path = folder / f"{name}-{stamp}.trace.json"
+            trace.save(path)
+            paths.append(str(path))
+    return paths
+
+
+def inspector(spec, round_index: int, position: Optional[int]) -> dict:
+    choices = position_choices(spec, round_index)
+    if position is None or not any(v == position for _, v in choices):
+        rnd = spec.rounds[round_index] if choices else None
+        position = next((i + 1 for i, t in enumerate(rnd.drafted) if t.evaluated and not t.accepted),
+                        1) if rnd else None
+    return {"position_choices": choices, "position": position,
+            "round_plot": charts.round_figure(spec, round_index),
+            "position_plot": charts.position_figure(spec, round_index, position or 1)}
+
+
+def views(spec, plain, kind: str = "run", files: str = "") -> dict:
+    """Values of every view for this pair of traces, keyed by component name."""
+    r, pos = default_focus(spec)
+    out = {
+        "banner": banner(spec, plain, kind, files),
+        "plain_lane": plain_lane_html(plain, status="finished" if plain is not None and plain.finished else ""),
+        "spec_lane": spec_lane_html(spec, status="finished" if spec is not None and spec.finished else ""),
+        "verdict": race.verdict_html(spec, plain),
+        "timeline": timeline_html(spec),
+        "stats": race.stats_markdown(spec, plain),
+        "round_max": max(len(spec.rounds) - 1, 0) if spec is not None else 0,
+        "round": r,
+        **inspector(spec, r, pos),
+    }
+    out.update(zip(CHART_NAMES, charts.all_run_charts(spec, plain)))
+    return out
+
+
+def read_uploads(paths) -> tuple[Optional[Trace], Optional[Trace], str]:
+    """Parse uploaded trace files; raises TraceFormatError / ValueError naming the bad file."""
+    from specdec_core import TraceFormatError
+
+    if not paths:
+        raise ValueError("no file uploaded")
+    traces, names = [], []
+    for p in paths if isinstance(paths, (list, tuple)) else [paths]:
+        name = os.path.basename(str(p))
+        try:
+            traces.append(Trace.load(p))
+        except TraceFormatError as e:
+            raise TraceFormatError(f"{name}: {e}") from None
+        names.append(re.sub(r"[^\w.\-]", "_", name))
+    spec, plain = split_traces(traces)
+    return spec, plain, ", ".join(names)
+

@@ -1,0 +1,167 @@
+"""A real browser (Debian Chromium, headless, via Playwright) drives the page: first paint from the
+recorded example, Run on the offline default pair, the race finishes, the timeline shows accepted and
+rejected drafts, the speedup and the Plotly charts render, a round is inspected, the trace downloads
+and re-uploads. Screenshots go to test-artifacts/."""
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium is not installed")
+
+
+@pytest.fixture(scope="module")
+def url():
+    from app.ui import build_demo, launch_kwargs
+    demo = build_demo()
+    demo.queue().launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1", **launch_kwargs())
+    try:
+        yield demo.local_url
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def page(url):
+    from playwright.sync_api import sync_playwright
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        pg = browser.new_page(viewport={"width": 1500, "height": 1100}, accept_downloads=True)
+        pg.set_default_timeout(60_000)
+        pg.goto(url)
+        yield pg
+        browser.close()
+
+
+def _set_number(page, selector, value):
+    box = page.locator(f"{selector} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+    box.blur()
+
+
+def test_first_paint_is_the_recorded_example(page):
+    page.wait_for_selector("#sd-timeline .sd-tok")
+    banner = page.locator("#sd-banner").inner_text()
+    assert "Recorded example" in banner and "cpu" in banner
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 7")
+
+
+def test_run_race_timeline_charts_inspector_download_upload(page):
+    page.wait_for_selector("#sd-timeline .sd-tok")
+    _set_number(page, "#sd-max-new", 24)
+    page.locator("#sd-run").click()
+    # both lanes finished and the final views rendered
+    page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Your run')", timeout=300_000)
+    assert "finished" in page.locator("#sd-lane-plain").inner_text()
+    assert "finished" in page.locator("#sd-lane-spec").inner_text()
+    assert page.locator("#sd-lane-spec .sd-count").inner_text() == "24"
+
+    # the timeline: accepted and rejected drafts (n-gram drafter on this prompt rejects some)
+    assert page.locator("#sd-timeline .sd-accepted").count() > 0
+    assert page.locator("#sd-timeline .sd-rejected").count() > 0
+    title = page.locator("#sd-timeline .sd-tok").first.get_attribute("title")
+    assert "p (target)" in title or "p (target) of this token" in title
+
+    # the speedup and, at T = 0, the token-for-token check
+    verdict = page.locator("#sd-verdict").inner_text()
+    assert re.search(r"\d+\.\d\d× speedup", verdict)
+    assert "identical token for token" in verdict or "first difference" in verdict
+
+    # Plotly charts rendered as SVG
+    page.wait_for_selector("#sd-round-plot .main-svg")
+    assert page.locator(".js-plotly-plot .main-svg").count() >= 14     # 7 plots × 2 SVG layers
+    page.locator("#sd-lane-spec").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "race.png"), full_page=False,
+                    clip={"x": 0, "y": 0, "width": 1500, "height": 1100})
+
+    # inspect another round: the last one with a rejection (the first one is shown by default)
+    n_rounds = int(page.locator("#sd-round input[type=number]").get_attribute("max")) + 1
+    assert n_rounds >= 2
+    rejected_rounds = [int(r) for r in page.locator("#sd-timeline .sd-rejected").evaluate_all(
+        "els => els.map(e => e.dataset.round)")]
+    target = max(rejected_rounds) if max(rejected_rounds) > 0 else 1
+    _set_number(page, "#sd-round", target)
+    page.wait_for_function(f"""Array.from(document.querySelectorAll('#sd-round-plot .gtitle'))
+        .some(e => e.textContent.startsWith('Round {target}:'))""")
+    page.wait_for_function(f"""Array.from(document.querySelectorAll('#sd-position-plot .gtitle'))
+        .some(e => e.textContent.startsWith('Round {target},'))
+        || document.querySelector('#sd-position-plot').innerText.includes('pick a round')""")
+    page.locator("#sd-inspector").evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(ARTIFACTS / "inspector.png"), full_page=False)
+
+    # clicking a drafted token in the timeline opens its round and position in the inspector
+    other = page.locator(f"#sd-timeline .sd-tok[data-pos]:not([data-pos='0']):not([data-round='{target}'])").first
+    r, pos = int(other.get_attribute("data-round")), int(other.get_attribute("data-pos"))
+    other.click()
+    page.wait_for_function(f"""Array.from(document.querySelectorAll('#sd-position-plot .gtitle'))
+        .some(e => e.textContent.startsWith('Round {r}, draft position {pos}:'))""")
+    assert page.locator("#sd-round input[type=number]").input_value() == str(r)
+
+    # download the traces, then upload them back
+    links = page.locator("#sd-files a.download-link")
+    assert links.count() == 2
+    saved = []
+    for i in range(2):
+        with page.expect_download() as dl:
+            links.nth(i).click()
+        target = ARTIFACTS / dl.value.suggested_filename
+        dl.value.save_as(str(target))
+        saved.append(str(target))
+    from specdec_core import Trace
+    traces = [Trace.load(p) for p in saved]
+    assert sorted(t.config["k"] == 0 for t in traces) == [False, True]
+    with page.expect_file_chooser() as fc:
+        page.locator("#sd-upload").click()
+    fc.value.set_files(saved)
+    page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Loaded from file')")
+    assert page.locator("#sd-timeline .sd-rejected").count() > 0
+    page.screenshot(path=str(ARTIFACTS / "full-page.png"), full_page=True)
+
+
+def test_replay_runs_on_a_shared_clock(page):
+    page.locator("#sd-replay").click()
+    page.wait_for_function("document.querySelector('#sd-lane-spec').innerText.includes('replay t =')")
+    page.wait_for_function("document.querySelector('#sd-lane-plain').innerText.includes('replay t =')")
+
+
+def test_stop_keeps_what_was_shown(page):
+    _set_number(page, "#sd-max-new", 200)
+    page.locator("#sd-run").click()
+    page.wait_for_function("""['#sd-lane-plain', '#sd-lane-spec'].some(
+        s => document.querySelector(s).innerText.includes('running')
+             && Number(document.querySelector(s + ' .sd-count').innerText) >= 2)""", timeout=300_000)
+    page.locator("#sd-stop").click()
+    page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Stopped')")
+    def counts():
+        return [int(page.locator(f"{s} .sd-count").inner_text()) for s in ("#sd-lane-plain", "#sd-lane-spec")]
+    page.wait_for_timeout(1500)          # an update already in flight may still land, then nothing more
+    stopped = counts()
+    assert max(stopped) >= 2 and min(stopped) < 200
+    page.wait_for_timeout(3000)
+    assert counts() == stopped
+
+
+def test_malformed_upload_shows_an_error(page, tmp_path):
+    bad = tmp_path / "not-a-trace.json"
+    bad.write_text("{ nope")
+    with page.expect_file_chooser() as fc:
+        page.locator("#sd-upload").click()
+    fc.value.set_files(str(bad))
+    page.wait_for_selector("text=could not load the trace", timeout=30_000)
+    assert "Stopped" in page.locator("#sd-banner").inner_text()   # the page kept its views
+
+
+def test_docs_screenshots_exist_in_artifacts():
+    """The two screenshots the README uses are produced by this test run."""
+    for name in ("race.png", "inspector.png"):
+        assert (ARTIFACTS / name).stat().st_size > 20_000

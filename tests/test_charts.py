@@ -1,0 +1,150 @@
+"""app.charts on hand-built traces: expected traces, values, axis titles, purity; views on upload."""
+import json
+
+import plotly.graph_objects as go
+import pytest
+
+from specdec_core import TraceFormatError, theory
+from specdec_core.legend import DECISIONS, DRAFT_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR
+
+from app import charts, views
+from tests.test_timeline import make_plain, make_spec
+
+
+def axis_titles(fig, n=""):
+    return fig.layout[f"xaxis{n}"].title.text, fig.layout[f"yaxis{n}"].title.text
+
+
+def test_run_charts_are_figures_with_axis_titles_and_units():
+    spec, plain = make_spec(), make_plain([5, 6, 7, 8, 9, 10])
+    figs = charts.all_run_charts(spec, plain)
+    assert len(figs) == 5 and all(isinstance(f, go.Figure) for f in figs)
+    for f in figs:
+        x, y = axis_titles(f)
+        assert x and y and f.layout.title.text
+    assert "(s)" in axis_titles(figs[2])[0] and "(ms)" in axis_titles(figs[3])[1]
+    assert "(×)" in axis_titles(figs[4])[1]
+
+
+def test_charts_are_pure():
+    spec, plain = make_spec(), make_plain([5, 6, 7])
+    before = spec.to_json()
+    a = [f.to_json() for f in charts.all_run_charts(spec, plain)]
+    b = [f.to_json() for f in charts.all_run_charts(spec, plain)]
+    assert a == b and spec.to_json() == before
+
+
+def test_acceptance_by_position_values_and_theory_line():
+    spec = make_spec()
+    fig = charts.acceptance_by_position(spec)
+    bar, line = fig.data
+    assert list(bar.x) == [1, 2, 3] and list(bar.y) == pytest.approx([1.0, 0.5, 0.0])
+    alpha = spec.stats["alpha"]
+    assert list(line.y) == pytest.approx([alpha, alpha ** 2, alpha ** 3])
+    assert bar.marker.color == DECISIONS["accepted"].colour
+
+
+def test_committed_histogram_vs_geometric_prediction():
+    spec = make_spec()
+    fig = charts.committed_histogram(spec)
+    bar, line = fig.data
+    assert list(bar.x) == [1, 2, 3, 4]
+    assert list(bar.y) == pytest.approx([1 / 3, 1 / 3, 1 / 3, 0.0])   # rounds commit 2, 3, 1 tokens
+    assert list(line.y) == pytest.approx(theory.committed_distribution(spec.stats["alpha"], 3))
+
+
+def test_tokens_vs_time_has_both_lanes_as_step_curves():
+    spec, plain = make_spec(), make_plain([5, 6, 7, 8])
+    fig = charts.tokens_vs_time(spec, plain)
+    names = [d.name for d in fig.data]
+    assert names == ["plain", "speculative"]
+    sp = fig.data[1]
+    assert list(sp.x) == pytest.approx([0, 0.1, 0.5, 0.9, 1.1]) and list(sp.y) == [0, 0, 2, 5, 6]
+    assert sp.line.shape == "hv"
+    assert len(charts.tokens_vs_time(spec, None).data) == 1
+
+
+def test_time_split_stacks_draft_verify_overhead_in_ms():
+    fig = charts.time_split(make_spec())
+    assert [d.name.split()[0] for d in fig.data] == ["draft", "verify", "overhead"]
+    assert fig.layout.barmode == "stack"
+    assert list(fig.data[1].y) == pytest.approx([250, 250, 150])
+
+
+def test_speedup_vs_k_uses_measured_alpha_c_v_and_marks_the_run():
+    spec, plain = make_spec(), make_plain([5, 6, 7, 8], step=0.2)
+    fig = charts.speedup_vs_k(spec, plain)
+    curve, point = fig.data
+    assert list(curve.x) == list(range(1, charts.K_MAX + 1))
+    from specdec_core.trace import cost_ratios, speedup
+    r = cost_ratios(spec, plain)
+    v = charts.verify_cost_fn(r["v"])
+    assert curve.y[2] == pytest.approx(theory.speedup(spec.stats["alpha"], 3, r["c"], v))
+    assert list(point.x) == [3] and point.y[0] == pytest.approx(speedup(spec, plain))
+    # without a plain lane there is nothing to compare with: an explained empty figure
+    empty = charts.speedup_vs_k(spec, None)
+    assert not empty.data and empty.layout.annotations
+
+
+def test_verify_cost_fn_never_decreases():
+    v = charts.verify_cost_fn({"0": 1.0, "3": 6.6, "4": 6.0})
+    assert v(1) <= v(4) <= v(12)
+    assert charts.verify_cost_fn({"4": 3.0})(4) == pytest.approx(3.0)
+    assert charts.verify_cost_fn({})(5) == 1.0
+
+
+def test_round_figure_p_q_and_decisions():
+    fig = charts.round_figure(make_spec(), 0)
+    p, q, marks = fig.data
+    assert p.marker.color == TARGET_COLOUR and q.marker.color == DRAFT_COLOUR
+    assert list(p.y) == pytest.approx([0.9, 0.1, 0.5]) and list(q.y) == pytest.approx([0.8, 0.7, 0.6])
+    assert list(marks.marker.color) == [DECISIONS[k].colour for k in ("accepted", "rejected", "discarded")]
+    assert "␣the" in p.x[0] and "&" in p.x[1]
+    assert axis_titles(fig) == ("drafted token (position: text)", "probability")
+    assert not charts.round_figure(make_spec(), 2).data          # nothing drafted: explained, no bars
+
+
+def test_position_figure_rejection_shows_u_ratio_and_residual():
+    fig = charts.position_figure(make_spec(), 0, 2)
+    names = [d.name for d in fig.data]
+    assert names[:2] == ["p (target)", "q (draft)"]
+    region = next(d for d in fig.data if d.name and d.name.startswith("accept region"))
+    assert region.y[1] == pytest.approx(0.1 / 0.7)
+    u = next(d for d in fig.data if d.name == "uniform draw u")
+    assert u.y[0] == pytest.approx(0.9) and u.marker.color == DECISIONS["rejected"].colour
+    res = next(d for d in fig.data if (d.name or "").startswith("residual"))
+    assert res.marker.color == RESIDUAL_COLOUR and list(res.y) == pytest.approx([0.6, 0.3])
+    assert res.x[0].startswith("▶")
+    assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text and fig.layout.yaxis2.title.text
+
+
+def test_position_figure_accepted_has_no_residual_and_greedy_uses_raw():
+    fig = charts.position_figure(make_spec(), 1, 1)
+    assert not any(d.name and d.name.startswith("residual") for d in fig.data)
+    greedy = charts.position_figure(make_spec(temperature=0.0), 0, 1)
+    assert "raw" in greedy.data[0].name
+
+
+def test_views_from_uploaded_files_and_bad_file(tmp_path):
+    spec, plain = make_spec(), make_plain([5, 6])
+    a, b = tmp_path / "s.json", tmp_path / "p.json"
+    spec.save(a), plain.save(b)
+    got_spec, got_plain, names = views.read_uploads([str(b), str(a)])
+    assert got_spec.output_ids == spec.output_ids and got_plain.config["k"] == 0
+    v = views.views(got_spec, got_plain, "upload", files=names)
+    assert "Loaded from file" in v["banner"] and v["round_max"] == 2 and (v["round"], v["position"]) == (0, 2)
+    assert "sd-rejected" in v["timeline"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema": "nope"}))
+    with pytest.raises(TraceFormatError, match="bad.json"):
+        views.read_uploads([str(bad)])
+    files = views.write_files(got_spec, got_plain)
+    assert len(files) == 2 and all(f.endswith(".trace.json") for f in files)
+
+
+def test_example_assets_load_and_render():
+    spec, plain = views.load_example()
+    assert spec is not None and plain is not None and spec.config["k"] != 0 and plain.config["k"] == 0
+    v = views.views(spec, plain, "example")
+    assert "Recorded example" in v["banner"] and spec.config["device"] in v["banner"]
+    assert "sd-accepted" in v["timeline"] and "sd-rejected" in v["timeline"]

@@ -1,0 +1,160 @@
+"""app.timeline / app.race on hand-built traces: decisions, escaping, whitespace, lanes, verdict."""
+import re
+
+from specdec_core.legend import DECISIONS
+from specdec_core.trace import Correction, DraftToken, Round, Trace
+
+from app import race, timeline
+
+
+def tok(id, text, p, q, u, accepted, evaluated=True, overlap=0.5):
+    return DraftToken(id=id, text=text, q=q, p=p, u=u, accepted=accepted, evaluated=evaluated,
+                      overlap=overlap if evaluated else None,
+                      p_top=[[id, text, p], [99, "x", 0.1]], q_top=[[id, text, q], [98, "y", 0.2]],
+                      p_top_raw=[[id, text, p], [99, "x", 0.1]], q_top_raw=[[id, text, q]])
+
+
+def make_spec(temperature=0.7, finished=True, cut_last=False, eos_last=False) -> Trace:
+    """Three rounds: (accepted, rejected, unchecked) + resample; (accepted ×2) + bonus; nothing + bonus."""
+    r0 = Round(index=0, t_start=0.1, t_end=0.5, draft_s=0.1, verify_s=0.25, overhead_s=0.05, k=3,
+               drafted=[tok(10, " the", 0.9, 0.8, 0.3, True), tok(11, "<b>&", 0.1, 0.7, 0.9, False),
+                        tok(12, "\n", 0.5, 0.6, None, False, evaluated=False)],
+               n_accepted=1, correction=Correction("resample", 13, " cat", p_top=[[13, " cat", 0.4]],
+                                                   residual_top=[[13, " cat", 0.6], [14, " dog", 0.3]]),
+               committed=[10, 13])
+    r1 = Round(index=1, t_start=0.5, t_end=0.9, draft_s=0.1, verify_s=0.25, overhead_s=0.05, k=3,
+               drafted=[tok(20, " sat", 0.95, 0.9, 0.2, True, overlap=0.9),
+                        tok(21, "\n", 0.8, 0.85, 0.5, True, overlap=0.8)],
+               n_accepted=2, correction=Correction("bonus", 22, "On", p_top=[[22, "On", 0.7]]),
+               committed=[20, 21] + ([] if cut_last else [22]))
+    r2 = Round(index=2, t_start=0.9, t_end=1.1, draft_s=0.0, verify_s=0.15, overhead_s=0.05, k=3,
+               drafted=[], n_accepted=0, correction=Correction("bonus", 2 if eos_last else 30,
+                                                               "</s>" if eos_last else " mat"),
+               committed=[2 if eos_last else 30])
+    rounds = [r0, r1, r2]
+    ids = [i for r in rounds for i in r.committed]
+    cfg = {"target": "t", "draft": "d", "k": 3, "temperature": temperature, "top_k": 0, "top_p": 1.0,
+           "seed": 0, "max_new_tokens": len(ids), "device": "cpu", "dtype": "float32", "mode": "speculative",
+           "versions": {}}
+    trace = Trace(config=cfg, prompt={"text": "hi", "ids": [1]}, rounds=rounds,
+                  output={"ids": ids, "text": "the cat"}, prefill_s=0.1, finished=finished,
+                  stop_reason=("eos" if eos_last else "max_new_tokens") if finished else None)
+    return Trace.from_json(trace.to_json())   # schema-valid, as a file would be
+
+
+def make_plain(ids, step=0.2, temperature=0.7) -> Trace:
+    rounds = [Round(index=i, t_start=0.1 + i * step, t_end=0.1 + (i + 1) * step, draft_s=0.0, verify_s=step * 0.9,
+                    overhead_s=step * 0.1, k=0, drafted=[], n_accepted=0,
+                    correction=Correction("bonus", t, f" w{t}", p_top=[[t, f" w{t}", 0.5], [t + 1, "z", 0.3]],
+                                          p_top_raw=[[t, f" w{t}", 0.5], [t + 1, "z", 0.3]]),
+                    committed=[t]) for i, t in enumerate(ids)]
+    cfg = {"target": "t", "draft": None, "k": 0, "temperature": temperature, "top_k": 0, "top_p": 1.0,
+           "seed": 0, "max_new_tokens": len(ids), "device": "cpu", "dtype": "float32", "mode": "autoregressive",
+           "versions": {}}
+    return Trace.from_json(Trace(config=cfg, prompt={"text": "hi", "ids": [1]}, rounds=rounds,
+                                 output={"ids": list(ids), "text": ""}, prefill_s=0.1, finished=True,
+                                 stop_reason="max_new_tokens").to_json())
+
+
+def spans(html_text):
+    return re.findall(r'<span class="sd-tok sd-(\w+)[^"]*" data-decision="(\w+)" data-round="(\d+)" '
+                      r'data-pos="\d+" title="([^"]*)">(.*?)</span>(?=<br>|<span class="sd-tok|</span>)', html_text, flags=re.S)
+
+
+def test_every_decision_gets_its_class_in_round_order():
+    out = spans(timeline.timeline_html(make_spec()))
+    assert [(cls, rnd) for cls, _, rnd, _, _ in out] == [
+        ("accepted", "0"), ("rejected", "0"), ("discarded", "0"), ("resampled", "0"),
+        ("accepted", "1"), ("accepted", "1"), ("bonus", "1"), ("bonus", "2")]
+    assert all(cls == dec for cls, dec, *_ in out)
+
+
+def test_rounds_are_bordered_groups_with_index():
+    html = timeline.timeline_html(make_spec())
+    assert html.count('class="sd-round"') == 3
+    assert '<span class="sd-rn">2</span>' in html
+
+
+def test_token_text_is_escaped_and_whitespace_visible():
+    html = timeline.timeline_html(make_spec())
+    assert "<b>&" not in html and "&lt;b&gt;&amp;" in html
+    assert '<span class="sd-ws">␣</span>the' in html
+    # a committed newline is shown as ↵ and also breaks the line; a discarded one only shows ↵
+    assert html.count("↵") == 2 and html.count("<br>") == 1
+
+
+def test_tooltip_has_p_q_ratio_u_and_decision():
+    out = spans(timeline.timeline_html(make_spec()))
+    rejected = out[1][3]
+    assert "p (target) = 0.100" in rejected and "q (draft) = 0.700" in rejected
+    assert "p/q = 0.143" in rejected and "u = 0.900 ≥ p/q" in rejected and "rejected draft" in rejected
+    accepted = out[0][3]
+    assert "u = 0.300 &lt; p/q = 1.000" in accepted        # p/q capped at 1 on the 0–1 line
+    assert "not drawn" in out[2][3]                         # unchecked draft: no u
+    assert "residual probability of this token = 0.600" in out[3][3]
+
+
+def test_greedy_tooltip_explains_no_draw():
+    out = spans(timeline.timeline_html(make_spec(temperature=0.0)))
+    assert "temperature 0" in out[0][3]
+
+
+def test_cut_at_max_new_tokens_hides_uncommitted_correction_and_marks_eos():
+    out = spans(timeline.timeline_html(make_spec(cut_last=True)))
+    assert [c for c, _, r, _, _ in out if r == "1"] == ["accepted", "accepted"]
+    eos = make_spec(eos_last=True)
+    html = timeline.timeline_html(eos)
+    assert 'sd-bonus sd-eos' in html and "&lt;/s&gt;" in html        # the timeline shows the EOS token
+    lane = timeline.spec_lane_html(eos)
+    assert "&lt;/s&gt;" not in lane and '<b class="sd-count">6</b>' in lane   # the lane hides its text
+
+
+def test_empty_and_partial_timeline():
+    assert "No tokens yet" in timeline.timeline_html(None)
+    assert timeline.timeline_html(make_spec(), max_rounds=1).count('class="sd-round"') == 1
+
+
+def test_css_and_legend_come_from_the_shared_legend():
+    css, legend = timeline.timeline_css(), timeline.legend_html()
+    for key, d in DECISIONS.items():
+        assert f".sd-{key}{{background:{d.colour}" in css
+        assert d.label in legend and f"sd-tok sd-{key}" in legend
+    assert "line-through" in css and "underline" in css and "overline" in css and "opacity" in css
+
+
+def test_lanes_show_counts_rate_and_replay_cut():
+    spec = make_spec()
+    lane = timeline.spec_lane_html(spec, status="finished")
+    assert '<b class="sd-count">6</b>' in lane and "k = 3" in lane and "sd-burst-1" in lane
+    assert '<b class="sd-rate">5.5</b>' in lane          # 6 tokens / 1.1 s
+    early = timeline.spec_lane_html(spec, upto_t=0.6)
+    assert '<b class="sd-count">2</b>' in early and " sat" not in early
+    assert "waiting" in timeline.plain_lane_html(None)
+
+
+def test_verdict_speedup_and_greedy_check():
+    spec = make_spec(temperature=0.0)
+    same = make_plain(spec.output_ids, temperature=0.0)
+    html = race.verdict_html(spec, same)
+    assert "speedup" in html and "identical token for token" in html
+    s = spec.stats["tokens_per_s"] / same.stats["tokens_per_s"]
+    assert f"{s:.2f}×" in html
+    other = make_plain([10, 13, 20, 99, 22, 30], temperature=0.0)
+    check = race.greedy_check(spec, other)
+    assert not check["ok"] and "first difference at token 3" in check["text"]
+    assert "different samples" in race.verdict_html(make_spec(), make_plain(spec.output_ids))
+    assert "appears when both lanes finish" in race.verdict_html(make_spec(finished=False), same)
+
+
+def test_lane_order_alternates():
+    assert race.lane_order(0) == ("plain", "speculative")
+    assert race.lane_order(1) == ("speculative", "plain")
+
+
+def test_stats_table_and_replay_frames():
+    spec, plain = make_spec(), make_plain([5, 6, 7, 8])
+    md = race.stats_markdown(spec, plain)
+    assert "| acceptance rate | 0.600 |" in md and "| new tokens | 6 | 4 |" in md and "speedup" in md
+    frames = list(race.replay_frames(spec, plain, fps=10))
+    assert frames[0][0] == 0.0 and abs(frames[-1][0] - 1.1) < 1e-9
+    assert '<b class="sd-count">6</b>' in frames[-1][2] and '<b class="sd-count">4</b>' in frames[-1][1]
