@@ -186,6 +186,8 @@ def main(argv=None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    import transformers
+    transformers.logging.set_verbosity_error()   # keep the progress bar readable
     pair = load_pair(args.target, draft=args.draft, device=args.device, dtype=args.dtype)
     prompts = load_prompts(pair, args.prompts)
     sweep, repeats, max_new = parse_sweep(args.sweep), args.repeats, args.max_new_tokens

@@ -99,6 +99,7 @@ def aggregate(runs: list, lanes_by_mode: dict, prompts: list, hf_ref: dict) -> d
                     continue
                 fwd = [sum(r.forward_s.values()) / r.wall_s for r in rs if r.wall_s > 0]
                 cell = {"wall_s": median(r.wall_s for r in rs), "tokens": median(len(r.output_ids) for r in rs),
+                        "wall_min_s": min(r.wall_s for r in rs),
                         "repeats": len(rs), "forward_share": median(fwd) if fwd else None,
                         "walls": [r.wall_s for r in rs]}
                 cell["tokens_per_s"] = _div(cell["tokens"], cell["wall_s"])
@@ -118,8 +119,11 @@ def _lane_table(mode, lanes, cells, prompts, hf_ref_name) -> dict:
         toks = sum(c["tokens"] for c in pp.values())
         wall = sum(c["wall_s"] for c in pp.values())
         shares = [c["forward_share"] for c in pp.values() if c["forward_share"] is not None]
+        wall_min = sum(c["wall_min_s"] for c in pp.values())
         row = {"label": lane.label, "impl": lane.impl, "k": lane.k, "sweep": lane.sweep,
                "tokens": toks, "wall_s": wall, "tokens_per_s": _div(toks, wall),
+               # best-of-repeats: contention on a shared machine only ever adds time
+               "tokens_per_s_best": _div(toks, wall_min),
                "outside_forward_share": 1 - median(shares) if shares else None, "per_prompt": {}}
         for p, c in pp.items():
             pr = {"tokens_per_s": c["tokens_per_s"], "wall_s": c["wall_s"], "walls": c["walls"],
@@ -137,8 +141,10 @@ def _lane_table(mode, lanes, cells, prompts, hf_ref_name) -> dict:
         out[lane.name] = row
     ref = out.get("plain", {}).get("tokens_per_s")
     hf = out.get(hf_ref_name, {}).get("tokens_per_s") if hf_ref_name else None
+    ref_best = out.get("plain", {}).get("tokens_per_s_best")
     for row in out.values():
         row["vs_plain"] = _div(row["tokens_per_s"], ref)
+        row["vs_plain_best"] = _div(row["tokens_per_s_best"], ref_best)
         row["vs_hf_ref"] = _div(row["tokens_per_s"], hf)
         vp = [p["vs_plain"] for p in row["per_prompt"].values() if p["vs_plain"] is not None]
         row["vs_plain_min_prompt"] = min(vp) if vp else None
@@ -177,7 +183,8 @@ def headline(results: dict, k: int, pair_is_ngram: bool) -> dict:
         L = res["lanes"]
         tps = {n: r["tokens_per_s"] for n, r in L.items()}
         auto = L.get("spec_auto", {})
-        m = {"auto_vs_plain": auto.get("vs_plain"), "auto_vs_plain_min_prompt": auto.get("vs_plain_min_prompt"),
+        m = {"auto_vs_plain": auto.get("vs_plain"), "auto_vs_plain_best_of_repeats": auto.get("vs_plain_best"),
+             "auto_vs_plain_min_prompt": auto.get("vs_plain_min_prompt"),
              "auto_vs_plain_per_prompt": {p: v["vs_plain"] for p, v in auto.get("per_prompt", {}).items()}}
         for hf in ("hf_assisted_dynamic", f"hf_assisted_k{k}", f"hf_prompt_lookup_k{k}", "hf_plain"):
             if hf in tps:

@@ -113,7 +113,8 @@ def load_shards(shard_dir: Path, max_shards: int = 10**9) -> list[dict]:
     """Shards -> list of sequences {ids int64 [T], feats fp16 [T, H], lse fp32 [T], plen}."""
     seqs = []
     for path in sorted(shard_dir.glob("shard_*.npz"))[:max_shards]:
-        d = np.load(path)
+        with np.load(path) as z:     # read each array once (NpzFile re-reads on every access)
+            d = {k: z[k] for k in z.files}
         off = d["offsets"]
         for i in range(len(off) - 1):
             a, b = off[i], off[i + 1]
@@ -228,7 +229,7 @@ def loss_fn(name: str, terms: list[dict], valid: torch.Tensor, gamma: float = 0.
         w = [gamma ** j for j in range(K)]
         return sum(wj * mean(t["ce"]) for wj, t in zip(w, terms)) / sum(w)
     # Chain view: anchor a's j-th draft is row a+j-1 of step j; valid when its last row is.
-    mk = _along_chain(m, K, K)
+    mk = _along_chain(m, 1, K) * _along_chain(m, K, K)     # valid rows are contiguous
     ce = torch.stack([_along_chain(t["ce"], j + 1, K) for j, t in enumerate(terms)], -1)
     al = torch.stack([_along_chain(t["alpha"], j + 1, K) for j, t in enumerate(terms)], -1)
     if name == "chain":     # maximise E[τ]; normalised to [0, 1]
@@ -317,7 +318,7 @@ def evaluate(head, seqs: list[dict], K: int = 4) -> dict:
         v = b["valid"]
         for j, t in enumerate(terms):
             agree[j].append(t["match"][v]), alpha[j].append(t["alpha"][v])
-        mk = _along_chain(v, K, K)
+        mk = _along_chain(v, 1, K) & _along_chain(v, K, K)
         mt = torch.stack([_along_chain(t["match"], j + 1, K) for j, t in enumerate(terms)], -1)
         al = torch.stack([_along_chain(t["alpha"], j + 1, K) for j, t in enumerate(terms)], -1)
         tau_g.append(1 + chain_expected_length(mt)[mk]), tau_s.append(1 + chain_expected_length(al)[mk])
@@ -344,6 +345,8 @@ def cmd_train(a) -> None:
     print(f"{len(data)} train sequences, {sum(len(d['ids']) for d in data)} positions")
     torch.manual_seed(SEED)
     head = new_head(target, vocab, a.init_layer)
+    if a.init_from:   # curriculum: continue from another run's weights (fresh optimizer)
+        head.load_state_dict(torch.load(CACHE / f"ckpt_{a.init_from}.pt", weights_only=False)["head"])
     ckpt = CACHE / f"ckpt_{a.name or a.loss}.pt"
     train(head, data, loss=a.loss, steps=a.steps, ckpt=ckpt, batch=a.batch, lr=a.lr, K=a.K)
     res = evaluate(head, load_shards(CACHE / "heldout"))
@@ -355,6 +358,51 @@ def cmd_train(a) -> None:
         save_head(head, Path(a.out), {"loss": a.loss, "steps": a.steps, "batch": a.batch,
                                       "train_sequences": len(data), "init_layer": a.init_layer,
                                       "heldout_offline": res})
+
+
+def cmd_bench(a) -> None:
+    """End-to-end on held-out instructions: plain vs speculative (distilled head, and n-gram),
+    interleaved per prompt in one run so machine load hits both alike."""
+    from . import autoregressive_generate, speculative_generate
+    from .distilled import load_head, FeatureDrafter
+    from .models import ModelPair, load_pair
+    base = load_pair("smollm2-135m", draft="ngram", device="cpu")
+    head = load_head(base.target, Path(a.draft))
+    pair = ModelPair.from_models(base.target, lambda p: FeatureDrafter(head, p.vocab_size), base.tokenizer)
+    seqs, _ = load_sequences()
+    held = sorted({seqs[i]["instruction"] for i in split(seqs)[1]})
+    prompts = [base.encode_prompt(t) for t in np.random.default_rng(1).permutation(held)[: a.prompts]]
+    settings = [dict(temperature=0.0)] + ([dict(temperature=0.7, top_p=0.9)] if a.sampled else [])
+    ks = [int(k) if k != "auto" else k for k in a.k.split(",")]
+    rows = []
+    for st in settings:
+        agg = {}
+        for n, ids in enumerate(prompts):
+            runs = [("plain", None)] + [(f"k={k}", k) for k in ks] + [("ngram k=3", "ngram")]
+            for name, k in runs:
+                kw = dict(max_new_tokens=a.max_new, seed=n, **st)
+                if k is None:
+                    tr = autoregressive_generate(pair, ids, **kw)
+                elif k == "ngram":
+                    tr = speculative_generate(base, ids, k=3, **kw)
+                else:
+                    tr = speculative_generate(pair, ids, k=k, **kw)
+                agg.setdefault(name, []).append(tr)
+        plain = agg["plain"]
+        step_s = sum(t.stats["step_s"] for t in plain) / len(plain)
+        tps = lambda trs: sum(t.stats["new_tokens"] for t in trs) / sum(t.stats["wall_s"] for t in trs)
+        for name, trs in agg.items():
+            mean = lambda key: (lambda v: sum(v) / len(v) if v else None)(
+                [t.stats[key] for t in trs if t.stats.get(key) is not None])
+            dstep = mean("draft_step_s")
+            rows.append(dict(setting=st, run=name, tokens_per_s=round(tps(trs), 2),
+                             speedup=round(tps(trs) / tps(plain), 3), alpha=mean("alpha"),
+                             acceptance_rate=mean("acceptance_rate"),
+                             mean_committed_per_round=mean("mean_committed_per_round"),
+                             c=round(dstep / step_s, 4) if dstep else None))
+            print(json.dumps(rows[-1]), flush=True)
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=1))
 
 
 def cmd_extract(a) -> None:
@@ -384,10 +432,18 @@ def main(argv=None) -> None:
     t.add_argument("--vocab", type=int, default=8192)
     t.add_argument("--init-layer", type=int, default=29)
     t.add_argument("--shards", type=int, default=10**9)
+    t.add_argument("--init-from", default=None, help="start from the weights of run NAME")
     t.add_argument("--name", default=None, help="checkpoint/result name (default: the loss)")
     t.add_argument("--out", default=None, help="save the trained head here (e.g. assets/draft)")
+    b = sub.add_parser("bench", help="end-to-end speedup on held-out instructions (real target)")
+    b.add_argument("--draft", default="assets/draft")
+    b.add_argument("--prompts", type=int, default=6)
+    b.add_argument("--max-new", type=int, default=64)
+    b.add_argument("--k", default="2,3,4")
+    b.add_argument("--sampled", action="store_true", help="also T=0.7, top-p 0.9")
+    b.add_argument("--json", default=None)
     a = p.parse_args(argv)
-    {"extract": cmd_extract, "train": cmd_train}[a.cmd](a)
+    {"extract": cmd_extract, "train": cmd_train, "bench": cmd_bench}[a.cmd](a)
 
 
 if __name__ == "__main__":

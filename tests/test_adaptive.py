@@ -1,0 +1,90 @@
+"""The k = "auto" policy (adaptive.py): falls back to plain when speculation cannot win, drafts
+longer when drafts are cheap and accepted, probes while plain, and keeps greedy output exact."""
+from types import SimpleNamespace
+
+import torch
+
+from specdec_core import ModelPair, autoregressive_generate, speculative_generate
+from specdec_core.adaptive import MIN_SPEC_ROUNDS, STOP_MAX, STOP_MIN, AutoK
+
+from .conftest import tiny_llama
+
+STEP = 0.1   # seconds of one plain target step in the fake rounds
+
+
+def plain_round():
+    return SimpleNamespace(drafted=[], verify_s=STEP, draft_s=0.0, n_accepted=0,
+                           t_start=0.0, t_end=STEP, committed=[1])
+
+
+def spec_round(m, n_accepted, overlap, c=0.05, slope=0.1, seconds=None):
+    drafted = [SimpleNamespace(evaluated=i <= n_accepted, overlap=overlap if i <= n_accepted else None)
+               for i in range(m)]
+    verify = STEP * (1 + slope * m)
+    secs = seconds if seconds is not None else m * c * STEP + verify
+    return SimpleNamespace(drafted=drafted, verify_s=verify, draft_s=m * c * STEP, n_accepted=n_accepted,
+                           t_start=0.0, t_end=secs, committed=[1] * (n_accepted + 1))
+
+
+def test_first_round_is_a_plain_measuring_step():
+    k, stop, reason = AutoK().next_k()
+    assert k == 0 and stop is None and "first round" in reason
+
+
+def test_falls_back_to_plain_when_alpha_not_above_c():
+    policy = AutoK(alpha_hot=0.3, alpha_cold=0.3)
+    policy.update(plain_round())
+    policy.update(spec_round(m=2, n_accepted=0, overlap=0.3, c=0.5))   # c = 0.5 ≥ α
+    assert abs(policy.c - 0.5) < 1e-9
+    k, stop, reason = policy.next_k()
+    assert k == 0 and "≤ c" in reason
+    # and it keeps choosing plain (apart from rare probes) while nothing changes
+    ks = [policy.next_k()[0] for _ in range(6)]
+    assert ks == [0] * 6
+
+
+def test_picks_larger_k_when_alpha_high_and_c_small():
+    def chosen(alpha, c):
+        policy = AutoK(alpha_hot=alpha, alpha_cold=alpha)
+        policy.update(plain_round())
+        policy.update(spec_round(m=2, n_accepted=0, overlap=alpha, c=c))
+        policy.hot = False
+        return policy.next_k()[0]
+
+    k_easy, k_hard = chosen(0.9, 0.01), chosen(0.6, 0.2)
+    assert k_easy >= 4 and k_hard >= 1 and k_easy > k_hard
+
+
+def test_measured_slow_rounds_veto_speculation():
+    policy = AutoK(alpha_hot=0.8, alpha_cold=0.8)
+    policy.update(plain_round())
+    for _ in range(MIN_SPEC_ROUNDS):   # predicted fine, but each round took 5 plain steps
+        policy.update(spec_round(m=2, n_accepted=1, overlap=0.8, c=0.01, seconds=5 * STEP))
+    k, _, reason = policy.next_k()
+    assert k == 0 and "measured" in reason
+
+
+def test_probes_while_plain_and_stop_threshold_tracks_cost():
+    policy = AutoK(alpha_hot=0.1, alpha_cold=0.1)
+    policy.update(plain_round())
+    policy.update(spec_round(m=1, n_accepted=0, overlap=0.1, c=0.3))
+    ks = [policy.next_k() for _ in range(200)]
+    probes = [i for i, (k, _, r) in enumerate(ks) if k > 0]
+    assert probes and all("probe" in ks[i][2] for i in probes)
+    assert len(probes) < 20                          # rare: they cost time
+    cheap, dear = AutoK(draft_step_s=0.0, step_s=STEP), AutoK(draft_step_s=0.3 * STEP, step_s=STEP)
+    assert STOP_MIN <= cheap.stop_below() < dear.stop_below() <= STOP_MAX
+
+
+def test_auto_is_exact_in_greedy_and_records_k_and_reason():
+    target, draft = tiny_llama(vocab_size=16, seed=0, layers=2), tiny_llama(vocab_size=16, seed=3)
+    pair = ModelPair.from_models(target, draft)
+    prompt = [1, 2, 3, 4, 5]
+    plain = autoregressive_generate(pair, prompt, max_new_tokens=24)
+    for _ in range(2):   # the second decode is warm-started from the first
+        auto = speculative_generate(pair, prompt, k="auto", max_new_tokens=24)
+        assert auto.output_ids == plain.output_ids
+        assert auto.config["k"] == "auto"
+        assert all(r.k_reason for r in auto.rounds)
+        assert all(len(r.drafted) <= r.k for r in auto.rounds)
+    assert "first round" not in auto.rounds[0].k_reason   # warm start skips the measuring step

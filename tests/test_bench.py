@@ -1,0 +1,86 @@
+"""Bench smoke test on a tiny random pair: every lane and field is in the report, greedy lanes
+agree token for token, the reports are written, and a greedy mismatch is caught. No timing asserts."""
+import json
+
+import pytest
+
+from specdec_core import ModelPair
+from specdec_core.bench import check_greedy, parse_sweep, run_bench
+from specdec_core.bench_lanes import Run
+from specdec_core.bench_report import write_reports
+
+from .conftest import tiny_llama
+
+K = 2
+
+
+@pytest.fixture(scope="module")
+def report():
+    target, draft = tiny_llama(vocab_size=32, seed=0, layers=2), tiny_llama(vocab_size=32, seed=1)
+    pair = ModelPair.from_models(target, draft)
+    prompts = [{"name": "rep", "ids": [1, 2, 3, 4, 1, 2, 3]}, {"name": "short", "ids": [5, 6, 7]}]
+    return run_bench(pair, prompts, k=K, max_new_tokens=8, repeats=1, sweep=[1, 2], progress=False)
+
+
+def test_every_lane_and_field(report):
+    greedy = report["results"]["greedy"]["lanes"]
+    sampling = report["results"]["sampling"]["lanes"]
+    main = {"plain", f"spec_k{K}", "spec_auto", "hf_plain", f"hf_assisted_k{K}", "hf_assisted_dynamic",
+            f"hf_prompt_lookup_k{K}", f"ngram_k{K}"}
+    assert set(greedy) == main | {"spec_k1"}          # + the sweep (k = 2 is the main lane)
+    assert set(sampling) == main
+    for lanes in (greedy, sampling):
+        for name, row in lanes.items():
+            assert row["tokens"] > 0 and row["tokens_per_s"] > 0, name
+            for key in ("vs_plain", "vs_hf_ref", "outside_forward_share", "vs_plain_min_prompt"):
+                assert row[key] is not None, (name, key)
+            assert set(row["per_prompt"]) == {"rep", "short"}
+            if row["impl"] == "ours" and name != "plain":
+                th = row["theory"]
+                for key in ("alpha", "c", "mean_committed", "measured_decode_speedup", "predicted_mix"):
+                    # k = auto may have decoded with plain steps only (nothing drafted: no α, c)
+                    assert key in th and (th[key] is not None or name == "spec_auto"), (name, key)
+                assert set(row["time_split"]) == {"prefill_share", "draft_share", "verify_share",
+                                                  "overhead_share", "between_rounds_share"}
+        assert lanes["plain"]["vs_plain"] == pytest.approx(1.0)
+        assert lanes["hf_assisted_dynamic"]["vs_hf_ref"] == pytest.approx(1.0)
+        assert lanes[f"spec_k{K}"]["theory"]["predicted"] is not None
+        assert "reasons" in lanes["spec_auto"]["auto"]
+    h = report["headline"]["greedy"]
+    for key in ("auto_vs_hf_assisted_dynamic", f"spec_k{K}_vs_hf_assisted_k{K}",
+                f"ours_ngram_k{K}_vs_hf_prompt_lookup_k{K}", "auto_vs_plain", "auto_vs_best_fixed_k",
+                f"spec_k{K}_measured_over_predicted"):
+        assert h[key] is not None, key
+
+
+def test_greedy_lanes_agree(report):
+    g = report["greedy_check"]
+    n_greedy_lanes = len(report["results"]["greedy"]["lanes"])
+    assert g["checked"] == 2 * n_greedy_lanes          # 2 prompts × 1 repeat
+    assert g["identical"] == g["checked"] and not g["mismatches"] and not g["ties"]
+
+
+def test_reports_written(report, tmp_path):
+    paths = write_reports(report, tmp_path)
+    assert json.loads(paths[0].read_text())["schema"] == "specdec.bench/1"
+    md = paths[1].read_text()
+    for name in report["results"]["greedy"]["lanes"]:
+        assert f"| {name} |" in md
+    assert "plotly" in paths[2].read_text().lower()
+
+
+def test_greedy_mismatch_is_caught():
+    plain_trace = type("T", (), {"rounds": []})()      # no logit gap known -> not a near-tie
+    runs = [Run("plain", "greedy", "p", 0, 1.0, [1, 2, 3], {}, plain_trace),
+            Run("spec_k2", "greedy", "p", 0, 1.0, [1, 2, 3], {}),
+            Run("hf_plain", "greedy", "p", 0, 1.0, [1, 5, 3], {})]
+    import torch
+    g = check_greedy(runs, torch.float32)
+    assert g["identical"] == 2
+    assert [(m["lane"], m["position"]) for m in g["mismatches"]] == [("hf_plain", 1)]
+
+
+def test_parse_sweep():
+    assert parse_sweep("1-4") == [1, 2, 3, 4]
+    assert parse_sweep("1,2,8") == [1, 2, 8]
+    assert parse_sweep("none") == []

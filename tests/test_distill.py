@@ -1,0 +1,111 @@
+"""The distillation lab: losses on hand-computed cases, the training-time rollout equals drafting,
+the truncated-vocabulary feature draft keeps speculative sampling exact, and the shipped draft
+beats the n-gram drafter on a fixed prompt."""
+import math
+
+import pytest
+import torch
+
+from specdec_core import ModelPair, speculative_generate
+from specdec_core import distill as D
+from specdec_core.distilled import ASSET_DIR, FeatureDrafter, FeatureHead, target_cfg
+from specdec_core.sampling import SamplingConfig
+
+from .conftest import tiny_llama
+from .test_exactness import check_exact
+
+
+def test_chain_loss_is_expected_accepted_length():
+    alphas = torch.tensor([0.9, 0.5, 0.2])
+    # E[τ] = α1 + α1α2 + α1α2α3 by hand.
+    assert D.chain_expected_length(alphas).item() == pytest.approx(0.9 + 0.45 + 0.09)
+    # Constant α: Σ_{j≤k} α^j = (1 − α^(k+1))/(1 − α) − 1 (Leviathan's E[tokens per round] − 1).
+    a, k = 0.7, 5
+    closed = (1 - a ** (k + 1)) / (1 - a) - 1
+    assert D.chain_expected_length(torch.full((k,), a)).item() == pytest.approx(closed)
+
+
+def test_tv_loss_is_one_minus_overlap():
+    p = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    q = torch.tensor([0.2, 0.3, 0.0, 0.5])
+    assert D.tv_loss(p, q).item() == pytest.approx(1 - (0.2 + 0.3 + 0.0 + 0.0))
+    assert D.tv_loss(p, p).item() == pytest.approx(0.0)
+
+
+def test_step_terms_and_losses_on_a_small_case():
+    torch.manual_seed(0)
+    head = _random_head(tiny_llama(vocab_size=8), torch.arange(8))
+    g = torch.randn(1, 3, 16)
+    logp = torch.log_softmax(torch.randn(3, 8), -1)
+    valid = torch.ones(1, 3, dtype=torch.bool)
+    t = D.step_terms(head, g, logp, valid)
+    q = torch.softmax(head.logits(g[0]), -1)
+    p = logp.exp()
+    assert torch.allclose(t["alpha"][0], 1 - D.tv_loss(p, q), atol=1e-6)
+    assert torch.allclose(t["ce"][0], -(p * q.log()).sum(-1), atol=1e-5)
+    assert D.loss_fn("tv", [t], valid).item() == pytest.approx(float(D.tv_loss(p, q).mean()), abs=1e-6)
+    chain = D.loss_fn("chain", [t, t, t], valid)    # 1 anchor: rows 0, 1, 2 of steps 1, 2, 3
+    al = t["alpha"][0].detach()
+    assert chain.item() == pytest.approx(1 - D.chain_expected_length(al).item() / 3, abs=1e-6)
+
+
+def _random_head(target, vocab_ids, scale=0.5):
+    head = FeatureHead(target_cfg(target), vocab_ids)
+    with torch.no_grad():
+        for p in head.parameters():
+            p.normal_(0, scale)
+    return head.attach(target.get_input_embeddings().weight, target.get_output_embeddings().weight)
+
+
+def test_rollout_equals_incremental_drafting():
+    """The training-time K-step rollout computes exactly what the drafter's KV cache computes."""
+    torch.manual_seed(0)
+    target = tiny_llama(vocab_size=50)
+    head = _random_head(target, torch.arange(40)).eval()
+    T, K = 12, 4
+    ids, feats = torch.randint(0, 50, (1, T)), torch.randn(1, T, 16)
+    with torch.no_grad():
+        outs = [head.logits(g) for g in D.rollout(head, feats, ids, K)]
+        for a in range(T - 1 - K):                 # last true entry a; drafts follow the data
+            pos = torch.arange(a + 1)
+            g, cache = head.step(feats[:, pos], ids[:, pos + 1], pos, None)
+            g = g[:, -1:]
+            for j in range(1, K + 1):
+                assert torch.allclose(head.logits(g)[0, 0], outs[j - 1][0, a + j - 1], atol=1e-4)
+                if j < K:
+                    g, cache = head.step(g, ids[:, a + j + 1][None], torch.tensor([a + j]), cache)
+
+
+@pytest.fixture(scope="module")
+def truncated_pair():
+    """A tiny target and a random feature head that can only propose 5 of the 8 tokens."""
+    torch.manual_seed(3)
+    target = tiny_llama(vocab_size=8, seed=0)
+    head = _random_head(target, torch.tensor([0, 2, 3, 5, 6]), scale=0.6).eval()
+    pair = ModelPair.from_models(target, lambda p: FeatureDrafter(head, p.vocab_size), None)
+    return pair
+
+
+@pytest.mark.parametrize("k,temperature,top_k,top_p,max_new", [
+    (1, 1.0, 0, 1.0, 2), (2, 1.0, 0, 1.0, 3), (3, 0.7, 4, 1.0, 4), (2, 1.3, 0, 0.8, 3)])
+def test_truncated_vocabulary_draft_is_exact(truncated_pair, k, temperature, top_k, top_p, max_new):
+    cfg = SamplingConfig(temperature, top_k, top_p)
+    assert check_exact(truncated_pair, k, cfg, max_new) > 1e-3
+
+
+def test_truncated_draft_proposes_only_its_vocabulary(truncated_pair):
+    tr = speculative_generate(truncated_pair, [1, 5, 2], k=3, temperature=1.0, max_new_tokens=12, seed=1)
+    drafted = {d.id for r in tr.rounds for d in r.drafted}
+    assert drafted and drafted <= {0, 2, 3, 5, 6}
+
+
+@pytest.mark.skipif(not (ASSET_DIR / "weights.pt").exists(), reason="no shipped draft")
+def test_shipped_draft_beats_ngram(default_pair):
+    from specdec_core.distilled import make_default_drafter
+    pair = ModelPair.from_models(default_pair.target, make_default_drafter, default_pair.tokenizer)
+    ids = default_pair.encode_prompt("Explain why the sky is blue in two sentences.")
+    ours = speculative_generate(pair, ids, k=3, temperature=0.0, max_new_tokens=40).stats
+    ngram = speculative_generate(default_pair, ids, k=3, temperature=0.0, max_new_tokens=40).stats
+    assert ours["mean_committed_per_round"] > (ngram["mean_committed_per_round"] or 1.0)
+    assert (ours["acceptance_rate"] or 0) > (ngram["acceptance_rate"] or 0)
+    assert ours["alpha"] > 0.4
