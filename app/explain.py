@@ -96,7 +96,7 @@ EXAMPLES = [
 
 ERRORS = {
     "empty_prompt": "The prompt is empty: type some text or pick an example.",
-    "no_draft": "“Draft model” needs a draft: type a model id, a local folder, or target-layers:N "
+    "no_draft": "“Draft model” needs a draft: type distilled, a model id, a local folder, or target-layers:N "
                 "(or choose the n-gram drafter).",
     "oom": "Out of memory while running {what}. Try a smaller pair, fewer new tokens, or k.",
     "stopped": "Stopped: what was shown is kept.",

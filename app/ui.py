@@ -56,7 +56,7 @@ def build_demo() -> gr.Blocks:
                                           info=PRESETS["smollm2-135m"].description)
                 C["target"] = gr.Textbox(default["target"], label="Target (preset, HF id or local folder)")
                 C["drafter"] = gr.Radio(handlers.DRAFTERS, value=default["drafter"], label="Drafter", elem_id="sd-drafter")
-                C["draft"] = gr.Textbox(default["draft"], label="Draft model (HF id, folder, or target-layers:N)")
+                C["draft"] = gr.Textbox(default["draft"], label="Draft model (distilled, HF id, folder, or target-layers:N)")
                 C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=5, elem_id="sd-prompt")
                 C["chat"] = gr.Checkbox(True, label="Apply the chat template")
                 with gr.Row():

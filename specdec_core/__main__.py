@@ -21,7 +21,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("prompt", nargs="?", help="the prompt text")
     ap.add_argument("--target", default=DEFAULT_PRESET, help=f"preset ({presets}), HF id or local dir")
     ap.add_argument("--draft", default=None,
-                    help="draft model id/dir, 'ngram', or 'target-layers:N' (default: the preset's)")
+                    help="draft model id/dir, 'distilled[:DIR]', 'ngram', or 'target-layers:N' (default: the preset's)")
     ap.add_argument("-k", "--k", default="4", help="draft length per round: an integer ≥ 1 or 'auto'")
     ap.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     ap.add_argument("--top-k", type=int, default=0, help="0 = off")

@@ -153,7 +153,7 @@ def _sklearn_version():
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m specdec_core.bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--target", default="smollm2-135m", help="preset name, HF id or local dir")
-    ap.add_argument("--draft", default=None, help="draft: model id/dir, 'ngram', 'target-layers:N' (default: the preset's)")
+    ap.add_argument("--draft", default=None, help="draft: model id/dir, 'distilled[:DIR]', 'ngram', 'target-layers:N' (default: the preset's)")
     ap.add_argument("--k", type=int, default=4, help="fixed draft length compared with transformers")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)

@@ -17,7 +17,6 @@ and output rows are taken from the target at load time, never stored twice.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Optional
 
@@ -29,6 +28,7 @@ from .drafters import Drafter, Proposal, empty_proposal, fit_vocab
 from .sampling import draw, raw_probs, warp_probs
 
 ASSET_DIR = Path(__file__).resolve().parents[1] / "assets" / "draft"
+_HEADS: dict = {}     # (id(target), path) -> loaded head, shared by every drafter
 
 
 class RMSNorm(nn.Module):
@@ -116,7 +116,7 @@ class FeatureHead(nn.Module):
         """g [..., H] -> logits over the N draft tokens [..., N]."""
         return self.norm(g) @ self.head_w.T.to(g.dtype) + self.bias
 
-    def step(self, feat, ids, pos, cache: Optional[list]):
+    def forward(self, feat, ids, pos, cache: Optional[list]):
         """Incremental forward for drafting. feat [1, n, H], ids [1, n], pos [n]; cache [k, v] or
         None (grown in place). Returns (g [1, n, H], new cache)."""
         x = self.layer_in(feat, ids)
@@ -130,6 +130,8 @@ class FeatureHead(nn.Module):
         attn = F.scaled_dot_product_attention(q, k.repeat_interleave(rep, 1),
                                               v.repeat_interleave(rep, 1), attn_mask=mask)
         return self.finish(x, attn), [k, v]
+
+    step = forward     # called through __call__ by the drafter, so forward hooks (bench timers) see it
 
 
 def save_head(head: FeatureHead, out_dir: Path, card: dict) -> None:
@@ -150,14 +152,31 @@ def target_cfg(target) -> dict:
 
 
 def load_head(target, path: Path = ASSET_DIR) -> FeatureHead:
-    """The shipped head, attached to the target's embeddings/output layer, fp32, eval mode."""
-    meta = json.loads((Path(path) / "config.json").read_text())
-    state = torch.load(Path(path) / "weights.pt", map_location="cpu", weights_only=True)
+    """The head saved in `path`, attached to the target's embeddings/output layer, fp32, eval mode.
+    Loaded once per (target, path); a head trained for another target is refused."""
+    from .errors import ModelLoadError
+    path = Path(path)
+    key = (id(target), str(path.resolve()))
+    if key in _HEADS:
+        return _HEADS[key]
+    if not (path / "weights.pt").exists() or not (path / "config.json").exists():
+        raise ModelLoadError(f"no distilled draft in {path}: train one with "
+                             "`python -m specdec_core.distill train --out DIR`")
+    meta = json.loads((path / "config.json").read_text())
+    mine = target_cfg(target)
+    if any(meta["cfg"].get(k) != mine[k] for k in ("hidden_size", "num_attention_heads", "head_dim")):
+        raise ModelLoadError(f"the distilled draft in {path} was trained for another target "
+                             f"(hidden size {meta['cfg'].get('hidden_size')}, this one {mine['hidden_size']})")
+    state = torch.load(path / "weights.pt", map_location="cpu", weights_only=True)
+    if int(state["vocab_ids"].max()) >= target.get_output_embeddings().weight.shape[0]:
+        raise ModelLoadError(f"the distilled draft in {path} proposes tokens outside this target's vocabulary")
     head = FeatureHead(meta["cfg"], state["vocab_ids"])
     head.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
     dev = target.get_input_embeddings().weight.device
-    return head.to(dev).eval().attach(target.get_input_embeddings().weight,
+    head = head.to(dev).eval().attach(target.get_input_embeddings().weight,
                                       target.get_output_embeddings().weight)
+    _HEADS[key] = head
+    return head
 
 
 class FeatureDrafter(Drafter):
@@ -204,7 +223,7 @@ class FeatureDrafter(Drafter):
             self.cache = [c[:, :, : self.n_true] for c in self.cache]
         # 1. New true entries n_true..n_feat-1 in one batched step; the last one drafts token L.
         new = torch.arange(self.n_true, n_feat, device=self.device)
-        g, self.cache = self.head.step(self.feats[None, new], committed[None, new + 1], new, self.cache)
+        g, self.cache = self.head(self.feats[None, new], committed[None, new + 1], new, self.cache)
         self.n_true = n_feat
         g = g[:, -1:]
         ids, q_probs, q_raw, stop_reason = [], [], [], None
@@ -221,7 +240,7 @@ class FeatureDrafter(Drafter):
                 stop_reason = f"draft top probability < {stop_below:g}"
                 break
             pos = torch.tensor([n_feat + i], device=self.device)
-            g, self.cache = self.head.step(g, token[None], pos, self.cache)
+            g, self.cache = self.head(g, token[None], pos, self.cache)
         return Proposal(torch.cat(ids), torch.stack(q_probs), torch.stack(q_raw), stop_reason)
 
     def rollback(self, n_valid):
@@ -234,12 +253,6 @@ class FeatureDrafter(Drafter):
                 self.cache = [c[:, :, : self.n_true] for c in self.cache]
 
 
-_HEADS: dict = {}
-
-
 def make_default_drafter(pair) -> FeatureDrafter:
     """Factory for ModelPair: the shipped head (loaded once per target) in a fresh drafter."""
-    key = id(pair.target)
-    if key not in _HEADS:
-        _HEADS[key] = load_head(pair.target)
-    return FeatureDrafter(_HEADS[key], pair.vocab_size, pair.input_device)
+    return FeatureDrafter(load_head(pair.target), pair.vocab_size, pair.input_device)

@@ -28,8 +28,9 @@ class Preset:
 
 
 PRESETS = {
-    "smollm2-135m": Preset(embedded.NAME, "ngram",
-                           "SmolLM2-135M-Instruct (Q4_1 GGUF, embedded, offline) + n-gram drafter"),
+    "smollm2-135m": Preset(embedded.NAME, "distilled",
+                           "SmolLM2-135M-Instruct (Q4_1 GGUF, embedded, offline) + its distilled "
+                           "feature-head draft (assets/draft)"),
     "smollm2-1.7b": Preset("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct",
                            "SmolLM2-1.7B-Instruct + SmolLM2-135M-Instruct (downloads from the Hub)"),
     "qwen2.5-1.5b": Preset("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct",
@@ -39,9 +40,12 @@ PRESETS = {
     "gpt2-large": Preset("gpt2-large", "distilgpt2", "gpt2-large + distilgpt2 (downloads from the Hub)"),
 }
 
-# Draft names that are not models: "ngram" (prompt lookup), "target-layers:N" (target's first N layers).
+# Draft names that are not models: "ngram" (prompt lookup), "target-layers:N" (target's first N
+# layers), "distilled" / "distilled:DIR" (a feature-head draft trained by specdec_core.distill;
+# bare "distilled" is the one shipped in assets/draft for the embedded target).
 NGRAM = "ngram"
 LAYERS_PREFIX = "target-layers:"
+DISTILLED = "distilled"
 
 
 DrafterFactory = Callable[["ModelPair"], Drafter]
@@ -138,6 +142,16 @@ class ModelPair:
 
 def _ngram_factory(pair: ModelPair) -> Drafter:
     return NGramDrafter(pair.vocab_size, pair.input_device)
+
+
+def _distilled_factory(target, ref: str) -> DrafterFactory:
+    """A factory of feature-head drafters for `target` from assets/draft or DIR (loaded once)."""
+    from . import distilled
+    path = distilled.ASSET_DIR if ref == DISTILLED else os.path.expanduser(ref[len(DISTILLED) + 1:])
+    head = distilled.load_head(target, path)      # raises ModelLoadError when it does not fit
+    factory = lambda pair: distilled.FeatureDrafter(head, pair.vocab_size, pair.input_device)
+    factory.name = distilled.FeatureDrafter.name
+    return factory
 
 
 def _model_name(model) -> str:
@@ -267,6 +281,10 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Optional[str] = None, device:
     model, tokenizer = load_model(target_ref, device, dtype, trust_remote_code=trust_remote_code,
                                   progress=progress)
     target_name = target if preset else target_ref
+    if draft_ref == DISTILLED or draft_ref.startswith(DISTILLED + ":"):
+        pair = ModelPair.from_models(model, _distilled_factory(model, draft_ref), tokenizer)
+        pair.target_name = target_name
+        return pair
     if draft_ref == NGRAM:
         draft_model = None
     elif draft_ref.startswith(LAYERS_PREFIX):

@@ -52,6 +52,7 @@ def test_cli_show_rerenders_without_a_model(saved):
     (["   "], "prompt is empty"),
     (["--show", "/nonexistent/trace.json"], "No such file"),
     (["hi", "--draft", "target-layers:x"], "target-layers"),
+    (["hi", "--draft", "distilled:/nonexistent/head"], "no distilled draft in /nonexistent/head"),
 ])
 def test_cli_bad_input_is_one_clear_line(args, message):
     result = cli(*args)

@@ -99,13 +99,22 @@ def test_truncated_draft_proposes_only_its_vocabulary(truncated_pair):
     assert drafted and drafted <= {0, 2, 3, 5, 6}
 
 
-@pytest.mark.skipif(not (ASSET_DIR / "weights.pt").exists(), reason="no shipped draft")
 def test_shipped_draft_beats_ngram(default_pair):
+    """On prompts whose answers do not copy the prompt, the n-gram drafter has little to go on;
+    the distilled draft must accept more and commit more tokens per round there (greedy, k = 2)."""
     from specdec_core.distilled import make_default_drafter
+    assert (ASSET_DIR / "weights.pt").stat().st_size < 32 * 2**20      # shipped, and small
     pair = ModelPair.from_models(default_pair.target, make_default_drafter, default_pair.tokenizer)
-    ids = default_pair.encode_prompt("Explain why the sky is blue in two sentences.")
-    ours = speculative_generate(pair, ids, k=3, temperature=0.0, max_new_tokens=40).stats
-    ngram = speculative_generate(default_pair, ids, k=3, temperature=0.0, max_new_tokens=40).stats
-    assert ours["mean_committed_per_round"] > (ngram["mean_committed_per_round"] or 1.0)
-    assert (ours["acceptance_rate"] or 0) > (ngram["acceptance_rate"] or 0)
-    assert ours["alpha"] > 0.4
+    ours, ngram = [], []
+    for text in ("List the planets of the solar system in order, one per line.",
+                 "Give three tips for staying focused while studying."):
+        ids = default_pair.encode_prompt(text)
+        ours.append(speculative_generate(pair, ids, k=2, temperature=0.0, max_new_tokens=40))
+        ngram.append(speculative_generate(default_pair, ids, k=2, temperature=0.0, max_new_tokens=40))
+    for a, b in zip(ours, ngram):
+        assert a.output_ids == b.output_ids                                   # both exact
+    total = lambda trs, key: sum(t.stats[key] for t in trs)
+    assert total(ours, "accepted") > total(ngram, "accepted")
+    assert total(ours, "new_tokens") / sum(len(t.rounds) for t in ours) > \
+        total(ngram, "new_tokens") / sum(len(t.rounds) for t in ngram)
+    assert min(t.stats["alpha"] for t in ours) > 0.2

@@ -116,3 +116,23 @@ def test_exact_reference_is_a_distribution(tiny_pair):
     q = exact_two_token_distribution(tiny_pair.draft_model, PROMPT, SamplingConfig(1.0), 8)
     assert 0.5 * float((exact - q).abs().sum()) > 0.2
     assert max(itertools.chain.from_iterable(exact.tolist())) > 3 / 64
+
+
+@pytest.fixture
+def always_padded(monkeypatch):
+    """Force verify padding (verify_pad.py) to its longest length, whatever this machine's timings."""
+    from specdec_core import verify_pad
+    monkeypatch.setattr(verify_pad, "padded_length", lambda target, n, V: n if n <= 1 else verify_pad.N_MAX)
+
+
+def test_padded_verify_is_exact(tiny_pair, always_padded):
+    cfg = SamplingConfig(1.0, 0, 1.0)
+    assert check_exact(tiny_pair, 2, cfg, 3) > 1e-3
+
+
+def test_padded_verify_greedy_equals_plain(always_padded):
+    from specdec_core import autoregressive_generate, speculative_generate
+    pair = ModelPair.from_models(tiny_llama(vocab_size=32, seed=0, layers=2), tiny_llama(vocab_size=32, seed=1))
+    plain = autoregressive_generate(pair, [3, 1, 4], max_new_tokens=30)
+    for k in (1, 3, 5):
+        assert speculative_generate(pair, [3, 1, 4], k=k, max_new_tokens=30).output_ids == plain.output_ids

@@ -1,5 +1,5 @@
 """Greedy speculative output equals greedy plain output and transformers' own greedy generate(),
-token for token, on the real embedded target (fp32) with the n-gram drafter and a draft model."""
+token for token, on the real embedded target (fp32) with the n-gram drafter, a draft model and the shipped distilled draft."""
 import pytest
 import torch
 
@@ -62,3 +62,19 @@ def test_greedy_never_touches_an_rng(default_pair, references):
     trace = speculative_generate(default_pair, ids, k=4, max_new_tokens=12, seed=None)
     assert torch.equal(state, torch.get_rng_state())
     assert all(t.u is None for r in trace.rounds for t in r.drafted)
+
+
+@pytest.fixture(scope="module")
+def distilled_pair():
+    """The default preset as users get it: the embedded target and its shipped distilled draft."""
+    from specdec_core import load_pair
+    return load_pair("smollm2-135m", device="cpu")
+
+
+@pytest.mark.parametrize("text,k", [(PROMPTS[0], 3), (PROMPTS[1], 5), (PROMPTS[2], "auto")])
+def test_speculative_greedy_distilled_draft_equals_generate(distilled_pair, references, text, k):
+    ids, expected = references[text]
+    trace = speculative_generate(distilled_pair, ids, k=k, max_new_tokens=MAX_NEW)
+    assert trace.config["draft"] == "distilled-feature-head"
+    assert trace.output_ids == expected
+    assert trace.stats["drafted"] > 0

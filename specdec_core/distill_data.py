@@ -1,0 +1,131 @@
+"""Self-distillation data for a draft: the shared target continuations, the held-out split by
+instruction, the draft vocabulary, and teacher forcing (target features + log-normalisers on disk).
+
+Teacher forcing runs the target once over prompt + continuation and stores, for every position t,
+its last hidden state f_t (fp16, [H]) and the log-normaliser of its logits: with the frozen output
+layer W the target's full distribution is softmax(W f_t), so the truncated-vocabulary teacher
+p(x) = exp(W_x f_t − lse_t) is exact and costs only N·H per position at training time.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "distill-data"
+CACHE = Path(__file__).resolve().parents[1] / ".cache" / "distill"
+HELD_OUT_FRACTION, SEED = 0.08, 0
+# -- data ------------------------------------------------------------------------------------
+def load_sequences(data_dir: Path = DATA) -> tuple[list[dict], list[str]]:
+    """Sequences of the shared data: [{prompt: int64 [P], gen: int64 [G], greedy, instruction}]."""
+    d = np.load(data_dir / "selfdistill.npz")
+    instructions = json.loads((data_dir / "instructions.json").read_text())
+    po, go = d["prompt_offsets"], d["gen_offsets"]
+    seqs = [dict(prompt=d["prompt_ids"][po[i]:po[i + 1]].astype(np.int64),
+                 gen=d["gen_ids"][go[i]:go[i + 1]].astype(np.int64), greedy=bool(d["greedy"][i]),
+                 instruction=instructions[i]) for i in range(len(po) - 1)]
+    return seqs, instructions
+
+
+def split(seqs: list[dict]) -> tuple[list[int], list[int]]:
+    """(train, held-out) sequence indices; the split is by distinct instruction, fixed seed."""
+    distinct = sorted({s["instruction"] for s in seqs})
+    rng = np.random.default_rng(SEED)
+    held = set(rng.permutation(distinct)[: int(len(distinct) * HELD_OUT_FRACTION)].tolist())
+    train = [i for i, s in enumerate(seqs) if s["instruction"] not in held]
+    test = [i for i, s in enumerate(seqs) if s["instruction"] in held]
+    # Train order is shuffled once so any prefix of the extracted shards is a fair subsample.
+    return rng.permutation(train).tolist(), test
+
+
+def frequent_vocab(seqs: list[dict], idx: list[int], n: int) -> torch.Tensor:
+    """The n most frequent tokens of the target's outputs on the train split: int64 [n], sorted.
+    EOS is always kept (the draft must be able to propose the end)."""
+    counts = np.bincount(np.concatenate([seqs[i]["gen"] for i in idx]), minlength=1)
+    counts = np.pad(counts, (0, max(0, 3 - len(counts))))
+    counts[2] = counts.max() + 1  # <|im_end|>
+    return torch.from_numpy(np.sort(np.argsort(-counts, kind="stable")[:n]))
+
+
+# -- teacher forcing -------------------------------------------------------------------------
+@torch.no_grad()
+def extract(target, seqs: list[dict], idx: list[int], out_dir: Path, shard_size: int = 32,
+            batch: int = 8, minutes: float = 1e9, log=print) -> None:
+    """Run the target over prompt+gen of seqs[idx] in shards; write out_dir/shard_XXXX.npz with
+    ids int32 [n], feats fp16 [n, H] (last hidden state, post-norm), lse fp32 [n], offsets [s+1],
+    prompt_len [s]. Existing shards are skipped, so an interrupted run resumes."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t0, done_tok = time.time(), 0
+    n_shards = math.ceil(len(idx) / shard_size)
+    for s in range(n_shards):
+        path = out_dir / f"shard_{s:04d}.npz"
+        if path.exists():
+            continue
+        if time.time() - t0 > minutes * 60:
+            log(f"time budget reached after {s} shards")
+            return
+        chunk = [seqs[i] for i in idx[s * shard_size:(s + 1) * shard_size]]
+        order = sorted(range(len(chunk)), key=lambda j: len(chunk[j]["prompt"]) + len(chunk[j]["gen"]))
+        ids, feats, lses = [None] * len(chunk), [None] * len(chunk), [None] * len(chunk)
+        for b in range(0, len(order), batch):   # length-sorted batches: little padding
+            group = order[b:b + batch]
+            rows = [np.concatenate([chunk[j]["prompt"], chunk[j]["gen"]]) for j in group]
+            T = max(len(r) for r in rows)
+            x = torch.full((len(rows), T), 2, dtype=torch.long)
+            mask = torch.zeros(len(rows), T, dtype=torch.long)
+            for r, row in enumerate(rows):
+                x[r, :len(row)], mask[r, :len(row)] = torch.from_numpy(row), 1
+            out = target(x, attention_mask=mask, output_hidden_states=True)
+            lse = torch.logsumexp(out.logits.float(), -1)
+            h = out.hidden_states[-1]
+            for r, j in enumerate(group):
+                n = len(rows[r])
+                ids[j], feats[j], lses[j] = rows[r], h[r, :n].half().numpy(), lse[r, :n].numpy()
+            done_tok += int(mask.sum())
+        np.savez(str(path) + ".tmp.npz", ids=np.concatenate(ids).astype(np.int32),
+                 feats=np.concatenate(feats), lse=np.concatenate(lses),
+                 offsets=np.cumsum([0] + [len(i) for i in ids]),
+                 prompt_len=np.array([len(c["prompt"]) for c in chunk]))
+        os.replace(str(path) + ".tmp.npz", path)
+        el = time.time() - t0
+        rate = done_tok / el
+        log(f"shard {s + 1}/{n_shards}  {done_tok} tok  {rate:.0f} tok/s  "
+            f"ETA {(n_shards - s - 1) * shard_size * 160 / rate / 60:.1f} min")
+
+
+def load_shards(shard_dir: Path, max_shards: int = 10**9) -> list[dict]:
+    """Shards -> list of sequences {ids int64 [T], feats fp16 [T, H], lse fp32 [T], plen}."""
+    seqs = []
+    for path in sorted(p for p in shard_dir.glob("shard_*.npz") if ".tmp" not in p.name)[:max_shards]:
+        with np.load(path) as z:     # read each array once (NpzFile re-reads on every access)
+            d = {k: z[k] for k in z.files}
+        off = d["offsets"]
+        for i in range(len(off) - 1):
+            a, b = off[i], off[i + 1]
+            seqs.append(dict(ids=torch.from_numpy(d["ids"][a:b].astype(np.int64)),
+                             feats=torch.from_numpy(d["feats"][a:b]),
+                             lse=torch.from_numpy(d["lse"][a:b]), plen=int(d["prompt_len"][i])))
+    return seqs
+
+
+# -- batches, rollout, losses ----------------------------------------------------------------
+def make_batch(seqs: list[dict], rows: list[int]) -> dict:
+    """Pad sequences: ids [B, T] int64, feats [B, T, H] fp32, lse [B, T], valid [B, T-1] bool.
+    valid[b, t]: row t (input f_t, x_{t+1}) predicts a generated token x_{t+2}, teacher at t+1."""
+    chosen = [seqs[r] for r in rows]
+    T = max(len(s["ids"]) for s in chosen)
+    H = chosen[0]["feats"].shape[1]
+    ids = torch.full((len(chosen), T), 2, dtype=torch.long)
+    feats, lse = torch.zeros(len(chosen), T, H), torch.zeros(len(chosen), T)
+    valid = torch.zeros(len(chosen), T - 1, dtype=torch.bool)
+    for b, s in enumerate(chosen):
+        n = len(s["ids"])
+        ids[b, :n], feats[b, :n], lse[b, :n] = s["ids"], s["feats"].float(), s["lse"]
+        valid[b, max(0, s["plen"] - 2):n - 2] = True
+    return dict(ids=ids, feats=feats, lse=lse, valid=valid)
+
