@@ -11,12 +11,14 @@ so a second draft step feeds [g_t ; e(d_1)], and so on. q is 0 outside the N tok
 Shipped: fc, the layer, the norm, the bias and the vocabulary ids (fp16, a few MB); the embedding
 and output rows are taken from the target at load time, never stored twice.
 
-    from specdec_core.distilled import make_default_drafter      # factory(pair) -> Drafter
-    pair = ModelPair.from_models(target, make_default_drafter, tokenizer)
+    from specdec_core.distilled import drafter_factory            # factory(pair) -> Drafter
+    pair = ModelPair.from_models(target, drafter_factory(target), tokenizer)
+    pair = load_pair("smollm2-135m", draft="distilled")            # the same, by name
 """
 from __future__ import annotations
 
 import json
+import weakref
 from pathlib import Path
 from typing import Optional
 
@@ -28,7 +30,9 @@ from .drafters import Drafter, Proposal, empty_proposal, fit_vocab
 from .sampling import draw, raw_probs, warp_probs
 
 ASSET_DIR = Path(__file__).resolve().parents[1] / "assets" / "draft"
-_HEADS: dict = {}     # (id(target), path) -> loaded head, shared by every drafter
+# target module -> {path: loaded head}: one copy per target, shared by every drafter; weak keys, so
+# a head never outlives its target or gets attached to another model that reuses its id().
+_HEADS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class RMSNorm(nn.Module):
@@ -131,8 +135,6 @@ class FeatureHead(nn.Module):
                                               v.repeat_interleave(rep, 1), attn_mask=mask)
         return self.finish(x, attn), [k, v]
 
-    step = forward     # called through __call__ by the drafter, so forward hooks (bench timers) see it
-
 
 def save_head(head: FeatureHead, out_dir: Path, card: dict) -> None:
     """weights.pt (fp16 state without the borrowed target tensors) + config.json."""
@@ -156,9 +158,10 @@ def load_head(target, path: Path = ASSET_DIR) -> FeatureHead:
     Loaded once per (target, path); a head trained for another target is refused."""
     from .errors import ModelLoadError
     path = Path(path)
-    key = (id(target), str(path.resolve()))
-    if key in _HEADS:
-        return _HEADS[key]
+    heads = _HEADS.setdefault(target, {})
+    key = str(path.resolve())
+    if key in heads:
+        return heads[key]
     if not (path / "weights.pt").exists() or not (path / "config.json").exists():
         raise ModelLoadError(f"no distilled draft in {path}: train one with "
                              "`python -m specdec_core.distill train --out DIR`")
@@ -175,7 +178,7 @@ def load_head(target, path: Path = ASSET_DIR) -> FeatureHead:
     dev = target.get_input_embeddings().weight.device
     head = head.to(dev).eval().attach(target.get_input_embeddings().weight,
                                       target.get_output_embeddings().weight)
-    _HEADS[key] = head
+    heads[key] = head
     return head
 
 
@@ -253,6 +256,10 @@ class FeatureDrafter(Drafter):
                 self.cache = [c[:, :, : self.n_true] for c in self.cache]
 
 
-def make_default_drafter(pair) -> FeatureDrafter:
-    """Factory for ModelPair: the shipped head (loaded once per target) in a fresh drafter."""
-    return FeatureDrafter(load_head(pair.target), pair.vocab_size, pair.input_device)
+def drafter_factory(target, path: Path = ASSET_DIR):
+    """A ModelPair drafter factory (pair -> FeatureDrafter) for the head in `path` (default: the
+    shipped one). The head is loaded and checked against `target` now, once."""
+    head = load_head(target, path)
+    factory = lambda pair: FeatureDrafter(head, pair.vocab_size, pair.input_device)
+    factory.name = FeatureDrafter.name
+    return factory

@@ -144,16 +144,6 @@ def _ngram_factory(pair: ModelPair) -> Drafter:
     return NGramDrafter(pair.vocab_size, pair.input_device)
 
 
-def _distilled_factory(target, ref: str) -> DrafterFactory:
-    """A factory of feature-head drafters for `target` from assets/draft or DIR (loaded once)."""
-    from . import distilled
-    path = distilled.ASSET_DIR if ref == DISTILLED else os.path.expanduser(ref[len(DISTILLED) + 1:])
-    head = distilled.load_head(target, path)      # raises ModelLoadError when it does not fit
-    factory = lambda pair: distilled.FeatureDrafter(head, pair.vocab_size, pair.input_device)
-    factory.name = distilled.FeatureDrafter.name
-    return factory
-
-
 def _model_name(model) -> str:
     return getattr(model, "name_or_path", "") or getattr(model.config, "_name_or_path", "") or type(model).__name__
 
@@ -282,10 +272,10 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Optional[str] = None, device:
                                   progress=progress)
     target_name = target if preset else target_ref
     if draft_ref == DISTILLED or draft_ref.startswith(DISTILLED + ":"):
-        pair = ModelPair.from_models(model, _distilled_factory(model, draft_ref), tokenizer)
-        pair.target_name = target_name
-        return pair
-    if draft_ref == NGRAM:
+        from . import distilled   # a factory, not a model: the head needs the target's features
+        path = draft_ref[len(DISTILLED) + 1:] or distilled.ASSET_DIR
+        draft_model = distilled.drafter_factory(model, os.path.expanduser(path))
+    elif draft_ref == NGRAM:
         draft_model = None
     elif draft_ref.startswith(LAYERS_PREFIX):
         try:
@@ -301,6 +291,6 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Optional[str] = None, device:
         check_tokenizers(tokenizer, draft_tok, target_name, draft_ref)
     pair = ModelPair.from_models(model, draft_model, tokenizer)
     pair.target_name = target_name
-    if draft_model is not None and not draft_ref.startswith(LAYERS_PREFIX):
+    if isinstance(draft_model, torch.nn.Module) and not draft_ref.startswith(LAYERS_PREFIX):
         pair.draft_name = draft_ref
     return pair

@@ -129,7 +129,7 @@ def decode_round(st: DecodeState, k: int, *, stop_below: Optional[float] = None,
     # 2. Verify: one target pass over [last committed, d_1..d_m] gives p at m+1 positions
     #    (padded with dummies when a longer pass is faster on this device: verify_pad.py).
     verify_ids = torch.cat([st.committed[-1:], draft_ids])
-    n_run = verify_pad.padded_length(pair.target, m + 1, V) if m > 0 else 1
+    n_run = verify_pad.padded_length(pair.target, m + 1, V)      # a plain step (m = 0) is never padded
     keep = 0
     if n_run > m + 1:
         verify_ids = torch.cat([verify_ids, verify_ids[-1:].expand(n_run - m - 1)])

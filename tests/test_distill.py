@@ -1,7 +1,6 @@
 """The distillation lab: losses on hand-computed cases, the training-time rollout equals drafting,
 the truncated-vocabulary feature draft keeps speculative sampling exact, and the shipped draft
 beats the n-gram drafter on a fixed prompt."""
-import math
 
 import pytest
 import torch
@@ -68,12 +67,12 @@ def test_rollout_equals_incremental_drafting():
         outs = [head.logits(g) for g in D.rollout(head, feats, ids, K)]
         for a in range(T - 1 - K):                 # last true entry a; drafts follow the data
             pos = torch.arange(a + 1)
-            g, cache = head.step(feats[:, pos], ids[:, pos + 1], pos, None)
+            g, cache = head(feats[:, pos], ids[:, pos + 1], pos, None)
             g = g[:, -1:]
             for j in range(1, K + 1):
                 assert torch.allclose(head.logits(g)[0, 0], outs[j - 1][0, a + j - 1], atol=1e-4)
                 if j < K:
-                    g, cache = head.step(g, ids[:, a + j + 1][None], torch.tensor([a + j]), cache)
+                    g, cache = head(g, ids[:, a + j + 1][None], torch.tensor([a + j]), cache)
 
 
 @pytest.fixture(scope="module")
@@ -102,9 +101,10 @@ def test_truncated_draft_proposes_only_its_vocabulary(truncated_pair):
 def test_shipped_draft_beats_ngram(default_pair):
     """On prompts whose answers do not copy the prompt, the n-gram drafter has little to go on;
     the distilled draft must accept more and commit more tokens per round there (greedy, k = 2)."""
-    from specdec_core.distilled import make_default_drafter
+    from specdec_core.distilled import drafter_factory
     assert (ASSET_DIR / "weights.pt").stat().st_size < 32 * 2**20      # shipped, and small
-    pair = ModelPair.from_models(default_pair.target, make_default_drafter, default_pair.tokenizer)
+    pair = ModelPair.from_models(default_pair.target, drafter_factory(default_pair.target),
+                                default_pair.tokenizer)
     ours, ngram = [], []
     for text in ("List the planets of the solar system in order, one per line.",
                  "Give three tips for staying focused while studying."):
