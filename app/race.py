@@ -90,7 +90,19 @@ def stats_markdown(spec, plain) -> str:
     lines.append(f"| **speedup** | **{_fmt(sp)}×** | 1× |")
     if best is not None:
         lines.append(f"| best k in theory (measured α, c, v) | {best[0]} → {best[1]:.2f}× | |")
+    lines += kernel_rows(spec, plain)
     return "\n".join(lines)
+
+
+def kernel_rows(spec, plain) -> list[str]:
+    """Which matrix kernels each lane's models ran (optional trace field: older traces lack it)."""
+    ks = [(t.config.get("kernels") or {}) if t is not None else {} for t in (spec, plain)]
+    rows = []
+    for role in ("target", "draft"):
+        a, b = (k.get(role) for k in ks)
+        if a or b:
+            rows.append(f"| kernels ({role}) | {a or '–'} | {b or '–'} |")
+    return rows
 
 
 def replay_frames(spec, plain, fps: float = 10.0) -> Iterator[tuple[float, str, str]]:

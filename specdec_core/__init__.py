@@ -6,6 +6,7 @@
 __version__ = "0.1.0"
 
 from .autoregressive import autoregressive_generate, stream_autoregressive
+from . import fastpath
 from .errors import ModelLoadError
 from .models import PRESETS, ModelPair, load_pair
 from .speculative import speculative_generate, stream_speculative

@@ -36,6 +36,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--compare-plain", action="store_true", help="also run plain decoding and compare")
     ap.add_argument("--show", metavar="FILE", help="re-render a saved trace (no model is loaded)")
     ap.add_argument("--trust-remote-code", action="store_true", help="allow a model's own code (off)")
+    ap.add_argument("--fast-path", action=argparse.BooleanOptionalAction, default=None,
+                    help="prepacked CPU matrix kernels (default: on, unless SPECDEC_FAST_PATH=0)")
     ap.add_argument("--color", action=argparse.BooleanOptionalAction, default=None,
                     help="ANSI colours (default: when writing to a terminal and NO_COLOR is unset)")
     args = ap.parse_args(argv)
@@ -56,8 +58,9 @@ def show(path: str, colour: bool) -> None:
 
     trace = Trace.load(path)
     cfg = trace.config
+    kernels = (cfg.get("kernels") or {}).get("target")   # optional: older traces lack it
     print(f"trace {path}: {cfg['target']} + {cfg.get('draft')} · k={cfg['k']} · T={cfg['temperature']} "
-          f"· {cfg.get('device', '?')}")
+          f"· {cfg.get('device', '?')}" + (f" · kernels: {kernels}" if kernels else ""))
     print(legend_line(colour))
     print(render_tokens(trace, colour=colour))
     print("\n".join(stats_lines(trace)))
@@ -68,14 +71,14 @@ def run(args) -> None:
 
     print(f"loading {args.target} (draft: {args.draft or 'preset default'}) ...", file=sys.stderr)
     pair = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype,
-                     trust_remote_code=args.trust_remote_code)
+                     trust_remote_code=args.trust_remote_code, fast_path=args.fast_path)
     ids = pair.encode_prompt(args.prompt, chat=args.chat)
     settings = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                     max_new_tokens=args.max_new_tokens, seed=args.seed)
     # Warm-up outside any timing, so the first timed lane does not pay one-time costs.
     autoregressive_generate(pair, ids, **{**settings, "max_new_tokens": 2})
     print(f"{pair.target_name} + {pair.draft_name} · k={args.k} · {pair.input_device} · "
-          f"{str(pair.dtype).replace('torch.', '')}")
+          f"{str(pair.dtype).replace('torch.', '')} · kernels: {pair.kernels()['target']}")
     print(legend_line(args.color))
     trace = None
     for trace in stream_speculative(pair, ids, args.k, **settings):

@@ -5,8 +5,9 @@ The policy measures while it decodes, in units of one target step (step_s, from 
          were all accepted ("hot") and after one with a rejection ("cold"), because acceptance comes
          in bursts (a copied passage, an easy span) and the last round predicts the next;
   c      mean draft step time ÷ step_s;
-  v(m)   verify time of m drafts ÷ step_s, measured per m, else a line through (0, 1) fitted to
-         the m seen so far (a CPU pays per token, a GPU barely).
+  v(m)   verify time of m drafts ÷ step_s, measured per m; before a decode has seen m, the
+         target's pass costs measured once before the decode (costs.pass_costs); else a line
+         through (0, 1) fitted to what is known (a stock CPU pays per token, a GPU barely).
 Each round it takes the theory's best k for those numbers. It falls back to plain steps when
 speculation cannot win: α ≤ c, no k predicted to beat plain by MARGIN, or speculative rounds
 measured slower than plain steps. While plain it probes speculation now and then (k = 1) in case
@@ -59,12 +60,14 @@ class AutoK:
     plain_run: int = 0                     # consecutive plain rounds chosen
     probe_every: int = PROBE_FIRST
     memory: Optional[dict] = field(default=None, repr=False)   # where update() saves estimates
+    v_prior: dict = field(default_factory=dict)    # k -> v(k) from costs.pass_costs (measured)
 
     @classmethod
     def for_decode(cls, pair, drafter, cfg) -> "AutoK":
         """A policy for one decode, warm-started from the last decode of the same pair, drafter
         and greedy/sampling setting in this process (priors on the first one)."""
-        policy = cls(pair.device_type)
+        from .costs import pass_costs
+        policy = cls(pair.device_type, v_prior=pass_costs(pair.target, pair.vocab_size).v_table())
         try:
             slot = _MEMORY.setdefault(pair.target, {})
         except TypeError:          # a target that cannot be weakly referenced: no warm start
@@ -88,6 +91,8 @@ class AutoK:
         """Verify cost per extra token in target steps: least squares through (0, 1)."""
         seen = [(m, t / self.step_s) for m, t in self.verify_s.items() if m > 0] if self.step_s else []
         if not seen:
+            seen = [(m, v) for m, v in self.v_prior.items() if m > 0]
+        if not seen:
             return 0.12 if self.device_type == "cpu" else 0.02   # priors: CPU pays per token
         return max(sum(m * (v - 1.0) for m, v in seen) / sum(m * m for m, _ in seen), 0.0)
 
@@ -95,6 +100,8 @@ class AutoK:
         """Verify cost of k drafts in target steps: measured where seen, else the fitted line."""
         if k in self.verify_s and self.step_s:
             return self.verify_s[k] / self.step_s
+        if k in self.v_prior:
+            return self.v_prior[k]
         return 1.0 + self.slope() * k
 
     def stop_below(self) -> float:

@@ -24,8 +24,10 @@ from pathlib import Path
 
 import torch
 
-from .bench_lanes import (ForwardTimer, Run, build_lanes, first_mismatch, plain_logit_gap, run_lane,
-                          tie_tolerance, timed_modules)
+from . import fastpath
+from .bench_kernels import measure_kernels
+from .bench_lanes import (STOCK_SUFFIX, ForwardTimer, Run, build_lanes, first_mismatch, plain_logit_gap,
+                          run_lane, stock_lanes, tie_tolerance, timed_modules)
 from .bench_stats import aggregate, headline
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parents[1] / "assets" / "bench_prompts.json"
@@ -83,29 +85,40 @@ def check_greedy(runs: list, dtype) -> dict:
 
 def run_bench(pair, prompts: list, *, k: int = 4, max_new_tokens: int = 64, repeats: int = 3,
               sweep=range(1, 9), modes=("greedy", "sampling"), warmup: bool = True, seed: int = 0,
-              progress: bool = True) -> dict:
-    """Run every lane on every prompt; return the report dict (see bench_stats / bench_report)."""
+              progress: bool = True, stock_pair=None, kernels: bool = True) -> dict:
+    """Run every lane on every prompt; return the report dict (see bench_stats / bench_report).
+    stock_pair: the same pair with the CPU fast path off, for the `*_stock` lanes. kernels: also
+    measure pass costs, the step breakdown and the weight-streaming floor (bench_kernels.py)."""
     from tqdm.auto import tqdm
 
     lanes_by_mode = {m: build_lanes(pair, k, list(sweep), m) for m in modes}
+    if stock_pair is not None:
+        for lanes in lanes_by_mode.values():
+            lanes += stock_lanes(k, pair.draft_name)
+    pairs = {False: pair, True: stock_pair}
     draft_cfg0 = None
     if pair.draft_model is not None:   # the assistant's config before any call, copied per call
         import copy
         draft_cfg0 = copy.deepcopy(pair.draft_model.generation_config)
-    timer = ForwardTimer(timed_modules(pair))
+    mods = timed_modules(pair)
+    if stock_pair is not None:
+        mods.update(timed_modules(stock_pair, STOCK_SUFFIX))
+    timer = ForwardTimer(mods)
     runs = []
     t_start = time.perf_counter()
     try:
         if warmup:   # one short pass of every lane: allocations, lazy imports, caches
             for mode, lanes in lanes_by_mode.items():
                 for lane in lanes:
-                    run_lane(pair, lane, prompts[0]["ids"], mode, min(8, max_new_tokens), seed, timer, draft_cfg0)
+                    run_lane(pairs[lane.stock], lane, prompts[0]["ids"], mode, min(8, max_new_tokens), seed,
+                             timer, draft_cfg0)
         jobs = schedule(lanes_by_mode, prompts, repeats)
         bar = tqdm(jobs, desc="bench", unit="run", disable=not progress, dynamic_ncols=True)
         for mode, rep, p, lane in bar:
             bar.set_postfix_str(f"{mode} · {lane.name} · {p['name']} · r{rep + 1}/{repeats}")
             run_seed = seed + 1000 * rep + 17 * prompts.index(p)
-            wall, out_ids, trace = run_lane(pair, lane, p["ids"], mode, max_new_tokens, run_seed, timer, draft_cfg0)
+            wall, out_ids, trace = run_lane(pairs[lane.stock], lane, p["ids"], mode, max_new_tokens, run_seed,
+                                            timer, draft_cfg0)
             runs.append(Run(lane.name, mode, p["name"], rep, wall, out_ids, dict(timer.totals), trace))
     finally:
         timer.remove()
@@ -114,9 +127,13 @@ def run_bench(pair, prompts: list, *, k: int = 4, max_new_tokens: int = 64, repe
               for m in modes}
     results = aggregate(runs, lanes_by_mode, names, hf_ref)
     greedy = check_greedy(runs, pair.dtype) if "greedy" in modes else None
+    measured = None
+    if kernels:
+        measured = measure_kernels({fastpath.kernels_of(p.target).name: p for p in (pair, stock_pair) if p},
+                                   max([k, *sweep]) + 1)
     return {"schema": "specdec.bench/1", "config": _config(pair, k, max_new_tokens, repeats, sweep, modes,
-                                                           warmup, seed, prompts),
-            "elapsed_s": time.perf_counter() - t_start,
+                                                           warmup, seed, prompts, stock_pair),
+            "elapsed_s": time.perf_counter() - t_start, "kernels": measured,
             "headline": headline(results, k, pair.draft_name == "ngram"),
             "greedy_check": greedy, "results": results,
             "outputs": _sample_outputs(pair, runs)}
@@ -131,9 +148,12 @@ def _sample_outputs(pair, runs) -> dict:
     return out
 
 
-def _config(pair, k, max_new_tokens, repeats, sweep, modes, warmup, seed, prompts) -> dict:
+def _config(pair, k, max_new_tokens, repeats, sweep, modes, warmup, seed, prompts, stock_pair) -> dict:
     import transformers
-    return {"target": pair.target_name, "draft": pair.draft_name, "k": k, "max_new_tokens": max_new_tokens,
+    kernels = {"lanes": pair.kernels(pair.new_drafter())}
+    if stock_pair is not None:
+        kernels["*_stock lanes"] = stock_pair.kernels(stock_pair.new_drafter())
+    return {"target": pair.target_name, "draft": pair.draft_name, "k": k, "kernels": kernels, "max_new_tokens": max_new_tokens,
             "repeats": repeats, "sweep": list(sweep), "modes": list(modes), "warmup": warmup, "seed": seed,
             "device": str(pair.input_device), "dtype": str(pair.dtype).replace("torch.", ""),
             "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
@@ -167,6 +187,9 @@ def parse_args(argv=None):
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-warmup", action="store_true")
+    ap.add_argument("--kernels", choices=("both", "fast", "stock"), default="both",
+                    help="CPU fast path (prepacked kernels) for the lanes: 'both' adds *_stock lanes "
+                         "(ours plain, ours spec k, HF plain) on a stock copy of the pair (default)")
     return ap.parse_args(argv)
 
 
@@ -188,14 +211,20 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     import transformers
     transformers.logging.set_verbosity_error()   # keep the progress bar readable
-    pair = load_pair(args.target, draft=args.draft, device=args.device, dtype=args.dtype)
+    pair = load_pair(args.target, draft=args.draft, device=args.device, dtype=args.dtype,
+                     fast_path=args.kernels != "stock")
+    stock_pair = None
+    if args.kernels == "both" and fastpath.kernels_of(pair.target).name == fastpath.FAST:
+        stock_pair = load_pair(args.target, draft=args.draft, device=args.device, dtype=args.dtype,
+                               fast_path=False)
     prompts = load_prompts(pair, args.prompts)
     sweep, repeats, max_new = parse_sweep(args.sweep), args.repeats, args.max_new_tokens
     if args.quick:
         prompts, repeats, max_new = prompts[:3], 1, min(max_new, 32)
         sweep = [j for j in (1, 2, 4, 8) if j in sweep] if sweep else []
     report = run_bench(pair, prompts, k=args.k, max_new_tokens=max_new, repeats=repeats, sweep=sweep,
-                       modes=tuple(args.modes.split(",")), warmup=not args.no_warmup, seed=args.seed)
+                       modes=tuple(args.modes.split(",")), warmup=not args.no_warmup, seed=args.seed,
+                       stock_pair=stock_pair)
     paths = write_reports(report, Path(args.out))
     print(f"wrote {', '.join(str(p) for p in paths)}")
     print(json.dumps(report["headline"], indent=1, default=str)[:3000])

@@ -32,6 +32,7 @@ class Lane:
     ngram: bool = False            # ours: use the n-gram drafter instead of the pair's drafter
     hf: Optional[dict] = None      # hf: kind ("plain" | "assisted" | "lookup") + settings
     sweep: bool = False            # part of the k sweep only (greedy)
+    stock: bool = False            # runs on the stock-kernel copy of the pair (fast path off)
 
 
 def build_lanes(pair, k: int, sweep_ks, mode: str) -> list[Lane]:
@@ -58,6 +59,19 @@ def build_lanes(pair, k: int, sweep_ks, mode: str) -> list[Lane]:
         lanes += [Lane(f"spec_k{j}", "ours", f"ours spec k={j} ({pair.draft_name})", k=j, sweep=True)
                   for j in sweep_ks if j != k]
     return lanes
+
+
+STOCK_SUFFIX = "_stock"
+
+
+def stock_lanes(k: int, draft_name: str) -> list[Lane]:
+    """The lanes that also run with the CPU fast path off: they separate the kernels' share of
+    a speedup from the decoder's (ours plain and HF generate on the same stock model)."""
+    return [Lane("plain" + STOCK_SUFFIX, "ours", "ours plain, stock kernels", k=0, stock=True),
+            Lane(f"spec_k{k}" + STOCK_SUFFIX, "ours", f"ours spec k={k} ({draft_name}), stock kernels",
+                 k=k, stock=True),
+            Lane("hf_plain" + STOCK_SUFFIX, "hf", "HF generate plain, stock kernels",
+                 hf={"kind": "plain"}, stock=True)]
 
 
 class ForwardTimer:
@@ -96,15 +110,15 @@ class ForwardTimer:
             h.remove()
 
 
-def timed_modules(pair) -> dict:
+def timed_modules(pair, suffix: str = "") -> dict:
     """{"target": module, "draft": module} whose forward passes the timer hooks (draft if any)."""
-    mods = {"target": pair.target}
+    mods = {"target" + suffix: pair.target}
     draft = pair.draft_model
     if draft is None:   # a custom drafter (e.g. a feature head): time its module if it has one
         d = pair.new_drafter()
         draft = next((m for m in vars(d).values() if isinstance(m, torch.nn.Module)), None)
     if draft is not None and draft is not pair.target:
-        mods["draft"] = draft
+        mods["draft" + suffix] = draft
     return mods
 
 

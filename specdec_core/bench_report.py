@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .bench_kernels import markdown as kernels_markdown
+
 
 def _f(x, nd=2, pct=False) -> str:
     if x is None:
@@ -50,6 +52,7 @@ def markdown(rep: dict) -> str:
             lines.append(f"- {m['lane']} on {m['prompt']} (repeat {m['repeat']}): first differs at "
                          f"{m['position']}, logit gap {_f(m['logit_gap'], 4)}")
         lines.append("")
+    lines += kernels_markdown(rep.get("kernels"))
     for mode, res in rep["results"].items():
         lines += _mode_tables(mode, res)
     return "\n".join(lines) + "\n"
@@ -89,7 +92,7 @@ def _mode_tables(mode: str, res: dict) -> list[str]:
         out += ["", f"k = auto ({mode}): k chosen per round {auto['k_hist']}; drafted lengths "
                 f"{auto['drafted_hist']}; plain rounds {_f(auto['plain_round_share'], 2, pct=True)}; "
                 f"reasons {auto['reasons']}."]
-    sweep = sorted((r for n, r in L.items() if n.startswith("spec_k")), key=lambda r: r["k"])
+    sweep = sorted((r for n, r in L.items() if n.startswith("spec_k") and not r.get("stock")), key=lambda r: r["k"])
     if len(sweep) > 1:
         out += ["", f"k sweep ({mode}): measured (tok/s × plain, and decode-only) vs predicted", "",
                 "| k | × plain | measured decode | predicted | mix | meas/pred | α | v(k) |",
@@ -123,7 +126,7 @@ def figures(rep: dict) -> list:
         fig.update_layout(title=f"{mode}: speed × ours plain, per prompt", barmode="group")
         figs.append(fig)
     g = res.get("greedy", {}).get("lanes", {})
-    sweep = sorted((x for n, x in g.items() if n.startswith("spec_k")), key=lambda x: x["k"])
+    sweep = sorted((x for n, x in g.items() if n.startswith("spec_k") and not x.get("stock")), key=lambda x: x["k"])
     if sweep:
         ks = [x["k"] for x in sweep]
         fig = go.Figure()

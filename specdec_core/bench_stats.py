@@ -112,15 +112,17 @@ def aggregate(runs: list, lanes_by_mode: dict, prompts: list, hf_ref: dict) -> d
 
 
 def _lane_table(mode, lanes, cells, prompts, hf_ref_name) -> dict:
-    plain = cells.get("plain", {})
     out = {}
     for lane in lanes:
+        # Ratios against ours plain; a stock-kernel lane's theory against plain on stock kernels.
+        plain = cells.get("plain", {})
+        theory_plain = cells.get("plain_stock", {}) if lane.stock else plain
         pp = cells[lane.name]
         toks = sum(c["tokens"] for c in pp.values())
         wall = sum(c["wall_s"] for c in pp.values())
         shares = [c["forward_share"] for c in pp.values() if c["forward_share"] is not None]
         wall_min = sum(c["wall_min_s"] for c in pp.values())
-        row = {"label": lane.label, "impl": lane.impl, "k": lane.k, "sweep": lane.sweep,
+        row = {"label": lane.label, "impl": lane.impl, "k": lane.k, "sweep": lane.sweep, "stock": lane.stock,
                "tokens": toks, "wall_s": wall, "tokens_per_s": _div(toks, wall),
                # best-of-repeats: contention on a shared machine only ever adds time
                "tokens_per_s_best": _div(toks, wall_min),
@@ -128,12 +130,12 @@ def _lane_table(mode, lanes, cells, prompts, hf_ref_name) -> dict:
         for p, c in pp.items():
             pr = {"tokens_per_s": c["tokens_per_s"], "wall_s": c["wall_s"], "walls": c["walls"],
                   "tokens": c["tokens"], "vs_plain": _div(c["tokens_per_s"], plain.get(p, {}).get("tokens_per_s"))}
-            if "sums" in c and "sums" in plain.get(p, {}):
-                pr["theory"] = theory_row(c["sums"], plain[p]["sums"], lane.k)
+            if "sums" in c and "sums" in theory_plain.get(p, {}):
+                pr["theory"] = theory_row(c["sums"], theory_plain[p]["sums"], lane.k)
             row["per_prompt"][p] = pr
         if lane.impl == "ours" and all("sums" in c for c in pp.values()) and pp:
             spec = pool([c["sums"] for c in pp.values()])
-            base = pool([c["sums"] for c in plain.values()]) if plain else None
+            base = pool([c["sums"] for c in theory_plain.values()]) if theory_plain else None
             row["theory"] = theory_row(spec, base, lane.k) if base else None
             row["time_split"] = _time_split(spec)
             if lane.k == "auto":
@@ -194,7 +196,12 @@ def headline(results: dict, k: int, pair_is_ngram: bool) -> dict:
         ours_ngram = f"spec_k{k}" if pair_is_ngram else f"ngram_k{k}"
         m[f"ours_ngram_k{k}_vs_hf_prompt_lookup_k{k}"] = _div(tps.get(ours_ngram), tps.get(f"hf_prompt_lookup_k{k}"))
         m["plain_vs_hf_plain"] = _div(tps.get("plain"), tps.get("hf_plain"))
-        fixed = {n: t for n, t in tps.items() if n.startswith("spec_k") and t}
+        if "hf_plain_stock" in tps:   # the fast path's whole gain, and the kernels' share of it
+            m["plain_vs_hf_plain_stock"] = _div(tps.get("plain"), tps["hf_plain_stock"])
+            m["plain_vs_plain_stock"] = _div(tps.get("plain"), tps.get("plain_stock"))
+            m["hf_plain_vs_hf_plain_stock"] = _div(tps.get("hf_plain"), tps["hf_plain_stock"])
+            m[f"spec_k{k}_vs_spec_k{k}_stock"] = _div(tps.get(f"spec_k{k}"), tps.get(f"spec_k{k}_stock"))
+        fixed = {n: t for n, t in tps.items() if n.startswith("spec_k") and not n.endswith("_stock") and t}
         if fixed:
             best = max(fixed, key=fixed.get)
             m["best_fixed_k_lane"], m["auto_vs_best_fixed_k"] = best, _div(tps.get("spec_auto"), fixed[best])

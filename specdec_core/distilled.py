@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import fastpath
 from .drafters import Drafter, Proposal, empty_proposal, fit_vocab
 from .sampling import draw, raw_probs, warp_probs
 
@@ -74,6 +75,7 @@ class FeatureHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(len(vocab_ids)))
         self.embed: Optional[torch.Tensor] = None                     # [V, H] frozen, from target
         self.head_w: Optional[torch.Tensor] = None                    # [N, H] frozen rows
+        self.packed_logits: Optional[nn.Module] = None                # CPU fast path: head_w|bias prepacked
 
     def attach(self, embed_weight: torch.Tensor, head_weight: torch.Tensor) -> "FeatureHead":
         """Borrow the target's frozen embeddings [V, H] and output layer [V, H] (no copy of V×H)."""
@@ -118,7 +120,16 @@ class FeatureHead(nn.Module):
 
     def logits(self, g: torch.Tensor) -> torch.Tensor:
         """g [..., H] -> logits over the N draft tokens [..., N]."""
+        if self.packed_logits is not None:
+            return self.packed_logits(self.norm(g))
         return self.norm(g) @ self.head_w.T.to(g.dtype) + self.bias
+
+    def use_fast_path(self) -> None:
+        """Drafting only (no training after this): prepack every matrix, the output rows included."""
+        fastpath.apply(self)
+        if fastpath.kernels_of(self).name == fastpath.FAST and self.head_w is not None:
+            self.packed_logits = fastpath.PackedLinear(self.head_w, self.bias, keep_dense=False)
+            self.head_w = None
 
     def forward(self, feat, ids, pos, cache: Optional[list]):
         """Incremental forward for drafting. feat [1, n, H], ids [1, n], pos [n]; cache [k, v] or
@@ -178,6 +189,8 @@ def load_head(target, path: Path = ASSET_DIR) -> FeatureHead:
     dev = target.get_input_embeddings().weight.device
     head = head.to(dev).eval().attach(target.get_input_embeddings().weight,
                                       target.get_output_embeddings().weight)
+    if fastpath.kernels_of(target).name == fastpath.FAST:   # the head runs what its target runs
+        head.use_fast_path()
     heads[key] = head
     return head
 
@@ -197,6 +210,7 @@ class FeatureDrafter(Drafter):
     def __init__(self, head: FeatureHead, vocab_size: int, device="cpu"):
         super().__init__(vocab_size, device)
         self.head = head
+        self.kernels = fastpath.kernels_of(head).label()
         self.feats = torch.zeros(0, head.fc.out_features, device=self.device)
         self.cache, self.n_true = None, 0
 

@@ -18,6 +18,7 @@ from typing import Optional
 import torch
 from transformers import DynamicCache
 
+from . import fastpath
 from .sampling import SamplingConfig, draw, raw_probs, warp_probs
 
 
@@ -57,6 +58,7 @@ class Drafter:
 
     name = "none"
     wants_hidden = False
+    kernels: Optional[str] = None      # matrix kernels of the drafter's model (fastpath.py), if any
 
     def __init__(self, vocab_size: int, device="cpu"):
         self.vocab_size = vocab_size
@@ -84,6 +86,7 @@ class ModelDrafter(Drafter):
         super().__init__(vocab_size, model.device)
         self.model = model
         self.name = name
+        self.kernels = fastpath.kernels_of(model).label()
         self.cache: Optional[DynamicCache] = None
         self.n_cached = 0
 

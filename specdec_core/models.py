@@ -13,7 +13,7 @@ from typing import Callable, Optional, Union
 
 import torch
 
-from . import embedded
+from . import embedded, fastpath
 from .drafters import Drafter, ModelDrafter, NGramDrafter
 from .errors import ModelLoadError
 
@@ -65,8 +65,14 @@ class ModelPair:
     _texts: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_models(cls, target, draft=None, tokenizer=None) -> "ModelPair":
-        """Models already in memory. draft: a causal LM, "ngram"/None, or a factory pair -> Drafter."""
+    def from_models(cls, target, draft=None, tokenizer=None, *, fast_path: Optional[bool] = False) -> "ModelPair":
+        """Models already in memory. draft: a causal LM, "ngram"/None, or a factory pair -> Drafter.
+        fast_path=True swaps their linear layers for prepacked CPU kernels in place (fastpath.py;
+        a no-op with a note on GPU or without the ops); None follows SPECDEC_FAST_PATH."""
+        fast = fastpath.resolve(fast_path)
+        fastpath.apply(target, enable=fast)        # a model already on the fast path stays on it
+        if isinstance(draft, torch.nn.Module):
+            fastpath.apply(draft, enable=fast)
         pair = cls(target=target.eval(), tokenizer=tokenizer, make_drafter=_ngram_factory,
                    target_name=_model_name(target), vocab_size=_logits_size(target))
         pair.eos_ids = _eos_ids(target, tokenizer)
@@ -127,11 +133,19 @@ class ModelPair:
             return self.tokenizer(templated, add_special_tokens=False)["input_ids"]
         return self.tokenizer(text)["input_ids"]
 
+    def kernels(self, drafter=None) -> dict:
+        """Which matrix kernels the target (and the drafter's model, if any) run: one line each."""
+        out = {"target": fastpath.kernels_of(self.target).label()}
+        if drafter is not None and getattr(drafter, "kernels", None):
+            out["draft"] = drafter.kernels
+        return out
+
     def trace_config(self, *, k, drafter, cfg, seed, max_new_tokens, mode) -> dict:
         import transformers
 
         from . import __version__
-        return {"target": self.target_name, "draft": None if mode == "autoregressive" else drafter.name,
+        return {"kernels": self.kernels(None if mode == "autoregressive" else drafter),
+                "target": self.target_name, "draft": None if mode == "autoregressive" else drafter.name,
                 "k": k, "temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p,
                 "seed": seed, "max_new_tokens": max_new_tokens, "device": str(self.input_device),
                 "dtype": str(self.dtype).replace("torch.", ""), "mode": mode,
@@ -190,14 +204,19 @@ def resolve_dtype(dtype: Union[str, torch.dtype], device: str) -> torch.dtype:
 
 
 def load_model(name: str, device: str = "auto", dtype="auto", *, trust_remote_code: bool = False,
-               progress=None):
-    """(model, tokenizer) for a model name (embedded default, HF id or local dir), loaded once."""
+               progress=None, fast_path: Optional[bool] = None):
+    """(model, tokenizer) for a model name (embedded default, HF id or local dir), loaded once per
+    (name, device, dtype, fast path). fast_path: prepacked CPU kernels (fastpath.py); None follows
+    SPECDEC_FAST_PATH (on by default). The fast and the stock model are separate copies."""
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
-    key = (name, device, torch_dtype)
+    fast = fastpath.resolve(fast_path)
+    key = (name, device, torch_dtype, fast)
     with _LOCK:
         if key not in _LOADED:
-            _LOADED[key] = _load_uncached(name, device, torch_dtype, trust_remote_code, progress)
+            model, tokenizer = _load_uncached(name, device, torch_dtype, trust_remote_code, progress)
+            fastpath.apply(model, enable=fast)   # stock, with a note, where it cannot apply
+            _LOADED[key] = model, tokenizer
         return _LOADED[key]
 
 
@@ -256,20 +275,25 @@ def draft_from_target_layers(target, n_layers: int):
     draft.lm_head = target.lm_head
     draft.generation_config = target.generation_config
     draft.name_or_path = f"{_model_name(target)}[:{n_layers} layers]"
+    fastpath.inherit(draft, target)     # its layers are the target's: same kernels
     return draft.eval()
 
 
 def load_pair(target: str = DEFAULT_PRESET, draft: Optional[str] = None, device: str = "auto",
-              dtype="auto", *, trust_remote_code: bool = False, progress=None) -> ModelPair:
+              dtype="auto", *, trust_remote_code: bool = False, progress=None,
+              fast_path: Optional[bool] = None) -> ModelPair:
     """Load a pair: target is a preset name, HF id or local dir; draft likewise, or "ngram",
-    or "target-layers:N". draft=None takes the preset's draft, and the n-gram drafter otherwise."""
+    or "target-layers:N". draft=None takes the preset's draft, and the n-gram drafter otherwise.
+    fast_path: prepacked CPU kernels for every model of the pair (None: SPECDEC_FAST_PATH, on by
+    default; a no-op with a note in the trace config on GPU or where the ops are missing)."""
+    fast = fastpath.resolve(fast_path)
     preset = PRESETS.get(target)
     target_ref = preset.target if preset else target
     draft_ref = draft if draft is not None else (preset.draft if preset else NGRAM)
     if draft_ref in PRESETS:
         draft_ref = PRESETS[draft_ref].target
     model, tokenizer = load_model(target_ref, device, dtype, trust_remote_code=trust_remote_code,
-                                  progress=progress)
+                                  progress=progress, fast_path=fast)
     target_name = target if preset else target_ref
     if draft_ref == DISTILLED or draft_ref.startswith(DISTILLED + ":"):
         from . import distilled   # a factory, not a model: the head needs the target's features
@@ -284,12 +308,12 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Optional[str] = None, device:
             raise ModelLoadError(f"bad draft {draft_ref!r}: use {LAYERS_PREFIX}N with an integer N") from None
         draft_model = draft_from_target_layers(model, n)
     else:
-        draft_model, draft_tok = load_model(draft_ref, device, dtype,
-                                            trust_remote_code=trust_remote_code, progress=progress)
+        draft_model, draft_tok = load_model(draft_ref, device, dtype, trust_remote_code=trust_remote_code,
+                                            progress=progress, fast_path=fast)
         if str(draft_model.device) != str(model.get_input_embeddings().weight.device):
             draft_model = draft_model.to(model.get_input_embeddings().weight.device)
         check_tokenizers(tokenizer, draft_tok, target_name, draft_ref)
-    pair = ModelPair.from_models(model, draft_model, tokenizer)
+    pair = ModelPair.from_models(model, draft_model, tokenizer, fast_path=False)   # applied above
     pair.target_name = target_name
     if isinstance(draft_model, torch.nn.Module) and not draft_ref.startswith(LAYERS_PREFIX):
         pair.draft_name = draft_ref

@@ -17,7 +17,7 @@ from typing import Iterator, Optional, Union
 import torch
 from transformers import DynamicCache
 
-from . import verify_pad
+from . import costs
 from .adaptive import AutoK
 from .drafters import Drafter, crop_cache, empty_proposal, fit_vocab
 from .sampling import SamplingConfig, draw, raw_probs, warp_probs
@@ -80,8 +80,8 @@ def start_decode(pair, prompt_ids, k, *, temperature=0.0, top_k=0, top_p=1.0, ma
                   prompt={"text": pair.decode(prompt.tolist()), "ids": prompt.tolist()})
     st = DecodeState(pair, cfg, drafter, DynamicCache(config=pair.target.config), prompt, generator,
                      trace, max_new_tokens)
-    if mode == "speculative":
-        verify_pad.calibrate(pair.target, pair.vocab_size)   # once per target, before the clock starts
+    if k == "auto":   # the k policy's cost priors: measured once per target, before the clock starts
+        costs.pass_costs(pair.target, pair.vocab_size)
     st.t0 = time.perf_counter()
     # The target cache holds every committed token but the last; the last is the first input of
     # the next verify pass, so every round scores [last, drafts] alike.
@@ -126,15 +126,9 @@ def decode_round(st: DecodeState, k: int, *, stop_below: Optional[float] = None,
     m = len(draft_ids)
     t_drafted = st.elapsed()
 
-    # 2. Verify: one target pass over [last committed, d_1..d_m] gives p at m+1 positions
-    #    (padded with dummies when a longer pass is faster on this device: verify_pad.py).
+    # 2. Verify: one target pass over [last committed, d_1..d_m] gives p at m+1 positions.
     verify_ids = torch.cat([st.committed[-1:], draft_ids])
-    n_run = verify_pad.padded_length(pair.target, m + 1, V)      # a plain step (m = 0) is never padded
-    keep = 0
-    if n_run > m + 1:
-        verify_ids = torch.cat([verify_ids, verify_ids[-1:].expand(n_run - m - 1)])
-        keep = torch.arange(m + 1, device=verify_ids.device)   # logits of the real positions only
-    out = pair.target(verify_ids[None], past_key_values=st.cache, use_cache=True, logits_to_keep=keep,
+    out = pair.target(verify_ids[None], past_key_values=st.cache, use_cache=True,
                       output_hidden_states=st.drafter.wants_hidden)
     logits = fit_vocab(out.logits[0], V)                         # [m+1, V]
     p_target = warp_probs(logits, cfg)                           # [m+1, V]

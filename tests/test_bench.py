@@ -16,17 +16,19 @@ K = 2
 
 @pytest.fixture(scope="module")
 def report():
-    target, draft = tiny_llama(vocab_size=32, seed=0, layers=2), tiny_llama(vocab_size=32, seed=1)
-    pair = ModelPair.from_models(target, draft)
+    def tiny_pair(fast_path):
+        target, draft = tiny_llama(vocab_size=32, seed=0, layers=2), tiny_llama(vocab_size=32, seed=1)
+        return ModelPair.from_models(target, draft, fast_path=fast_path)
     prompts = [{"name": "rep", "ids": [1, 2, 3, 4, 1, 2, 3]}, {"name": "short", "ids": [5, 6, 7]}]
-    return run_bench(pair, prompts, k=K, max_new_tokens=8, repeats=1, sweep=[1, 2], progress=False)
+    return run_bench(tiny_pair(True), prompts, k=K, max_new_tokens=8, repeats=1, sweep=[1, 2], progress=False,
+                     stock_pair=tiny_pair(False))
 
 
 def test_every_lane_and_field(report):
     greedy = report["results"]["greedy"]["lanes"]
     sampling = report["results"]["sampling"]["lanes"]
     main = {"plain", f"spec_k{K}", "spec_auto", "hf_plain", f"hf_assisted_k{K}", "hf_assisted_dynamic",
-            f"hf_prompt_lookup_k{K}", f"ngram_k{K}"}
+            f"hf_prompt_lookup_k{K}", f"ngram_k{K}", "plain_stock", f"spec_k{K}_stock", "hf_plain_stock"}
     assert set(greedy) == main | {"spec_k1"}          # + the sweep (k = 2 is the main lane)
     assert set(sampling) == main
     for lanes in (greedy, sampling):
@@ -35,7 +37,7 @@ def test_every_lane_and_field(report):
             for key in ("vs_plain", "vs_hf_ref", "outside_forward_share", "vs_plain_min_prompt"):
                 assert row[key] is not None, (name, key)
             assert set(row["per_prompt"]) == {"rep", "short"}
-            if row["impl"] == "ours" and name != "plain":
+            if row["impl"] == "ours" and row["k"] != 0:     # plain lanes draft nothing
                 th = row["theory"]
                 for key in ("alpha", "c", "mean_committed", "measured_decode_speedup", "predicted_mix"):
                     # k = auto may have decoded with plain steps only (nothing drafted: no α, c)
@@ -46,8 +48,11 @@ def test_every_lane_and_field(report):
         assert lanes["hf_assisted_dynamic"]["vs_hf_ref"] == pytest.approx(1.0)
         assert lanes[f"spec_k{K}"]["theory"]["predicted"] is not None
         assert "reasons" in lanes["spec_auto"]["auto"]
+        # a stock lane's theory is against plain decoding on stock kernels
+        assert lanes[f"spec_k{K}_stock"]["stock"] and lanes[f"spec_k{K}_stock"]["theory"]["c"] is not None
     h = report["headline"]["greedy"]
-    for key in ("auto_vs_hf_assisted_dynamic", f"spec_k{K}_vs_hf_assisted_k{K}",
+    for key in ("plain_vs_hf_plain_stock", "plain_vs_plain_stock", f"spec_k{K}_vs_spec_k{K}_stock",
+                "auto_vs_hf_assisted_dynamic", f"spec_k{K}_vs_hf_assisted_k{K}",
                 f"ours_ngram_k{K}_vs_hf_prompt_lookup_k{K}", "auto_vs_plain", "auto_vs_best_fixed_k",
                 f"spec_k{K}_measured_over_predicted"):
         assert h[key] is not None, key
@@ -60,6 +65,21 @@ def test_greedy_lanes_agree(report):
     assert g["identical"] == g["checked"] and not g["mismatches"] and not g["ties"]
 
 
+def test_kernel_section(report):
+    """Pass costs, breakdown and the weight-streaming floor, for the fast-path and the stock pair."""
+    sec = report["kernels"]
+    assert set(sec["kernels"]) == {"onednn-prepacked", "stock"}
+    assert sec["read_bandwidth_gb_s"] > 0
+    for name, k in sec["kernels"].items():
+        # fp32 matrices of 2 layers (q, o 16×16; k, v 8×16; gate, up, down 16×32) + lm_head 32×16
+        assert k["weight_bytes"] == 4 * (2 * (2 * 16 * 16 + 2 * 8 * 16 + 3 * 16 * 32) + 32 * 16)
+        assert k["floor_ms"] > 0 and k["step_over_floor"] > 0
+        assert sorted(k["pass_costs"]["v"]) == ["1", "2"]        # k up to max(K, sweep) = 2
+        assert set(k["breakdown_ms"]) == {"step (1 token)", "verify (3 tokens)"}
+    assert report["config"]["kernels"]["lanes"]["target"].startswith("onednn-prepacked")
+    assert report["config"]["kernels"]["*_stock lanes"]["target"] == "stock (fast path turned off)"
+
+
 def test_reports_written(report, tmp_path):
     paths = write_reports(report, tmp_path)
     assert json.loads(paths[0].read_text())["schema"] == "specdec.bench/1"
@@ -67,6 +87,7 @@ def test_reports_written(report, tmp_path):
     for name in report["results"]["greedy"]["lanes"]:
         assert f"| {name} |" in md
     assert "plotly" in paths[2].read_text().lower()
+    assert "weight-streaming floor" in md and "| stock: stock (fast path turned off) |" in md
 
 
 def test_greedy_mismatch_is_caught():

@@ -61,7 +61,10 @@ def check_exact(pair, k, cfg, max_new_tokens, prompt=PROMPT, drafter_factory=Non
 
 @pytest.fixture(scope="module")
 def tiny_pair():
-    return ModelPair.from_models(tiny_llama(seed=0), tiny_llama(seed=1))
+    """Target and draft on the CPU fast path (fastpath.py), as load_pair gives them by default."""
+    pair = ModelPair.from_models(tiny_llama(seed=0), tiny_llama(seed=1), fast_path=True)
+    assert pair.kernels()["target"].startswith("onednn-prepacked")
+    return pair
 
 
 CASES = [  # (k, temperature, top_k, top_p, max_new_tokens): the first round drafts min(k, max_new-1)
@@ -118,21 +121,8 @@ def test_exact_reference_is_a_distribution(tiny_pair):
     assert max(itertools.chain.from_iterable(exact.tolist())) > 3 / 64
 
 
-@pytest.fixture
-def always_padded(monkeypatch):
-    """Force verify padding (verify_pad.py) to its longest length, whatever this machine's timings."""
-    from specdec_core import verify_pad
-    monkeypatch.setattr(verify_pad, "padded_length", lambda target, n, V: n if n <= 1 else verify_pad.N_MAX)
-
-
-def test_padded_verify_is_exact(tiny_pair, always_padded):
-    cfg = SamplingConfig(1.0, 0, 1.0)
-    assert check_exact(tiny_pair, 2, cfg, 3) > 1e-3
-
-
-def test_padded_verify_greedy_equals_plain(always_padded):
-    from specdec_core import autoregressive_generate, speculative_generate
-    pair = ModelPair.from_models(tiny_llama(vocab_size=32, seed=0, layers=2), tiny_llama(vocab_size=32, seed=1))
-    plain = autoregressive_generate(pair, [3, 1, 4], max_new_tokens=30)
-    for k in (1, 3, 5):
-        assert speculative_generate(pair, [3, 1, 4], k=k, max_new_tokens=30).output_ids == plain.output_ids
+def test_stock_kernels_are_exact():
+    """The cases above run on the CPU fast path (prepacked, fused layers); the stock kernels too."""
+    pair = ModelPair.from_models(tiny_llama(seed=0), tiny_llama(seed=1), fast_path=False)
+    assert pair.kernels()["target"] == "stock"
+    assert check_exact(pair, 3, SamplingConfig(1.0, 0, 1.0), 4) > 1e-3

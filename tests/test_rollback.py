@@ -40,8 +40,9 @@ def run_and_check(pair, k, rounds, atol, **settings):
     return seen_kinds
 
 
-def test_rollback_tiny_models_sampling():
-    pair = ModelPair.from_models(tiny_llama(seed=0), tiny_llama(seed=1))
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_rollback_tiny_models_sampling(fast_path):
+    pair = ModelPair.from_models(tiny_llama(seed=0), tiny_llama(seed=1), fast_path=fast_path)
     kinds = run_and_check(pair, k=3, rounds=30, atol=1e-4, temperature=1.0, seed=3)
     assert kinds == {"resample", "bonus"}   # both paths of the rollback were exercised
 

@@ -1,0 +1,206 @@
+"""What a target pass costs on this machine: the one measurement the k policy, the bench and the
+app share, and the physical floor to hold it against.
+
+v(k), the cost of a verify pass over k drafts (k + 1 new tokens) in single-token steps, decides
+whether speculation can win at all. `measure_pass_costs` times one cached target forward over
+1..n_max new tokens (medians after a warm-up, the lengths interleaved so drift falls on all alike).
+A step mostly reads weights: `weight_bytes` (each distinct matrix once, a tied matrix once) ÷
+`read_bandwidth` (a read-only reduction over a buffer far larger than the last-level cache, with
+the same thread count) is the time a step cannot beat. `step_breakdown` splits a pass into
+linears / attention / norms / lm_head / other with module hooks.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+import weakref
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import DynamicCache
+
+from .drafters import crop_cache
+from .fastpath import PackedLinear, kernels_of
+
+N_MAX = 10          # longest pass measured by default (k up to 9)
+CONTEXT = 64        # tokens already in the cache when a pass is timed
+_MEASURED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # target -> PassCosts
+
+
+@dataclass
+class PassCosts:
+    """Median seconds of one cached target forward over n new tokens, for n = 1..n_max."""
+    seconds: dict                  # {n: s}
+    context: int = CONTEXT
+    kernels: str = ""
+    threads: int = field(default_factory=torch.get_num_threads)
+
+    @property
+    def step_s(self) -> float:
+        return self.seconds[1]
+
+    def v(self, k: int) -> float:
+        """Verify pass over k drafts (k + 1 tokens) in single-token steps."""
+        return self.seconds[k + 1] / self.seconds[1]
+
+    def v_table(self) -> dict:
+        """{k: v(k)} for every k measured."""
+        return {n - 1: self.v(n - 1) for n in sorted(self.seconds) if n > 1}
+
+    def to_dict(self) -> dict:
+        return {"seconds": {str(n): s for n, s in sorted(self.seconds.items())}, "context": self.context,
+                "kernels": self.kernels, "threads": self.threads,
+                "v": {str(k): v for k, v in self.v_table().items()}}
+
+
+@torch.inference_mode()
+def measure_pass_costs(target, vocab_size: int, n_max: int = N_MAX, context: int = CONTEXT,
+                       reps: int = 5, progress=None) -> PassCosts:
+    """Time one target forward over n = 1..n_max new tokens on a `context`-token KV cache.
+
+    Random token ids (the cost does not depend on which tokens); the cache is cropped back after
+    every pass. One warm-up round, then `reps` rounds over all n; each n keeps its median."""
+    device = target.get_input_embeddings().weight.device
+    gen = torch.Generator().manual_seed(0)
+    cache = DynamicCache(config=target.config)
+    target(torch.randint(0, vocab_size, (1, context), generator=gen).to(device),
+           past_key_values=cache, use_cache=True, logits_to_keep=1)
+    inputs = {n: torch.randint(0, vocab_size, (1, n), generator=gen).to(device) for n in range(1, n_max + 1)}
+    times = defaultdict(list)
+    for rep in range(reps + 1):
+        for n, x in inputs.items():
+            _sync(device)
+            t0 = time.perf_counter()
+            target(x, past_key_values=cache, use_cache=True)    # every position's logits, as a verify
+            _sync(device)
+            if rep > 0:                                          # round 0 warms up
+                times[n].append(time.perf_counter() - t0)
+            crop_cache(cache, context)
+        if progress:
+            progress((rep + 1) / (reps + 1), "measuring the cost of a target pass")
+    return PassCosts({n: statistics.median(t) for n, t in times.items()}, context,
+                     kernels_of(target).label())
+
+
+def pass_costs(target, vocab_size: int) -> PassCosts:
+    """measure_pass_costs, once per target module in this process (about 1 s for a 135M model on
+    CPU); call it before a timed region starts."""
+    costs = _MEASURED.get(target)
+    if costs is None:
+        costs = _MEASURED[target] = measure_pass_costs(target, vocab_size)
+    return costs
+
+
+def _sync(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# -- the physical floor --------------------------------------------------------------------------
+def weight_bytes(model) -> int:
+    """Bytes of the weight matrices one pass reads: every linear layer's matrix, each distinct
+    storage once (a matrix tied to the input embedding is read once, by the output layer). The
+    embedding lookup itself reads only a few rows and is not counted."""
+    seen, total = set(), 0
+    for mod in model.modules():
+        if isinstance(mod, PackedLinear):
+            key = mod._dense.data_ptr() if mod._dense is not None else id(mod.packed)
+            n = mod.in_features * mod.out_features * mod.packed.element_size()
+        elif isinstance(mod, torch.nn.Linear):
+            key, n = mod.weight.data_ptr(), mod.weight.numel() * mod.weight.element_size()
+        else:
+            continue
+        if key not in seen:
+            seen.add(key)
+            total += n
+    return total
+
+
+def last_level_cache_bytes() -> int:
+    """Size of the largest CPU cache (sysfs), 32 MiB when it cannot be read."""
+    best = 0
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = f.read_text().strip().upper()
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        try:
+            best = max(best, int(text.rstrip("KMG")) * scale)
+        except ValueError:
+            continue
+    return best or 32 << 20
+
+
+@torch.inference_mode()
+def read_bandwidth(reps: int = 7, device="cpu") -> float:
+    """Bytes per second of a read-only reduction (sum) over a buffer ≥ 16× the last-level cache
+    (at least 512 MiB), with torch's current thread count: the speed weights can stream at."""
+    n_bytes = max(512 << 20, 16 * last_level_cache_bytes())
+    buf = torch.ones(n_bytes // 4, dtype=torch.float32, device=device)
+    times = []
+    for _ in range(reps + 1):
+        _sync(buf.device)
+        t0 = time.perf_counter()
+        buf.sum()
+        _sync(buf.device)
+        times.append(time.perf_counter() - t0)
+    return n_bytes / statistics.median(times[1:])
+
+
+# -- where a pass spends its time ----------------------------------------------------------------
+def _category(name: str, mod, lm_head) -> str:
+    if mod is lm_head:
+        return "lm_head"
+    if isinstance(mod, (torch.nn.Linear, PackedLinear)):
+        return "linears"
+    kind = type(mod).__name__
+    if kind.endswith(("RMSNorm", "LayerNorm")):
+        return "norms"
+    if name.endswith("self_attn") or kind.endswith("Attention"):
+        return "attention"
+    return ""
+
+
+@torch.inference_mode()
+def step_breakdown(target, vocab_size: int, n_tokens: int = 1, context: int = CONTEXT,
+                   reps: int = 5) -> dict:
+    """Milliseconds of one cached pass over n_tokens, split by module hooks into linears (all
+    but lm_head), attention (the attention modules minus their own linears: rotary, cache, SDPA),
+    norms, lm_head and other (embedding, MLP activations, residuals, masks, Python). Medians.
+    The hooks cost a few µs each; "total" is the hooked pass."""
+    lm_head = target.get_output_embeddings()
+    cats = {mod: c for name, mod in target.named_modules() if (c := _category(name, mod, lm_head))}
+    inside_attention = {m for a, c in cats.items() if c == "attention" for m in a.modules() if m is not a}
+    spent, starts, handles = defaultdict(float), {}, []
+    for mod, cat in cats.items():
+        handles.append(mod.register_forward_pre_hook(lambda m, a: starts.__setitem__(m, time.perf_counter())))
+
+        def post(m, a, o, cat=cat):
+            dt = time.perf_counter() - starts.pop(m)
+            spent[cat] += dt
+            if cat == "linears" and m in inside_attention:
+                spent["attention"] -= dt       # attention's own projections count as linears
+        handles.append(mod.register_forward_hook(post))
+    device = target.get_input_embeddings().weight.device
+    gen = torch.Generator().manual_seed(1)
+    cache = DynamicCache(config=target.config)
+    target(torch.randint(0, vocab_size, (1, context), generator=gen).to(device), past_key_values=cache,
+           use_cache=True, logits_to_keep=1)
+    x = torch.randint(0, vocab_size, (1, n_tokens), generator=gen).to(device)
+    rows = []
+    try:
+        for rep in range(reps + 1):
+            spent.clear()
+            t0 = time.perf_counter()
+            target(x, past_key_values=cache, use_cache=True)
+            total = time.perf_counter() - t0
+            crop_cache(cache, context)
+            if rep > 0:
+                row = {c: spent.get(c, 0.0) for c in ("linears", "attention", "norms", "lm_head")}
+                row["other"] = total - sum(row.values())
+                row["total"] = total
+                rows.append(row)
+    finally:
+        for h in handles:
+            h.remove()
+    return {c: 1e3 * statistics.median(r[c] for r in rows) for c in rows[0]}

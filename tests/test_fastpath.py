@@ -1,0 +1,133 @@
+"""The CPU fast path (prepacked oneDNN linears, fused Llama layers): same numbers as the stock
+model, same greedy tokens, a clean fallback when the ops are missing, and the cost measurement."""
+import pytest
+import torch
+from transformers import DynamicCache
+
+from specdec_core import ModelPair, autoregressive_generate, fastpath, load_pair, speculative_generate
+from specdec_core.costs import measure_pass_costs, step_breakdown, weight_bytes
+from specdec_core.models import draft_from_target_layers
+
+from .conftest import tiny_llama
+
+
+@pytest.fixture(scope="module")
+def stock_pair():
+    return load_pair("smollm2-135m", draft="ngram", device="cpu", fast_path=False)
+
+
+@pytest.fixture(scope="module")
+def fast_pair():
+    return load_pair("smollm2-135m", draft="ngram", device="cpu", fast_path=True)
+
+
+def test_default_target_runs_the_fast_path(fast_pair, stock_pair):
+    fast, stock = fastpath.kernels_of(fast_pair.target), fastpath.kernels_of(stock_pair.target)
+    assert fast.name == fastpath.FAST and fast.fused and fast.n_packed == 4 * 30 + 1
+    assert stock.name == fastpath.STOCK and stock.note == "fast path turned off"
+    assert fast_pair.target is not stock_pair.target
+    # The only extra memory is the packed copy of the tied embedding / lm_head matrix.
+    assert fast.extra_bytes == 49152 * 576 * 4
+    assert fast_pair.target.get_output_embeddings().weight is fast_pair.target.get_input_embeddings().weight
+    assert not any(isinstance(m, torch.nn.Linear) for m in fast_pair.target.modules())
+    # Same matrices, each counted once (tied lm_head once): the bytes a step must read.
+    assert weight_bytes(fast_pair.target) == weight_bytes(stock_pair.target)
+    assert 530e6 < weight_bytes(fast_pair.target) < 545e6
+
+
+@torch.inference_mode()
+def test_fast_logits_equal_stock_logits(fast_pair, stock_pair):
+    gen = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, 49152, (1, 30), generator=gen)
+    caches = [DynamicCache(config=p.target.config) for p in (fast_pair, stock_pair)]
+    for pair, cache in zip((fast_pair, stock_pair), caches):
+        pair.target(prompt, past_key_values=cache, use_cache=True)
+    for n in (1, 3, 8):
+        x = torch.randint(0, 49152, (1, n), generator=gen)
+        fast = fast_pair.target(x, past_key_values=caches[0], use_cache=True).logits
+        stock = stock_pair.target(x, past_key_values=caches[1], use_cache=True).logits
+        assert fast.shape == stock.shape == (1, n, 49152)
+        assert float((fast - stock).abs().max()) < 1e-3
+
+
+def test_fast_greedy_tokens_equal_stock(fast_pair, stock_pair):
+    ids = fast_pair.encode_prompt("Name three rivers in Europe and say where they flow.")
+    fast = autoregressive_generate(fast_pair, ids, max_new_tokens=32)
+    stock = autoregressive_generate(stock_pair, ids, max_new_tokens=32)
+    assert fast.output_ids == stock.output_ids and len(fast.output_ids) == 32
+    assert fast.config["kernels"]["target"].startswith("onednn-prepacked")
+    assert stock.config["kernels"]["target"] == "stock (fast path turned off)"
+    # transformers' generate() runs the fused model too, and agrees.
+    ref = fast_pair.target.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=32)
+    assert ref[0, len(ids):].tolist() == fast.output_ids
+
+
+def test_fallback_when_the_ops_are_missing(monkeypatch):
+    """Another torch build / CPU: loading and decoding work on stock kernels, the trace says so."""
+    def missing(*args, **kwargs):
+        raise RuntimeError("no oneDNN here")
+    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", missing)
+    fastpath.unavailable_reason.cache_clear()
+    try:
+        pair = ModelPair.from_models(tiny_llama(seed=0), tiny_llama(seed=1), fast_path=True)
+        trace = speculative_generate(pair, [1, 2, 3], k=3, max_new_tokens=12, temperature=1.0, seed=0)
+    finally:
+        monkeypatch.undo()
+        fastpath.unavailable_reason.cache_clear()
+    assert trace.stats["new_tokens"] == 12
+    kernels = trace.config["kernels"]
+    assert kernels["target"].startswith("stock (prepacked oneDNN ops missing")
+    assert kernels["draft"].startswith("stock (")
+    assert any(isinstance(m, torch.nn.Linear) for m in pair.target.modules())
+
+
+def test_env_switch_and_gpu_like_models_stay_stock(monkeypatch):
+    monkeypatch.setenv(fastpath.ENV, "0")
+    assert fastpath.resolve(None) is False and fastpath.resolve(True) is True
+    monkeypatch.delenv(fastpath.ENV)
+    assert fastpath.resolve(None) is True
+    half = tiny_llama(seed=0).to(torch.bfloat16)
+    assert fastpath.apply(half).note.endswith("the fast path is for float32")
+
+
+def test_fast_tiny_model_matches_stock_and_generate():
+    """A GQA Llama with biases on q|k|v (Qwen2-like) and an MLP bias: the fused layers agree."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=40, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, attention_bias=True, mlp_bias=True,
+                      max_position_embeddings=64, tie_word_embeddings=True)
+    stock = LlamaForCausalLM(cfg).eval()
+    fast = LlamaForCausalLM(cfg).eval()
+    fast.load_state_dict(stock.state_dict())
+    assert fastpath.apply(fast).fused
+    x = torch.randint(0, 40, (1, 12))
+    with torch.inference_mode():
+        assert float((fast(x).logits - stock(x).logits).abs().max()) < 1e-4
+        a = stock.generate(x, do_sample=False, max_new_tokens=10)
+        b = fast.generate(x, do_sample=False, max_new_tokens=10)
+    assert torch.equal(a, b)
+
+
+def test_layer_draft_and_distilled_head_share_the_fast_path(fast_pair):
+    draft = draft_from_target_layers(fast_pair.target, 2)
+    assert fastpath.kernels_of(draft) == fastpath.kernels_of(fast_pair.target)
+    distilled = load_pair("smollm2-135m", device="cpu", fast_path=True)
+    trace = speculative_generate(distilled, distilled.encode_prompt("Say hi."), k=2, max_new_tokens=6)
+    assert trace.config["kernels"]["draft"] == fastpath.FAST
+    stock = load_pair("smollm2-135m", device="cpu", fast_path=False)
+    assert speculative_generate(stock, stock.encode_prompt("Say hi."), k=2,
+                                max_new_tokens=6).config["kernels"]["draft"].startswith("stock")
+
+
+def test_pass_cost_measurement_and_breakdown():
+    target = tiny_llama(vocab_size=32, seed=0, layers=2)
+    fastpath.apply(target)
+    costs = measure_pass_costs(target, 32, n_max=4, context=8, reps=2)
+    assert sorted(costs.seconds) == [1, 2, 3, 4] and all(s > 0 for s in costs.seconds.values())
+    assert costs.v(0) == 1.0 and sorted(costs.v_table()) == [1, 2, 3]
+    assert costs.kernels.startswith(fastpath.FAST)
+    parts = step_breakdown(target, 32, n_tokens=3, context=8, reps=2)
+    assert set(parts) == {"linears", "attention", "norms", "lm_head", "other", "total"}
+    assert all(parts[c] > 0 for c in ("linears", "attention", "norms", "lm_head", "total"))
+    assert sum(parts[c] for c in ("linears", "attention", "norms", "lm_head", "other")) == pytest.approx(parts["total"])
