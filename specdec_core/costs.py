@@ -6,8 +6,9 @@ whether speculation can win at all. `measure_pass_costs` times one cached target
 1..n_max new tokens (medians after a warm-up, the lengths interleaved so drift falls on all alike).
 A step mostly reads weights: `weight_bytes` (each distinct matrix once, a tied matrix once) ÷
 `read_bandwidth` (a read-only reduction over a buffer far larger than the last-level cache, with
-the same thread count) is the time a step cannot beat. `step_breakdown` splits a pass into
-linears / attention / norms / lm_head / other with module hooks.
+the same thread count) is the time a step cannot beat (`step_vs_floor` measures both in pairs,
+since the bandwidth a shared machine gives moves by ±30 % within minutes). `step_breakdown`
+splits a pass into linears / attention / norms / lm_head / other with module hooks.
 """
 from __future__ import annotations
 
@@ -131,20 +132,58 @@ def last_level_cache_bytes() -> int:
     return best or 32 << 20
 
 
+def _read_buffer(device="cpu") -> torch.Tensor:
+    """A buffer ≥ 16× the last-level cache (at least 512 MiB): reading it cannot hit the cache."""
+    n_bytes = max(512 << 20, 16 * last_level_cache_bytes())
+    return torch.ones(n_bytes // 4, dtype=torch.float32, device=device)
+
+
+def _read_once(buf: torch.Tensor) -> float:
+    """Bytes per second of one read-only reduction (sum) over buf."""
+    _sync(buf.device)
+    t0 = time.perf_counter()
+    buf.sum()
+    _sync(buf.device)
+    return buf.numel() * buf.element_size() / (time.perf_counter() - t0)
+
+
 @torch.inference_mode()
 def read_bandwidth(reps: int = 7, device="cpu") -> float:
-    """Bytes per second of a read-only reduction (sum) over a buffer ≥ 16× the last-level cache
-    (at least 512 MiB), with torch's current thread count: the speed weights can stream at."""
-    n_bytes = max(512 << 20, 16 * last_level_cache_bytes())
-    buf = torch.ones(n_bytes // 4, dtype=torch.float32, device=device)
-    times = []
-    for _ in range(reps + 1):
-        _sync(buf.device)
+    """Bytes per second of a read-only reduction over a buffer far larger than the last-level
+    cache, with torch's current thread count (median of reps): the speed weights can stream at."""
+    buf = _read_buffer(device)
+    _read_once(buf)
+    return statistics.median(_read_once(buf) for _ in range(reps))
+
+
+@torch.inference_mode()
+def step_vs_floor(target, vocab_size: int, reps: int = 9, context: int = CONTEXT) -> dict:
+    """A 1-token step against the weight-streaming floor, measured in pairs: each rep reads the
+    bandwidth buffer once and times one step right after, so both see the same load on a shared
+    machine. ratio = median over reps of step ÷ (weight bytes ÷ that rep's bandwidth)."""
+    device = target.get_input_embeddings().weight.device
+    n_bytes, buf = weight_bytes(target), _read_buffer(device)
+    gen = torch.Generator().manual_seed(2)
+    cache = DynamicCache(config=target.config)
+    target(torch.randint(0, vocab_size, (1, context), generator=gen).to(device), past_key_values=cache,
+           use_cache=True, logits_to_keep=1)
+    x = torch.randint(0, vocab_size, (1, 1), generator=gen).to(device)
+    rows = []
+    for rep in range(reps + 1):
+        bandwidth = _read_once(buf)
+        _sync(device)
         t0 = time.perf_counter()
-        buf.sum()
-        _sync(buf.device)
-        times.append(time.perf_counter() - t0)
-    return n_bytes / statistics.median(times[1:])
+        target(x, past_key_values=cache, use_cache=True)
+        _sync(device)
+        step_s = time.perf_counter() - t0
+        crop_cache(cache, context)
+        if rep > 0:                      # rep 0 warms up
+            rows.append((step_s, bandwidth, step_s * bandwidth / n_bytes))
+    steps, bws, ratios = zip(*rows)
+    return {"step_ms": 1e3 * statistics.median(steps), "weight_bytes": n_bytes,
+            "read_bandwidth_gb_s": statistics.median(bws) / 1e9,
+            "read_bandwidth_range_gb_s": [min(bws) / 1e9, max(bws) / 1e9],
+            "floor_ms": 1e3 * n_bytes / statistics.median(bws), "step_over_floor": statistics.median(ratios)}
 
 
 # -- where a pass spends its time ----------------------------------------------------------------

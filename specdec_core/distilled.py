@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import fastpath
+from . import fastpath, fastpath_llama
 from .drafters import Drafter, Proposal, empty_proposal, fit_vocab
 from .sampling import draw, raw_probs, warp_probs
 
@@ -87,11 +87,12 @@ class FeatureHead(nn.Module):
     def init_from_target(self, target, layer: int) -> None:
         """Start from a target decoder layer and the target's final norm; fc picks the feature."""
         L = target.model.layers[layer]
-        for mine, theirs in [(self.q, L.self_attn.q_proj), (self.k, L.self_attn.k_proj),
-                             (self.v, L.self_attn.v_proj), (self.o, L.self_attn.o_proj),
-                             (self.gate, L.mlp.gate_proj), (self.up, L.mlp.up_proj),
-                             (self.down, L.mlp.down_proj), (self.ln1, L.input_layernorm),
-                             (self.ln2, L.post_attention_layernorm), (self.norm, target.model.norm)]:
+        w = fastpath_llama.layer_weights(L)      # stock or fast-path (fused) layer alike
+        for mine, name in [(self.q, "q_proj"), (self.k, "k_proj"), (self.v, "v_proj"), (self.o, "o_proj"),
+                           (self.gate, "gate_proj"), (self.up, "up_proj"), (self.down, "down_proj")]:
+            mine.weight.copy_(w[name])
+        for mine, theirs in [(self.ln1, L.input_layernorm), (self.ln2, L.post_attention_layernorm),
+                             (self.norm, target.model.norm)]:
             mine.weight.copy_(theirs.weight)
         H = self.fc.out_features
         self.fc.weight.normal_(0, 0.02)

@@ -79,6 +79,20 @@ def _norm_forward(self, x):
     return F.rms_norm(x, self.weight.shape, self.weight, self.variance_epsilon)
 
 
+def layer_weights(layer: nn.Module) -> dict:
+    """The dense matrices of a decoder layer by HF name (q_proj … down_proj), fused or not."""
+    attn, mlp = layer.self_attn, layer.mlp
+    if not hasattr(attn, "qkv_proj"):
+        return {n: getattr(mod, n).weight for mod, names in
+                ((attn, ("q_proj", "k_proj", "v_proj", "o_proj")), (mlp, ("gate_proj", "up_proj", "down_proj")))
+                for n in names}
+    n_q, n_kv, d = attn.n_q_heads, attn.n_kv_heads, attn.head_dim
+    q, k, v = attn.qkv_proj.weight.split([n_q * d, n_kv * d, n_kv * d])
+    gate, up = mlp.gate_up_proj.weight.chunk(2)
+    return {"q_proj": q, "k_proj": k, "v_proj": v, "o_proj": attn.o_proj.weight,
+            "gate_proj": gate, "up_proj": up, "down_proj": mlp.down_proj.weight}
+
+
 def _cat_bias(*linears):
     if all(lin.bias is None for lin in linears):
         return None

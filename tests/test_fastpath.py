@@ -131,3 +131,20 @@ def test_pass_cost_measurement_and_breakdown():
     assert set(parts) == {"linears", "attention", "norms", "lm_head", "other", "total"}
     assert all(parts[c] > 0 for c in ("linears", "attention", "norms", "lm_head", "total"))
     assert sum(parts[c] for c in ("linears", "attention", "norms", "lm_head", "other")) == pytest.approx(parts["total"])
+
+
+def test_layer_weights_read_the_same_matrices_fused_or_not(fast_pair, stock_pair):
+    """The distillation lab starts its head from a target layer: the fused layout gives it back."""
+    from specdec_core.distilled import FeatureHead, target_cfg
+    from specdec_core.fastpath_llama import layer_weights
+    fast, stock = layer_weights(fast_pair.target.model.layers[7]), layer_weights(stock_pair.target.model.layers[7])
+    assert set(fast) == set(stock) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    for name in fast:
+        assert torch.equal(fast[name], stock[name]), name
+    heads = []
+    for pair in (fast_pair, stock_pair):
+        head = FeatureHead(target_cfg(pair.target), torch.arange(16))
+        torch.manual_seed(0)
+        head.init_from_target(pair.target, 29)
+        heads.append(head.state_dict())
+    assert all(torch.equal(heads[0][k], heads[1][k]) for k in heads[0])
