@@ -46,7 +46,8 @@ def markdown(section: dict) -> list[str]:
     for name, k in section["kernels"].items():
         v = k["pass_costs"]["v"]
         lo, hi = k["read_bandwidth_range_gb_s"]
-        lines.append(f"| {k['label']} | {k['step_ms']:.1f} | {k['weight_bytes'] / 1e6:.0f} | "
+        label = k["label"].replace("|", "\\|")       # a pipe would split the Markdown cell
+        lines.append(f"| {label} | {k['step_ms']:.1f} | {k['weight_bytes'] / 1e6:.0f} | "
                      f"{k['read_bandwidth_gb_s']:.0f} ({lo:.0f}–{hi:.0f}) | "
                      f"{k['floor_ms']:.1f} | {k['step_over_floor']:.2f} | " +
                      " | ".join(f"{v[str(j)]:.2f}" if str(j) in v else "–" for j in _ks(section)) + " |")

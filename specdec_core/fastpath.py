@@ -47,7 +47,7 @@ class Kernels:
         """One line for the trace config, the CLI and the UI."""
         if self.note is not None:
             return f"{self.name} ({self.note})"
-        return f"{self.name}, fused q|k|v and gate|up" if self.fused else self.name
+        return f"{self.name}, fused qkv and gate/up" if self.fused else self.name
 
 
 def enabled_by_default() -> bool:
@@ -162,4 +162,9 @@ def apply(model: nn.Module, enable: bool = True) -> Kernels:
             setattr(parent, name, PackedLinear(child.weight, child.bias, keep_dense=shared))
             n_packed += 1
             extra += child.weight.numel() * child.weight.element_size() if shared else 0
+    # Weights loaded from safetensors are views of a memory-mapped file: while one tensor of the
+    # file lives (the embedding, the norms), every dropped matrix stays resident as page cache.
+    # Own copies of what is left let the mapping go, so the packed copies replace, not add.
+    for p in list(model.parameters()) + list(model.buffers()):
+        p.data = p.data.clone()
     return _set(model, Kernels(FAST, None, n_packed, extra, fused))
