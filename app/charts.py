@@ -1,5 +1,5 @@
 """Trace -> Plotly figures. Every function is pure (same traces in, same figure out) and every
-figure has axis titles with units. Colours come from specdec_core.legend only."""
+figure has axis titles with units. Colours come from specdec_core.trace.decisions only."""
 from __future__ import annotations
 
 from typing import Optional
@@ -7,10 +7,10 @@ from typing import Optional
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specdec_core import theory
-from specdec_core.legend import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR, RESIDUAL_COLOUR,
+from specdec_core.costs import theory
+from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR, RESIDUAL_COLOUR,
                                  TARGET_COLOUR, visible_whitespace)
-from specdec_core.trace import cost_ratios, speedup
+from specdec_core.trace import cost_ratios, measured_speedup
 
 THEORY_COLOUR = "#444444"
 OVERHEAD_COLOUR = "#999999"
@@ -156,11 +156,11 @@ def speedup_vs_k(spec, plain) -> go.Figure:
         return _empty(fig, "cost ratio c unavailable")
     v = verify_cost_fn(ratios["v"])
     ks = list(range(1, K_MAX + 1))
-    fig.add_scatter(x=ks, y=[theory.speedup(alpha, k, c, v) for k in ks], mode="lines+markers",
+    fig.add_scatter(x=ks, y=[theory.predicted_speedup(alpha, k, c, v) for k in ks], mode="lines+markers",
                     name=f"theory: α = {alpha:.2f}, c = {c:.3f}, v(k) measured",
                     line=dict(color=THEORY_COLOUR), hovertemplate="k = %{x}: %{y:.2f}×<extra></extra>")
     fig.add_hline(y=1.0, line=dict(color="#999", dash="dot"), annotation_text="plain = 1×")
-    measured = speedup(spec, plain)
+    measured = measured_speedup(spec, plain)
     k_run = _fixed_k(spec)
     if measured is not None and k_run:
         label = f"this run (k = {spec.config.get('k')})"

@@ -6,13 +6,13 @@ from __future__ import annotations
 import html
 from typing import Iterator, Optional
 
-from specdec_core.legend import DECISIONS
-from specdec_core.trace import cost_ratios, first_divergence, speedup
+from specdec_core.trace.decisions import DECISIONS
+from specdec_core.trace import cost_ratios, measured_speedup
+from specdec_core.trace import greedy_check as core_greedy_check
 
 from . import charts
 from .timeline import plain_lane_html, spec_lane_html
 
-TIE_TOLERANCE = 0.05   # a divergence at a top-2 logit gap below this is a numerics tie (DESIGN.md)
 LANES = ("plain", "speculative")
 
 
@@ -26,29 +26,21 @@ def _fmt(x: Optional[float], spec: str = ".2f") -> str:
 
 
 def greedy_check(spec, plain) -> Optional[dict]:
-    """At temperature 0 with both lanes finished: are the texts identical token for token?
-    Returns {"ok": bool, "text": str} or None when the check does not apply."""
+    """At temperature 0 with both lanes finished: the core's greedy check (identical / numerics tie
+    / real difference). Returns {"ok": bool, "text": str} or None when the check does not apply."""
     if spec is None or plain is None or not (spec.finished and plain.finished):
         return None
     if float(spec.config.get("temperature") or 0.0) != 0.0:
         return None
-    if spec.output_ids == plain.output_ids:
-        return {"ok": True, "text": f"✓ identical token for token ({len(spec.output_ids)} tokens)"}
-    diff = first_divergence(spec, plain)
-    if diff is None:
-        return {"ok": False, "text": "✗ one output is a prefix of the other (different lengths)"}
-    gap = diff["logit_gap"]
-    tie = gap is not None and gap < TIE_TOLERANCE
-    what = "a numerics tie (fp rounding flipped a near-tie)" if tie else "a real difference"
-    return {"ok": tie, "text": f"{'≈' if tie else '✗'} first difference at token {diff['position']}: "
-                               f"target's top-2 logit gap there {_fmt(gap, '.4f')} → {what}"}
+    verdict = core_greedy_check(plain, spec.output_ids)
+    return {"ok": verdict.ok, "text": verdict.text()}
 
 
 def verdict_html(spec, plain) -> str:
     """Speedup once both lanes finished, and the greedy check (or why there is none)."""
     if spec is None or plain is None or not (spec.finished and plain.finished):
         return '<div class="sd-verdict" id="sd-verdict"><span class="sd-empty">The speedup appears when both lanes finish.</span></div>'
-    s = speedup(spec, plain)
+    s = measured_speedup(spec, plain)
     colour = DECISIONS["accepted"].colour if s and s >= 1 else DECISIONS["rejected"].colour
     check = greedy_check(spec, plain)
     if check is None:
@@ -86,7 +78,7 @@ def stats_markdown(spec, plain) -> str:
     lines = ["| metric | speculative | plain |", "|---|---:|---:|"]
     for name, a, b, spec_ in rows:
         lines.append(f"| {name} | {_fmt(a, spec_)} | {_fmt(b, spec_)} |")
-    sp = speedup(spec, plain) if spec is not None and plain is not None else None
+    sp = measured_speedup(spec, plain) if spec is not None and plain is not None else None
     lines.append(f"| **speedup** | **{_fmt(sp)}×** | 1× |")
     if best is not None:
         lines.append(f"| best k in theory (measured α, c, v) | {best[0]} → {best[1]:.2f}× | |")

@@ -1,6 +1,6 @@
 """Trace -> HTML: the token timeline (every decision visible), the race lanes and the legend.
 
-Pure functions of a Trace; colours, labels and marks come from specdec_core.legend only.
+Pure functions of a Trace; colours, labels and marks come from specdec_core.trace.decisions only.
 Every token text is made visibly-whitespaced and HTML-escaped before it reaches the page.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ import html
 from dataclasses import dataclass
 from typing import Optional
 
-from specdec_core.legend import DECISIONS, PLAIN_COLOUR, TARGET_COLOUR, visible_whitespace
+from specdec_core.trace.decisions import DECISIONS, PLAIN_COLOUR, TARGET_COLOUR, visible_whitespace
 
 _STYLE_CSS = {  # the non-colour cue of each legend style
     "plain": "",

@@ -2,14 +2,16 @@
 
     pair = load_pair("smollm2-135m")
     trace = speculative_generate(pair, pair.encode_prompt("Hi"), k=4, temperature=0.0)
+
+Layers (docs/ARCHITECTURE.md): models/ (pairs, loading) → kernels/ (CPU fast path) → drafters/ →
+decoding/ (round loop, k policy) → trace/ (the record every view reads); costs/ (measured and
+predicted costs); bench/, lab/ and cli/ sit on top.
 """
 __version__ = "0.1.0"
 
-from .autoregressive import autoregressive_generate, stream_autoregressive
-from . import fastpath
+from .decoding import autoregressive_generate, speculative_generate, stream_autoregressive, stream_speculative
 from .errors import ModelLoadError
 from .models import PRESETS, ModelPair, load_pair
-from .speculative import speculative_generate, stream_speculative
 from .trace import Trace, TraceFormatError
 
 __all__ = ["load_pair", "ModelPair", "PRESETS", "speculative_generate", "stream_speculative",

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import torch
 
 from specdec_core import ModelPair, autoregressive_generate, speculative_generate
-from specdec_core.adaptive import MIN_SPEC_ROUNDS, STOP_MAX, STOP_MIN, AutoK
+from specdec_core.decoding.kpolicy import MIN_SPEC_ROUNDS, STOP_MAX, STOP_MIN, AutoK
 
 from .conftest import tiny_llama
 

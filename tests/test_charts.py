@@ -4,8 +4,9 @@ import json
 import plotly.graph_objects as go
 import pytest
 
-from specdec_core import TraceFormatError, theory
-from specdec_core.legend import DECISIONS, DRAFT_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR
+from specdec_core import TraceFormatError
+from specdec_core.costs import theory
+from specdec_core.trace.decisions import DECISIONS, DRAFT_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR
 
 from app import charts, views
 from tests.test_timeline import make_plain, make_spec
@@ -76,11 +77,11 @@ def test_speedup_vs_k_uses_measured_alpha_c_v_and_marks_the_run():
     fig = charts.speedup_vs_k(spec, plain)
     curve, point = fig.data
     assert list(curve.x) == list(range(1, charts.K_MAX + 1))
-    from specdec_core.trace import cost_ratios, speedup
+    from specdec_core.trace import cost_ratios, measured_speedup
     r = cost_ratios(spec, plain)
     v = charts.verify_cost_fn(r["v"])
-    assert curve.y[2] == pytest.approx(theory.speedup(spec.stats["alpha"], 3, r["c"], v))
-    assert list(point.x) == [3] and point.y[0] == pytest.approx(speedup(spec, plain))
+    assert curve.y[2] == pytest.approx(theory.predicted_speedup(spec.stats["alpha"], 3, r["c"], v))
+    assert list(point.x) == [3] and point.y[0] == pytest.approx(measured_speedup(spec, plain))
     # without a plain lane there is nothing to compare with: an explained empty figure
     empty = charts.speedup_vs_k(spec, None)
     assert not empty.data and empty.layout.annotations

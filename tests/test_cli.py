@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from specdec_core.legend import DECISIONS
+from specdec_core.trace.decisions import DECISIONS
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
 

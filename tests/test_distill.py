@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from specdec_core import ModelPair, speculative_generate
-from specdec_core import distill as D
-from specdec_core.distilled import ASSET_DIR, FeatureDrafter, FeatureHead, target_cfg
+from specdec_core.lab import train as D
+from specdec_core.drafters.feature_head import ASSET_DIR, FeatureDrafter, FeatureHead, target_cfg
 from specdec_core.sampling import SamplingConfig
 
 from .conftest import tiny_llama
@@ -101,7 +101,7 @@ def test_truncated_draft_proposes_only_its_vocabulary(truncated_pair):
 def test_shipped_draft_beats_ngram(default_pair):
     """On prompts whose answers do not copy the prompt, the n-gram drafter has little to go on;
     the distilled draft must accept more and commit more tokens per round there (greedy, k = 2)."""
-    from specdec_core.distilled import drafter_factory
+    from specdec_core.drafters.feature_head import drafter_factory
     assert (ASSET_DIR / "weights.pt").stat().st_size < 32 * 2**20      # shipped, and small
     pair = ModelPair.from_models(default_pair.target, drafter_factory(default_pair.target),
                                 default_pair.tokenizer)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from specdec_core import ModelPair, speculative_generate
-from specdec_core import speculative as spec_module
+from specdec_core.decoding import speculative as spec_module
 from specdec_core.drafters import NGramDrafter
 from specdec_core.sampling import SamplingConfig, warp_probs
 

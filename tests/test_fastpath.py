@@ -4,7 +4,8 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from specdec_core import ModelPair, autoregressive_generate, fastpath, load_pair, speculative_generate
+from specdec_core import ModelPair, autoregressive_generate, load_pair, speculative_generate
+from specdec_core.kernels import fastpath
 from specdec_core.costs import measure_pass_costs, step_breakdown, weight_bytes
 from specdec_core.models import draft_from_target_layers
 
@@ -135,8 +136,8 @@ def test_pass_cost_measurement_and_breakdown():
 
 def test_layer_weights_read_the_same_matrices_fused_or_not(fast_pair, stock_pair):
     """The distillation lab starts its head from a target layer: the fused layout gives it back."""
-    from specdec_core.distilled import FeatureHead, target_cfg
-    from specdec_core.fastpath_llama import layer_weights
+    from specdec_core.drafters.feature_head import FeatureHead, target_cfg
+    from specdec_core.kernels.fused_llama import layer_weights
     fast, stock = layer_weights(fast_pair.target.model.layers[7]), layer_weights(stock_pair.target.model.layers[7])
     assert set(fast) == set(stock) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
     for name in fast:

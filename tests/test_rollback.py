@@ -8,7 +8,7 @@ import torch
 from specdec_core import ModelPair
 from specdec_core.drafters import ModelDrafter
 from specdec_core.models import draft_from_target_layers
-from specdec_core.speculative import decode_round, start_decode
+from specdec_core.decoding.speculative import decode_round, start_decode
 
 from .conftest import tiny_llama
 

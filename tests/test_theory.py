@@ -1,8 +1,8 @@
 """theory.py against values computed by hand (Leviathan et al. 2023, with a k-dependent verify cost)."""
 import pytest
 
-from specdec_core.theory import (best_k, committed_distribution, expected_tokens,
-                                 linear_verify_cost, speedup)
+from specdec_core.costs.theory import (best_k, committed_distribution, expected_tokens,
+                                 linear_verify_cost, predicted_speedup)
 
 
 def test_expected_tokens_hand_values():
@@ -24,10 +24,10 @@ def test_committed_distribution_is_a_distribution_with_mean_e_tau():
 
 def test_speedup_hand_values():
     # E[τ] / (k·c + v): 3.3616 / (4·0.05 + 1) = 2.801333…
-    assert speedup(0.8, 4, 0.05, 1.0) == pytest.approx(3.3616 / 1.2)
+    assert predicted_speedup(0.8, 4, 0.05, 1.0) == pytest.approx(3.3616 / 1.2)
     # verify cost growing with k: v(2) = 1 + 0.25·2 = 1.5 -> 1.75 / (0.2 + 1.5)
-    assert speedup(0.5, 2, 0.1, linear_verify_cost(0.25)) == pytest.approx(1.75 / 1.7)
-    assert speedup(0.9, 0, 0.5, 3.0) == 1.0                    # k = 0 is plain decoding
+    assert predicted_speedup(0.5, 2, 0.1, linear_verify_cost(0.25)) == pytest.approx(1.75 / 1.7)
+    assert predicted_speedup(0.9, 0, 0.5, 3.0) == 1.0                    # k = 0 is plain decoding
 
 
 def test_best_k_hand_values():

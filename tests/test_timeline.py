@@ -1,7 +1,7 @@
 """app.timeline / app.race on hand-built traces: decisions, escaping, whitespace, lanes, verdict."""
 import re
 
-from specdec_core.legend import DECISIONS
+from specdec_core.trace.decisions import DECISIONS
 from specdec_core.trace import Correction, DraftToken, Round, Trace
 
 from app import race, timeline

@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 from transformers import DynamicCache
 
-from .drafters import crop_cache
-from .fastpath import PackedLinear, kernels_of
+from ..drafters.base import crop_cache
+from ..kernels.fastpath import PackedLinear, kernels_of
 
 N_MAX = 10          # longest pass measured by default (k up to 9)
 CONTEXT = 64        # tokens already in the cache when a pass is timed

@@ -27,7 +27,7 @@ def _cost(v: Cost, k: int) -> float:
     return v(k) if callable(v) else float(v)
 
 
-def speedup(alpha: float, k: int, c: float, v: Cost = 1.0) -> float:
+def predicted_speedup(alpha: float, k: int, c: float, v: Cost = 1.0) -> float:
     """Predicted speedup over plain decoding: E[τ] / (k·c + v(k)). k = 0 is plain decoding (1.0)."""
     if k == 0:
         return 1.0
@@ -36,7 +36,7 @@ def speedup(alpha: float, k: int, c: float, v: Cost = 1.0) -> float:
 
 def best_k(alpha: float, c: float, v: Cost = 1.0, k_max: int = 16) -> tuple[int, float]:
     """(k, speedup) maximising the predicted speedup over k = 0..k_max (0 means: do not speculate)."""
-    return max(((k, speedup(alpha, k, c, v)) for k in range(k_max + 1)), key=lambda ks: ks[1])
+    return max(((k, predicted_speedup(alpha, k, c, v)) for k in range(k_max + 1)), key=lambda ks: ks[1])
 
 
 def linear_verify_cost(slope: float) -> Callable[[int], float]:

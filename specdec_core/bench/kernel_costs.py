@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from .costs import measure_pass_costs, step_breakdown, step_vs_floor
-from .fastpath import kernels_of
+from ..costs.measure import measure_pass_costs, step_breakdown, step_vs_floor
+from ..kernels.fastpath import kernels_of
 
 
 def measure_kernels(pairs: dict, n_max: int, reps: int = 7) -> dict:

@@ -17,11 +17,11 @@ from typing import Iterator, Optional, Union
 import torch
 from transformers import DynamicCache
 
-from . import costs
-from .adaptive import AutoK
-from .drafters import Drafter, crop_cache, empty_proposal, fit_vocab
-from .sampling import SamplingConfig, draw, raw_probs, warp_probs
-from .trace import Correction, DraftToken, Round, Trace
+from ..costs.measure import pass_costs
+from .kpolicy import AutoK
+from ..drafters.base import Drafter, crop_cache, empty_proposal, fit_vocab
+from ..sampling import SamplingConfig, draw, raw_probs, warp_probs
+from ..trace.record import Correction, DraftToken, Round, Trace
 
 TOP_N = 5  # how many alternatives the trace keeps per distribution
 
@@ -81,7 +81,7 @@ def start_decode(pair, prompt_ids, k, *, temperature=0.0, top_k=0, top_p=1.0, ma
     st = DecodeState(pair, cfg, drafter, DynamicCache(config=pair.target.config), prompt, generator,
                      trace, max_new_tokens)
     if k == "auto":   # the k policy's cost priors: measured once per target, before the clock starts
-        costs.pass_costs(pair.target, pair.vocab_size)
+        pass_costs(pair.target, pair.vocab_size)
     st.t0 = time.perf_counter()
     # The target cache holds every committed token but the last; the last is the first input of
     # the next verify pass, so every round scores [last, drafts] alike.

@@ -1,9 +1,9 @@
 """Training a draft for a target by self-distillation: train, evaluate, ablate, CLI.
 
-    python -m specdec_core.distill extract --minutes 30            # teacher-force the target (resumes)
-    python -m specdec_core.distill train --loss fkl --steps 1500 --out assets/draft
-    python -m specdec_core.distill ablate --init-from fkl --steps 60   # every loss, same data/steps/seed
-    python -m specdec_core.distill prompts --out assets/heldout_prompts.json   # for specdec_core.bench
+    python -m specdec_core.lab extract --minutes 30            # teacher-force the target (resumes)
+    python -m specdec_core.lab train --loss fkl --steps 1500 --out assets/draft
+    python -m specdec_core.lab ablate --init-from fkl --steps 60   # every loss, same data/steps/seed
+    python -m specdec_core.lab prompts --out assets/heldout_prompts.json   # for specdec_core.bench
 
 Data (distill_data.py): the target's own continuations of varied instructions
 (../shared/distill-data, made with `generate(..., output_logits=True)`) and the target's features
@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .distill_data import (CACHE, SEED, extract, frequent_vocab, load_sequences, load_shards, make_batch,
+from .data import (CACHE, SEED, extract, frequent_vocab, load_sequences, load_shards, make_batch,
                            split)
-from .distill_losses import (LOSSES, STEPS_OF, _along_chain, chain_expected_length, loss_fn, rollout,
+from .losses import (LOSSES, STEPS_OF, _along_chain, chain_expected_length, loss_fn, rollout,
                              step_terms, teacher_logp, tv_loss)
 
 __all__ = ["train", "evaluate", "new_head", "rollout", "step_terms", "loss_fn", "tv_loss",
@@ -35,7 +35,7 @@ __all__ = ["train", "evaluate", "new_head", "rollout", "step_terms", "loss_fn", 
 
 # -- training and offline evaluation ----------------------------------------------------------
 def new_head(target, vocab: torch.Tensor, init_layer: int):
-    from .distilled import FeatureHead, target_cfg
+    from ..drafters.feature_head import FeatureHead, target_cfg
     head = FeatureHead(target_cfg(target), vocab)
     head.init_from_target(target, init_layer)
     return head.attach(target.get_input_embeddings().weight, target.get_output_embeddings().weight)
@@ -112,7 +112,7 @@ def evaluate(head, seqs: list[dict], K: int = 4) -> dict:
 
 # -- CLI -------------------------------------------------------------------------------------
 def _target():
-    from .models import load_pair
+    from ..models.loading import load_pair
     return load_pair("smollm2-135m", draft="ngram", device="cpu").target
 
 
@@ -141,7 +141,7 @@ def _train_one(a, target, vocab, data, held, loss: str, name: str, init_from: st
 
 
 def cmd_train(a) -> None:
-    from .distilled import save_head
+    from ..drafters.feature_head import save_head
     target, vocab = _target(), _vocab(a.vocab)
     data, held = load_shards(CACHE / "train", a.shards), load_shards(CACHE / "heldout")
     print(f"{len(data)} train sequences, {sum(len(d['ids']) for d in data)} positions")
@@ -189,7 +189,7 @@ def cmd_extract(a) -> None:
 
 def main(argv=None) -> None:
     torch.set_num_threads(int(os.environ.get("DISTILL_THREADS", str(os.cpu_count() or 1))))
-    p = argparse.ArgumentParser(prog="python -m specdec_core.distill", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m specdec_core.lab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("extract", help="teacher-force the target over train (+ held-out) sequences")
@@ -217,7 +217,3 @@ def main(argv=None) -> None:
     pr.add_argument("--out", default="assets/heldout_prompts.json")
     a = p.parse_args(argv)
     {"extract": cmd_extract, "train": cmd_train, "ablate": cmd_ablate, "prompts": cmd_prompts}[a.cmd](a)
-
-
-if __name__ == "__main__":
-    main()

@@ -15,9 +15,9 @@ from typing import Optional
 
 import torch
 
-from .autoregressive import autoregressive_generate
-from .drafters import NGramDrafter
-from .speculative import speculative_generate
+from ..decoding.autoregressive import autoregressive_generate
+from ..drafters import NGramDrafter
+from ..decoding.speculative import speculative_generate
 
 MODES = {"greedy": dict(temperature=0.0, top_k=0, top_p=1.0),
          "sampling": dict(temperature=0.7, top_k=0, top_p=0.9)}
@@ -202,29 +202,3 @@ def _run_hf(pair, lane, prompt_ids, mode, max_new_tokens, seed, draft_cfg0):
         if saved_cfg is not None:
             draft.generation_config = saved_cfg
     return wall, out[0, len(prompt_ids):].tolist(), None
-
-
-def first_mismatch(ref: list, out: list) -> Optional[int]:
-    """First position where two id lists differ (a length difference counts), else None."""
-    for i, (a, b) in enumerate(zip(ref, out)):
-        if a != b:
-            return i
-    return None if len(ref) == len(out) else min(len(ref), len(out))
-
-
-def plain_logit_gap(plain_trace, position: int) -> Optional[float]:
-    """Top-2 logit gap of the target at output position `position` of a plain trace (one token
-    per round): log p1 − log p2 of the raw softmax equals the logit difference."""
-    import math
-    if position >= len(plain_trace.rounds):
-        return None
-    top = plain_trace.rounds[position].correction.p_top_raw
-    if len(top) >= 2 and top[0][2] > 0 and top[1][2] > 0:
-        return math.log(top[0][2]) - math.log(top[1][2])
-    return None
-
-
-def tie_tolerance(dtype: torch.dtype) -> float:
-    """Largest top-2 logit gap that a (k+1)-token pass vs a 1-token step may flip by rounding.
-    fp32 batch-shape differences move logits by ~1e-5; bf16/fp16 by a few ulps of ~0.1."""
-    return 1e-3 if dtype == torch.float32 else 0.5

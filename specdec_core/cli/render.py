@@ -1,8 +1,8 @@
-"""Trace -> coloured terminal text (ANSI 24-bit colours from legend.py), legend and stats lines."""
+"""Trace -> coloured terminal text (ANSI 24-bit colours from trace/decisions.py), legend and stats lines."""
 from __future__ import annotations
 
-from .legend import DECISIONS, visible_whitespace
-from .trace import Trace, first_divergence, speedup
+from ..trace.decisions import DECISIONS, visible_whitespace
+from ..trace import Trace, greedy_check, measured_speedup
 
 _STYLE_CODES = {"plain": "", "strike": "\x1b[9m", "faded": "\x1b[2m", "underline": "\x1b[4m",
                 "overline": "\x1b[1m"}
@@ -68,14 +68,7 @@ def comparison_lines(spec: Trace, plain: Trace) -> list[str]:
              f"({plain.stats['new_tokens']} tokens, {plain.stats['wall_s']:.2f} s)",
              f"speculative decoding {_fmt(spec.stats['tokens_per_s'], '.1f')} tok/s "
              f"({spec.stats['new_tokens']} tokens, {spec.stats['wall_s']:.2f} s)",
-             f"speedup              {_fmt(speedup(spec, plain), '.2f')}×"]
+             f"speedup              {_fmt(measured_speedup(spec, plain), '.2f')}×"]
     if spec.config["temperature"] == 0:
-        diff = first_divergence(spec, plain)
-        if diff is None and spec.output_ids == plain.output_ids:
-            lines.append("greedy check         ✓ identical token for token")
-        elif diff is None:
-            lines.append("greedy check         one output is a prefix of the other (different lengths)")
-        else:
-            lines.append(f"greedy check         ✗ first difference at token {diff['position']} "
-                         f"(target's top-2 logit gap there: {_fmt(diff['logit_gap'])})")
+        lines.append(f"greedy check         {greedy_check(plain, spec.output_ids).text()}")
     return lines

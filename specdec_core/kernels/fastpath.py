@@ -27,7 +27,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from . import fastpath_llama
+from . import fused_llama
 
 ENV = "SPECDEC_FAST_PATH"          # "0" turns the fast path off wherever it is not asked for
 FAST, STOCK = "onednn-prepacked", "stock"
@@ -41,7 +41,7 @@ class Kernels:
     note: Optional[str] = None     # why stock, when the fast path was asked for but not applied
     n_packed: int = 0              # matrix calls per pass running on prepacked weights
     extra_bytes: int = 0           # memory beyond the stock model (packed copies of tied matrices)
-    fused: bool = False            # Llama-family layers fused (fastpath_llama.py)
+    fused: bool = False            # Llama-family layers fused (fused_llama.py)
 
     def label(self) -> str:
         """One line for the trace config, the CLI and the UI."""
@@ -150,9 +150,9 @@ def apply(model: nn.Module, enable: bool = True) -> Kernels:
         for p in mod.parameters(recurse=False):
             owners.setdefault(id(p), set()).add(id(mod))
     n_packed, extra, fused = 0, 0, False
-    if fastpath_llama.supports(model):
+    if fused_llama.supports(model):
         n_packed += 4 * len(model.model.layers)
-        fastpath_llama.fuse(model, lambda w, b: PackedLinear(w, b, keep_dense=False))
+        fused_llama.fuse(model, lambda w, b: PackedLinear(w, b, keep_dense=False))
         fused = True
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):

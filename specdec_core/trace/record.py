@@ -1,12 +1,11 @@
 """The Trace: everything one decode did, round by round — the only thing the app and reports read.
 
-JSON schema "specdec.trace/1" (the file `trace.schema.json` beside this module is the normative
+JSON schema "specdec.trace/1" (the file `schema.json` beside this module is the normative
 form). Top-N lists are `[[id, text, prob], ...]`. p is always the target, q the draft.
 """
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -84,6 +83,7 @@ class Trace:
 
     @property
     def stats(self) -> dict:
+        from .stats import compute_stats   # stats reads a Trace; the Trace does not need stats to exist
         return compute_stats(self)
 
     def to_dict(self) -> dict:
@@ -128,7 +128,7 @@ class Trace:
 @lru_cache(maxsize=1)
 def json_schema() -> dict:
     """The JSON Schema of specdec.trace/1, shipped with the package."""
-    return json.loads(resources.files(__package__).joinpath("trace.schema.json").read_text())
+    return json.loads(resources.files(__package__).joinpath("schema.json").read_text())
 
 
 def validate(d: Any) -> None:
@@ -146,121 +146,3 @@ def validate(d: Any) -> None:
     if n_committed != len(d["output"]["ids"]):
         raise TraceFormatError(f"invalid trace: rounds commit {n_committed} tokens but output has "
                                f"{len(d['output']['ids'])}")
-
-
-def _mean(xs) -> Optional[float]:
-    xs = list(xs)
-    return sum(xs) / len(xs) if xs else None
-
-
-def _ratio(a, b) -> Optional[float]:
-    return a / b if b else None
-
-
-def compute_stats(trace: Trace) -> dict:
-    """Statistics of a trace (DESIGN.md). Undefined values are None, never NaN.
-
-    - acceptance_rate: accepted drafted tokens / all drafted tokens (every proposal counts, also the
-      unchecked ones after a rejection; vLLM's "draft acceptance rate").
-    - alpha: mean of `overlap` = Σ min(p, q) over evaluated positions: Leviathan's α, the expected
-      per-token acceptance probability used by the theory (independent of the draws u).
-    - mean_committed_per_round: new_tokens / rounds, correction and bonus included: the measured E[τ].
-    - acceptance_by_position: for draft position i = 1..k, accepted / drafted at position i.
-    - wall_s: prefill + all rounds (model loading excluded); tokens_per_s = new_tokens / wall_s.
-    - draft_s / verify_s / overhead_s: sums over rounds; draft_step_s: mean time of one draft step.
-    - step_s (plain traces): mean time of one target step (one round of k = 0).
-    """
-    rounds = trace.rounds
-    drafted = [t for r in rounds for t in r.drafted]
-    evaluated = [t for t in drafted if t.evaluated and t.overlap is not None]
-    new_tokens = len(trace.output["ids"])
-    wall_s = rounds[-1].t_end if rounds else trace.prefill_s
-    max_k = max((len(r.drafted) for r in rounds), default=0)
-    by_position = []
-    for i in range(max_k):
-        at_i = [r.drafted[i] for r in rounds if len(r.drafted) > i]
-        by_position.append(_ratio(sum(t.accepted for t in at_i), len(at_i)))
-    draft_steps = sum(len(r.drafted) for r in rounds)
-    plain_rounds = [r for r in rounds if r.k == 0]
-    return {
-        "new_tokens": new_tokens,
-        "rounds": len(rounds),
-        "drafted": len(drafted),
-        "accepted": sum(t.accepted for t in drafted),
-        "acceptance_rate": _ratio(sum(t.accepted for t in drafted), len(drafted)),
-        "alpha": _mean(t.overlap for t in evaluated),
-        "mean_committed_per_round": _ratio(new_tokens, len(rounds)),
-        "acceptance_by_position": by_position,
-        "wall_s": wall_s,
-        "prefill_s": trace.prefill_s,
-        "tokens_per_s": _ratio(new_tokens, wall_s),
-        "draft_s": sum(r.draft_s for r in rounds),
-        "verify_s": sum(r.verify_s for r in rounds),
-        "overhead_s": sum(r.overhead_s for r in rounds),
-        "draft_step_s": _ratio(sum(r.draft_s for r in rounds), draft_steps),
-        "step_s": _mean(r.verify_s for r in plain_rounds) if trace.config.get("k") == 0 else None,
-        "verify_s_by_k": _verify_by_k(rounds),
-        "rounds_by_k": _rounds_by_k(rounds),
-    }
-
-
-def _verify_by_k(rounds) -> dict:
-    """Mean verify time of a round, keyed by the number of drafted tokens it scored (str keys)."""
-    by_k: dict[int, list[float]] = {}
-    for r in rounds:
-        by_k.setdefault(len(r.drafted), []).append(r.verify_s)
-    return {str(k): sum(v) / len(v) for k, v in sorted(by_k.items())}
-
-
-def _rounds_by_k(rounds) -> dict:
-    """How many rounds scored each number of drafted tokens (str keys), to weight v(k) fits."""
-    counts: dict[int, int] = {}
-    for r in rounds:
-        counts[len(r.drafted)] = counts.get(len(r.drafted), 0) + 1
-    return {str(k): n for k, n in sorted(counts.items())}
-
-
-def cost_ratios(spec: Trace, plain: Trace) -> dict:
-    """c and v(k) from a speculative and a plain trace of the same pair and device.
-
-    c = draft_step_s / step_s; v(k) = mean verify time of a k-draft round / step_s.
-    """
-    step_s = plain.stats["step_s"]
-    s = spec.stats
-    if not step_s:
-        return {"c": None, "v": {}}
-    c = s["draft_step_s"] / step_s if s["draft_step_s"] is not None else None
-    return {"c": c, "v": {k: t / step_s for k, t in s["verify_s_by_k"].items()}}
-
-
-def speedup(spec: Trace, plain: Trace) -> Optional[float]:
-    """tokens_per_s(speculative) / tokens_per_s(plain)."""
-    a, b = spec.stats["tokens_per_s"], plain.stats["tokens_per_s"]
-    return a / b if a and b else None
-
-
-def first_divergence(a: Trace, b: Trace) -> Optional[dict]:
-    """First position where two traces' outputs differ, with the target's top-2 logit gap there.
-
-    The gap is read from a's raw top-2 probabilities at that position (log p1 − log p2 equals the
-    logit difference). Returns None when one output is a prefix of the other.
-    """
-    for i, (x, y) in enumerate(zip(a.output_ids, b.output_ids)):
-        if x != y:
-            return {"position": i, "a": x, "b": y, "logit_gap": _logit_gap_at(a, i)}
-    return None
-
-
-def _logit_gap_at(trace: Trace, position: int) -> Optional[float]:
-    """Top-2 logit gap of the target at output position `position` (None if not recorded)."""
-    pos = 0
-    for r in trace.rounds:
-        # Committed tokens of a round: accepted drafts then the correction, each with p_top_raw.
-        tops = [t.p_top_raw for t in r.drafted[: r.n_accepted]] + [r.correction.p_top_raw]
-        if position < pos + len(r.committed):
-            top = tops[position - pos]
-            if len(top) >= 2 and top[0][2] > 0 and top[1][2] > 0:
-                return math.log(top[0][2]) - math.log(top[1][2])
-            return None
-        pos += len(r.committed)
-    return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .bench_kernels import markdown as kernels_markdown
+from .kernel_costs import markdown as kernels_markdown
 
 
 def _f(x, nd=2, pct=False) -> str:

@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from statistics import median
 from typing import Optional
 
-from .theory import expected_tokens
+from ..costs.theory import expected_tokens
 
 
 def _div(a, b) -> Optional[float]:

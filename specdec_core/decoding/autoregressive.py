@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from .drafters import Drafter
+from ..drafters.base import Drafter
 from .speculative import _run
-from .trace import Trace
+from ..trace.record import Trace
 
 
 def stream_autoregressive(pair, prompt_ids, *, temperature=0.0, top_k=0, top_p=1.0,

@@ -1,0 +1,7 @@
+"""The decoder: the speculative round loop (speculative.py), plain decoding as the same loop with
+no drafts (autoregressive.py), and the k = "auto" policy (kpolicy.py)."""
+from .autoregressive import autoregressive_generate, stream_autoregressive
+from .speculative import decode_round, speculative_generate, start_decode, stream_speculative
+
+__all__ = ["speculative_generate", "stream_speculative", "autoregressive_generate", "stream_autoregressive",
+           "start_decode", "decode_round"]

@@ -1,0 +1,78 @@
+"""Everything that proposes tokens, behind one small interface.
+
+A drafter proposes up to k tokens after the committed sequence and says with what probability it
+drew each one: q is a distribution over the *target's* vocabulary (one-hot for the n-gram drafter,
+zero outside a truncated draft vocabulary). The decoder tells it which of its positions stay valid
+(`rollback`), and may hand it the target's last hidden states (`observe`) when it asks for them.
+
+    drafter.start(prompt_ids)                      # once per decode (prefill)
+    proposal = drafter.propose(committed, k, cfg, generator, stop_below)
+    drafter.observe(hidden)                        # only if drafter.wants_hidden
+    drafter.rollback(n_valid)                      # keep state for committed[:n_valid] only
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from transformers import DynamicCache
+
+from ..sampling import SamplingConfig
+
+
+@dataclass
+class Proposal:
+    ids: torch.Tensor        # [m] proposed token ids (m ≤ k), on the decode device
+    q_probs: torch.Tensor    # [m, V] the distributions they were drawn from (after warps)
+    q_raw: torch.Tensor      # [m, V] raw temperature-1 distributions, for display
+    stop_reason: Optional[str] = None  # why fewer than k were proposed, if so
+
+
+def empty_proposal(vocab_size: int, device) -> Proposal:
+    z = torch.zeros(0, vocab_size, device=device)
+    return Proposal(torch.zeros(0, dtype=torch.long, device=device), z, z)
+
+
+def crop_cache(cache: DynamicCache, keep: int) -> None:
+    """Drop cache entries beyond the first `keep` positions (transformers 5: crop(-n) drops n)."""
+    n_drop = cache.get_seq_length() - keep
+    if n_drop > 0:
+        cache.crop(-n_drop)
+
+
+def fit_vocab(logits: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Cut padded logit rows, or pad a smaller vocabulary with -inf (q = 0 there): [..., V'] -> [..., V]."""
+    n = logits.shape[-1]
+    if n == vocab_size:
+        return logits
+    if n > vocab_size:
+        return logits[..., :vocab_size]
+    pad = logits.new_full((*logits.shape[:-1], vocab_size - n), float("-inf"))
+    return torch.cat([logits, pad], dim=-1)
+
+
+class Drafter:
+    """Base drafter: proposes nothing (a plain target step each round)."""
+
+    name = "none"
+    wants_hidden = False
+    kernels: Optional[str] = None      # matrix kernels of the drafter's model (fastpath.py), if any
+
+    def __init__(self, vocab_size: int, device="cpu"):
+        self.vocab_size = vocab_size
+        self.device = torch.device(device)
+
+    def start(self, prompt_ids: torch.Tensor) -> None:
+        """prompt_ids [T]: the decode starts; forget any earlier state."""
+
+    def propose(self, committed: torch.Tensor, k: int, cfg: SamplingConfig,
+                generator: Optional[torch.Generator], stop_below: Optional[float] = None) -> Proposal:
+        """committed [L] -> up to k proposed tokens with their q (over the target vocabulary)."""
+        return empty_proposal(self.vocab_size, self.device)
+
+    def observe(self, hidden: torch.Tensor) -> None:
+        """hidden [n, H]: the target's last hidden states of newly committed input positions."""
+
+    def rollback(self, n_valid: int) -> None:
+        """Only committed[:n_valid] is still valid: forget state for later positions."""

@@ -1,0 +1,103 @@
+"""Comparing a speculative (or any other) decode with plain decoding: the measured speedup, where two
+outputs first differ, and the one greedy check every caller uses (app, CLI, bench).
+
+At temperature 0 speculative decoding must reproduce plain decoding token for token. A verify pass
+scores k + 1 positions in one matrix product, a plain step one: the sums run in another order, so
+logits differ by rounding (~1e-5 in fp32, a few ulps of ~0.1 in bf16). Where the target's top-2
+logits are closer than that, the argmax may flip: a numerics tie, not a bug. Anything else is a
+real difference.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional, Sequence
+
+if TYPE_CHECKING:
+    from .record import Trace
+
+# Largest top-2 logit gap that rounding may flip, by dtype of the target.
+TIE_TOLERANCE = {"float32": 1e-3, "bfloat16": 0.5, "float16": 0.5}
+
+
+def tie_tolerance(dtype) -> float:
+    """dtype: a torch.dtype or its name ("float32", "torch.bfloat16", ...)."""
+    name = str(dtype).replace("torch.", "")
+    return TIE_TOLERANCE.get(name, TIE_TOLERANCE["float32"])
+
+
+def measured_speedup(spec: "Trace", plain: "Trace") -> Optional[float]:
+    """tokens_per_s(speculative) / tokens_per_s(plain), as measured (theory: predicted_speedup)."""
+    a, b = spec.stats["tokens_per_s"], plain.stats["tokens_per_s"]
+    return a / b if a and b else None
+
+
+def first_mismatch(ref: Sequence[int], out: Sequence[int]) -> Optional[int]:
+    """First position where two id lists differ (a length difference counts), else None."""
+    for i, (a, b) in enumerate(zip(ref, out)):
+        if a != b:
+            return i
+    return None if len(ref) == len(out) else min(len(ref), len(out))
+
+
+def logit_gap_at(trace: "Trace", position: int) -> Optional[float]:
+    """The target's top-2 logit gap at output position `position` of a trace (None if not
+    recorded): log p1 − log p2 of the raw softmax equals the logit difference."""
+    pos = 0
+    for r in trace.rounds:
+        # Committed tokens of a round: accepted drafts then the correction, each with p_top_raw.
+        tops = [t.p_top_raw for t in r.drafted[: r.n_accepted]] + [r.correction.p_top_raw]
+        if position < pos + len(r.committed):
+            top = tops[position - pos]
+            if len(top) >= 2 and top[0][2] > 0 and top[1][2] > 0:
+                return math.log(top[0][2]) - math.log(top[1][2])
+            return None
+        pos += len(r.committed)
+    return None
+
+
+def first_divergence(a: "Trace", b: "Trace") -> Optional[dict]:
+    """First position where two traces' outputs differ, with a's top-2 logit gap there (None when
+    one output is a prefix of the other)."""
+    for i, (x, y) in enumerate(zip(a.output_ids, b.output_ids)):
+        if x != y:
+            return {"position": i, "a": x, "b": y, "logit_gap": logit_gap_at(a, i)}
+    return None
+
+
+@dataclass(frozen=True)
+class GreedyVerdict:
+    """Outcome of the greedy check: "identical", "tie" (a numerics near-tie flipped) or "different"."""
+    kind: str
+    n_tokens: int                          # length of the plain output
+    tolerance: float                       # the tie tolerance used
+    position: Optional[int] = None         # first differing output position
+    logit_gap: Optional[float] = None      # the target's top-2 logit gap there (plain pass)
+
+    @property
+    def ok(self) -> bool:
+        return self.kind != "different"
+
+    def text(self) -> str:
+        """One line for the app's verdict and the CLI."""
+        if self.kind == "identical":
+            return f"✓ identical token for token ({self.n_tokens} tokens)"
+        gap = "unknown" if self.logit_gap is None else f"{self.logit_gap:.4f}"
+        what = ("a numerics tie (rounding flipped a near-tie)" if self.kind == "tie" else
+                "a real difference")
+        return (f"{'≈' if self.kind == 'tie' else '✗'} first difference at token {self.position}: "
+                f"target's top-2 logit gap there {gap} (tie below {self.tolerance:g}) → {what}")
+
+
+def greedy_check(plain: "Trace", other_ids: Sequence[int]) -> GreedyVerdict:
+    """Check a greedy output against plain decoding's trace of the same prompt and pair. The gap is
+    read from the plain trace (the single-token pass) at the first differing position."""
+    ref = plain.output_ids
+    tol = tie_tolerance(plain.config.get("dtype", "float32"))
+    pos = first_mismatch(ref, list(other_ids))
+    if pos is None:
+        return GreedyVerdict("identical", len(ref), tol)
+    # A length difference without a differing token is never a tie: one decode stopped early.
+    gap = logit_gap_at(plain, pos) if pos < min(len(ref), len(other_ids)) else None
+    kind = "tie" if gap is not None and gap < tol else "different"
+    return GreedyVerdict(kind, len(ref), tol, pos, gap)
