@@ -8,12 +8,12 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdec_core.costs import theory
-from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR, RESIDUAL_COLOUR,
-                                 TARGET_COLOUR, visible_whitespace)
+from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, FAINT_COLOUR, MUTED_COLOUR, NEUTRAL_COLOUR,
+                                          PLAIN_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
+                                          draft_decision, visible_whitespace)
 from specdec_core.trace import cost_ratios, measured_speedup
 
-THEORY_COLOUR = "#444444"
-OVERHEAD_COLOUR = "#999999"
+OVERHEAD_COLOUR = NEUTRAL_COLOUR
 K_MAX = 12
 
 
@@ -28,12 +28,8 @@ def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 320) -> go
 
 def _empty(fig: go.Figure, message: str) -> go.Figure:
     fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                       font=dict(size=13, color="#777"))
+                       font=dict(size=13, color=MUTED_COLOUR))
     return fig
-
-
-def decision_of(t) -> str:
-    return "accepted" if t.accepted else ("rejected" if t.evaluated else "discarded")
 
 
 def _label(text: str) -> str:
@@ -124,25 +120,6 @@ def time_split(trace) -> go.Figure:
     return fig
 
 
-def verify_cost_fn(v: dict):
-    """v(k) as a function: a least-squares line through the measured (k, v) points (k = 0 rounds
-    included), never decreasing in k; with a single point, the line through it and v(0) = 1."""
-    pts = sorted((int(k), x) for k, x in v.items() if x is not None)
-    if not pts:
-        return lambda k: 1.0
-    if len(pts) == 1:
-        k1, v1 = pts[0]
-        slope = max((v1 - 1.0) / k1, 0.0) if k1 else 0.0
-        base = 1.0 if k1 else v1
-        return lambda k: base + slope * k
-    n = len(pts)
-    mx, my = sum(k for k, _ in pts) / n, sum(x for _, x in pts) / n
-    sxx = sum((k - mx) ** 2 for k, _ in pts)
-    slope = max(sum((k - mx) * (x - my) for k, x in pts) / sxx, 0.0)
-    floor = min(x for _, x in pts)
-    return lambda k: max(my + slope * (k - mx), floor)
-
-
 def speedup_vs_k(spec, plain) -> go.Figure:
     """Theoretical speedup E[τ] / (k·c + v(k)) for k = 1..12 from the measured α, c and v(k),
     with the measured speedup of this run marked."""
@@ -154,12 +131,12 @@ def speedup_vs_k(spec, plain) -> go.Figure:
     alpha, c = spec.stats["alpha"], ratios["c"]
     if c is None:
         return _empty(fig, "cost ratio c unavailable")
-    v = verify_cost_fn(ratios["v"])
+    v = theory.verify_cost(ratios["v"])
     ks = list(range(1, K_MAX + 1))
     fig.add_scatter(x=ks, y=[theory.predicted_speedup(alpha, k, c, v) for k in ks], mode="lines+markers",
                     name=f"theory: α = {alpha:.2f}, c = {c:.3f}, v(k) measured",
                     line=dict(color=THEORY_COLOUR), hovertemplate="k = %{x}: %{y:.2f}×<extra></extra>")
-    fig.add_hline(y=1.0, line=dict(color="#999", dash="dot"), annotation_text="plain = 1×")
+    fig.add_hline(y=1.0, line=dict(color=NEUTRAL_COLOUR, dash="dot"), annotation_text="plain = 1×")
     measured = measured_speedup(spec, plain)
     k_run = _fixed_k(spec)
     if measured is not None and k_run:
@@ -183,7 +160,7 @@ def round_figure(trace, round_index: int) -> go.Figure:
         c = rnd.correction
         return _empty(fig, f"nothing drafted this round: the target produced “{_label(c.text)}” ({c.kind})")
     xs = [f"{i + 1}: {_label(t.text)}" for i, t in enumerate(rnd.drafted)]
-    decisions = [decision_of(t) for t in rnd.drafted]
+    decisions = [draft_decision(t) for t in rnd.drafted]
     fig.add_bar(x=xs, y=[t.p for t in rnd.drafted], name="p (target)", marker_color=TARGET_COLOUR,
                 hovertemplate="p = %{y:.3f}<extra></extra>")
     fig.add_bar(x=xs, y=[t.q for t in rnd.drafted], name="q (draft)", marker_color=DRAFT_COLOUR,
@@ -231,9 +208,9 @@ def position_figure(trace, round_index: int, position: int) -> go.Figure:
     fig.update_xaxes(title_text="token (▶ = drafted)", row=1, col=1)
     fig.update_yaxes(title_text="probability", range=[0, 1.05], row=1, col=1)
 
-    decision = decision_of(t)
+    decision = draft_decision(t)
     ratio = min(t.p / t.q, 1.0) if t.q else 0.0
-    fig.add_scatter(x=[0, 0], y=[0, 1], mode="lines", line=dict(color="#bbb", width=10), showlegend=False,
+    fig.add_scatter(x=[0, 0], y=[0, 1], mode="lines", line=dict(color=FAINT_COLOUR, width=10), showlegend=False,
                     hoverinfo="skip", row=1, col=2)
     fig.add_scatter(x=[0, 0], y=[0, ratio], mode="lines", line=dict(color=DECISIONS["accepted"].colour, width=10),
                     name=f"accept region u < p/q = {ratio:.3f}", row=1, col=2)
@@ -258,7 +235,7 @@ def position_figure(trace, round_index: int, position: int) -> go.Figure:
         why = {"accepted": "accepted: no resample here", "discarded": "unchecked: no resample here",
                "rejected": "rejected: residual not recorded"}[decision]
         fig.add_annotation(text=why, x=0.5, y=0.5, xref="x3 domain", yref="y3 domain", showarrow=False,
-                           font=dict(size=12, color="#777"))
+                           font=dict(size=12, color=MUTED_COLOUR))
         fig.update_xaxes(visible=False, row=1, col=3)
         fig.update_yaxes(visible=False, row=1, col=3)
     fig.update_layout(title=dict(text=f"Round {round_index}, draft position {position}: “{_label(t.text)}” — "
@@ -278,4 +255,4 @@ def best_theoretical_k(spec, plain) -> Optional[tuple[int, float]]:
     r = cost_ratios(spec, plain)
     if r["c"] is None:
         return None
-    return theory.best_k(spec.stats["alpha"], r["c"], verify_cost_fn(r["v"]), K_MAX)
+    return theory.best_k(spec.stats["alpha"], r["c"], theory.verify_cost(r["v"]), K_MAX)

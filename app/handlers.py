@@ -10,6 +10,8 @@ from typing import Iterator, Optional
 from specdec_core import (PRESETS, ModelLoadError, TraceFormatError, autoregressive_generate, load_pair,
                           speculative_generate, stream_autoregressive, stream_speculative)
 
+from specdec_core.settings import SettingsError, check_settings
+
 from . import explain, race, views
 from .timeline import plain_lane_html, spec_lane_html, timeline_html
 
@@ -37,20 +39,12 @@ def preset_fields(preset: str) -> dict:
 
 
 def parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed) -> dict:
+    """The page's fields through the core's one settings check (specdec_core.settings)."""
     try:
-        k_val = "auto" if str(k).strip() == "auto" else int(str(k).strip())
-        settings = dict(temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
-                        max_new_tokens=int(max_new_tokens), seed=int(seed))
-    except (TypeError, ValueError):
-        raise UserError(f"bad settings: k must be an integer or 'auto' (got {k!r}); top-k, max new tokens "
-                        f"and seed must be integers") from None
-    if k_val != "auto" and k_val < 1:
-        raise UserError(f"k must be ≥ 1 or 'auto', got {k_val}")
-    if settings["temperature"] < 0 or not 0 < settings["top_p"] <= 1 or settings["top_k"] < 0:
-        raise UserError("temperature must be ≥ 0, top-p in (0, 1], top-k ≥ 0")
-    if not 1 <= settings["max_new_tokens"] <= 1024:
-        raise UserError("max new tokens must be between 1 and 1024")
-    return {"k": k_val, **settings}
+        s = check_settings(k, temperature, top_k, top_p, max_new_tokens, seed)
+    except SettingsError as e:
+        raise UserError(str(e)) from None
+    return {"k": s.k, **s.decode_kwargs()}
 
 
 def pair_args(preset: str, target: str, draft: str, drafter: str) -> tuple[str, str]:

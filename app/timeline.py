@@ -9,7 +9,9 @@ import html
 from dataclasses import dataclass
 from typing import Optional
 
-from specdec_core.trace.decisions import DECISIONS, PLAIN_COLOUR, TARGET_COLOUR, visible_whitespace
+from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, INK_COLOUR, MUTED_COLOUR, NEUTRAL_COLOUR,
+                                          PLAIN_COLOUR, TARGET_COLOUR, correction_decision, draft_decision,
+                                          visible_whitespace)
 
 _STYLE_CSS = {  # the non-colour cue of each legend style
     "plain": "",
@@ -26,34 +28,34 @@ def timeline_css() -> str:
         ".sd-timeline{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:15px;"
         "line-height:2.1;max-height:420px;overflow-y:auto;padding:8px;border-radius:8px;"
         "background:var(--block-background-fill);word-break:break-word}",
-        ".sd-round{display:inline;border-left:2px solid #8886;padding-left:3px;margin-left:3px;"
+        ".sd-round{display:inline;border-left:2px solid " + NEUTRAL_COLOUR + "66;padding-left:3px;margin-left:3px;"
         "position:relative}",
-        ".sd-round>.sd-rn{font-size:9px;vertical-align:super;color:#888;margin-right:1px;"
+        ".sd-round>.sd-rn{font-size:9px;vertical-align:super;color:" + MUTED_COLOUR + ";margin-right:1px;"
         "user-select:none}",
         ".sd-tok{display:inline-block;line-height:1.35;white-space:pre;padding:1px 2px;margin:0 1px;border-radius:4px;"
         "border:1px solid transparent;cursor:help}",
         ".sd-tok .sd-ws{opacity:.55}",
-        ".sd-tok:hover{outline:2px solid #0008}",
+        ".sd-tok:hover{outline:2px solid " + INK_COLOUR + "88}",
         "#sd-timeline .sd-tok{cursor:pointer}",
         ".sd-eos{font-size:11px;opacity:.8}",
         ".sd-legend{display:flex;flex-wrap:wrap;gap:6px 14px;font-size:13px;margin:4px 0}",
         ".sd-legend .sd-tok{cursor:default}",
-        ".sd-empty{color:#888;font-style:italic}",
+        ".sd-empty{color:" + MUTED_COLOUR + ";font-style:italic}",
         ".sd-lane{border-radius:10px;padding:10px 12px;border:1px solid var(--border-color-primary);"
         "min-height:180px}",
         ".sd-lane h4{margin:0 0 4px 0;font-size:16px}",
         ".sd-lane .sd-nums{display:flex;gap:18px;font-variant-numeric:tabular-nums;font-size:14px;"
         "margin-bottom:6px}",
         ".sd-lane .sd-nums b{font-size:20px}",
-        ".sd-bar{height:6px;border-radius:3px;background:#8883;margin-bottom:8px;overflow:hidden}",
+        ".sd-bar{height:6px;border-radius:3px;background:" + NEUTRAL_COLOUR + "33;margin-bottom:8px;overflow:hidden}",
         ".sd-bar>div{height:100%}",
         ".sd-lane-text{white-space:pre-wrap;font-size:14px;line-height:1.5;max-height:220px;"
         "overflow-y:auto}",
-        ".sd-burst-0{background:#0072B21a}.sd-burst-1{background:#E69F001f}",
+        ".sd-burst-0{background:" + TARGET_COLOUR + "1a}.sd-burst-1{background:" + DRAFT_COLOUR + "1f}",
         ".sd-verdict{font-size:18px;padding:8px 12px;border-radius:10px;"
         "border:1px solid var(--border-color-primary)}",
         ".sd-verdict .sd-speedup{font-size:28px;font-weight:700;margin-right:12px}",
-        ".sd-banner{padding:6px 10px;border-radius:8px;background:#E69F0026;font-size:14px}",
+        ".sd-banner{padding:6px 10px;border-radius:8px;background:" + DRAFT_COLOUR + "26;font-size:14px}",
     ]
     for key, d in DECISIONS.items():
         rules.append(f".sd-{key}{{background:{d.colour}2e;border-color:{d.colour};"
@@ -114,13 +116,13 @@ def round_pieces(trace, rnd, last_eos: bool = False) -> list[Piece]:
     pieces: list[Piece] = []
     n_committed = len(rnd.committed)
     for i, t in enumerate(rnd.drafted):
-        decision = "accepted" if t.accepted else ("rejected" if t.evaluated else "discarded")
+        decision = draft_decision(t)
         if decision == "accepted" and i >= n_committed:
             break
         pieces.append(Piece(t.text, decision, rnd.index, draft_tooltip(t, i + 1, decision, greedy), position=i + 1))
     if n_committed > rnd.n_accepted:
         c = rnd.correction
-        decision = "resampled" if c.kind == "resample" else "bonus"
+        decision = correction_decision(c)
         pieces.append(Piece(c.text, decision, rnd.index, correction_tooltip(c, decision)))
     if last_eos and pieces:
         committed = [p for p in pieces if p.decision in ("accepted", "resampled", "bonus")]
@@ -215,7 +217,7 @@ def lane_html(trace, title: str, *, colour: str, upto_t: Optional[float] = None,
         body = "".join(parts)
     lane_id = "sd-lane-spec" if colour == TARGET_COLOUR else "sd-lane-plain"
     return (f'<div class="sd-lane" id="{lane_id}" style="border-top:4px solid {colour}">'
-            f'<h4>{html.escape(title)} <small style="font-weight:400;color:#888">{html.escape(status)}</small></h4>'
+            f'<h4>{html.escape(title)} <small style="font-weight:400;color:{MUTED_COLOUR}">{html.escape(status)}</small></h4>'
             f'<div class="sd-nums"><span><b class="sd-count">{n}</b> tokens</span>'
             f'<span><b>{elapsed:.2f}</b> s</span><span><b class="sd-rate">{_fmt(rate, ".1f")}</b> tok/s</span></div>'
             f'<div class="sd-bar"><div style="width:{min(100, 100 * n / total):.0f}%;background:{colour}"></div></div>'

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 from specdec_core import Trace
+from specdec_core.trace.decisions import DECISIONS, draft_decision
 
 from . import charts, explain, race
 from .timeline import plain_lane_html, spec_lane_html, timeline_html
@@ -59,7 +60,7 @@ def position_choices(trace, round_index: int) -> list[tuple[str, int]]:
         return []
     out = []
     for i, t in enumerate(trace.rounds[round_index].drafted):
-        d = charts.DECISIONS[charts.decision_of(t)]
+        d = DECISIONS[draft_decision(t)]
         out.append((f"{i + 1} · {charts._label(t.text)} · {d.mark} {d.label}", i + 1))
     return out
 

@@ -79,19 +79,12 @@ def test_speedup_vs_k_uses_measured_alpha_c_v_and_marks_the_run():
     assert list(curve.x) == list(range(1, charts.K_MAX + 1))
     from specdec_core.trace import cost_ratios, measured_speedup
     r = cost_ratios(spec, plain)
-    v = charts.verify_cost_fn(r["v"])
+    v = theory.verify_cost(r["v"])
     assert curve.y[2] == pytest.approx(theory.predicted_speedup(spec.stats["alpha"], 3, r["c"], v))
     assert list(point.x) == [3] and point.y[0] == pytest.approx(measured_speedup(spec, plain))
     # without a plain lane there is nothing to compare with: an explained empty figure
     empty = charts.speedup_vs_k(spec, None)
     assert not empty.data and empty.layout.annotations
-
-
-def test_verify_cost_fn_never_decreases():
-    v = charts.verify_cost_fn({"0": 1.0, "3": 6.6, "4": 6.0})
-    assert v(1) <= v(4) <= v(12)
-    assert charts.verify_cost_fn({"4": 3.0})(4) == pytest.approx(3.0)
-    assert charts.verify_cost_fn({})(5) == 1.0
 
 
 def test_round_figure_p_q_and_decisions():

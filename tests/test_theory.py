@@ -40,3 +40,28 @@ def test_best_k_hand_values():
     assert best_k(0.9, 0.0, 1.0, k_max=16)[0] == 16
     # a verify cost growing with k pulls the best k down
     assert best_k(0.8, 0.0, linear_verify_cost(0.3), k_max=16)[0] < best_k(0.8, 0.0, 1.0, k_max=16)[0]
+
+
+def test_one_verify_cost_model():
+    """costs.theory.verify_cost: measured where known, then the measured pass costs, then a line
+    through (0, 1) fitted to what is known; the k policy and the charts use this one function."""
+    from specdec_core.costs.theory import verify_cost
+    v = verify_cost({"2": 1.2, "4": 1.4}, prior={5: 1.3, 6: 9.0})
+    assert v(0) == 1.0 and v(2) == pytest.approx(1.2) and v(4) == pytest.approx(1.4)
+    assert v(5) == pytest.approx(1.3) and v(6) == pytest.approx(9.0)        # the prior, where measured
+    assert v.slope == pytest.approx((2 * 0.2 + 4 * 0.4) / (4 + 16))         # through (0, 1)
+    assert v(7) == pytest.approx(1 + 7 * v.slope)
+    only_prior = verify_cost({}, prior={1: 1.1, 2: 1.2})
+    assert only_prior.slope == pytest.approx(0.1) and only_prior(3) == pytest.approx(1.3)
+    assert verify_cost({}, default_slope=0.12)(5) == pytest.approx(1.6)
+    assert verify_cost({"3": 0.5}).slope == 0.0                              # never decreasing
+
+
+def test_k_policy_and_charts_share_the_cost_model():
+    from specdec_core.costs.theory import verify_cost
+    from specdec_core.decoding.kpolicy import AutoK
+    policy = AutoK("cpu", step_s=0.02, verify_s={2: 0.024, 4: 0.028}, v_prior={1: 1.05, 6: 1.5})
+    ratios = {m: t / 0.02 for m, t in policy.verify_s.items()}
+    shared = verify_cost(ratios, policy.v_prior, 0.12)
+    assert [policy.v(k) for k in range(1, 9)] == pytest.approx([shared(k) for k in range(1, 9)])
+    assert best_k(0.7, 0.1, policy.cost_model(), 8) == best_k(0.7, 0.1, shared, 8)

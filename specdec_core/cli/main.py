@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 
+from ..settings import SettingsError, check_settings
 from .render import comparison_lines, legend_line, render_tokens, round_pieces, stats_lines
 
 
@@ -43,11 +44,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     if args.show is None and not args.prompt:
         ap.error("give a prompt, or --show FILE")
-    if args.k != "auto":
+    if args.show is None:   # the one settings check (settings.py), as the API and the app use it
         try:
-            args.k = int(args.k)
-        except ValueError:
-            ap.error(f"-k must be an integer ≥ 1 or 'auto', got {args.k!r}")
+            args.settings = check_settings(args.k, args.temperature, args.top_k, args.top_p,
+                                           args.max_new_tokens, args.seed)
+        except SettingsError as e:
+            ap.error(str(e))
+        args.k = args.settings.k
     if args.color is None:
         args.color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
     return args
@@ -73,8 +76,7 @@ def run(args) -> None:
     pair = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype,
                      trust_remote_code=args.trust_remote_code, fast_path=args.fast_path)
     ids = pair.encode_prompt(args.prompt, chat=args.chat)
-    settings = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                    max_new_tokens=args.max_new_tokens, seed=args.seed)
+    settings = args.settings.decode_kwargs()
     # Warm-up outside any timing, so the first timed lane does not pay one-time costs.
     autoregressive_generate(pair, ids, **{**settings, "max_new_tokens": 2})
     print(f"{pair.target_name} + {pair.draft_name} · k={args.k} · {pair.input_device} · "

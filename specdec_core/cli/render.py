@@ -1,7 +1,7 @@
 """Trace -> coloured terminal text (ANSI 24-bit colours from trace/decisions.py), legend and stats lines."""
 from __future__ import annotations
 
-from ..trace.decisions import DECISIONS, visible_whitespace
+from ..trace.decisions import DECISIONS, correction_decision, draft_decision, visible_whitespace
 from ..trace import Trace, greedy_check, measured_speedup
 
 _STYLE_CODES = {"plain": "", "strike": "\x1b[9m", "faded": "\x1b[2m", "underline": "\x1b[4m",
@@ -24,13 +24,13 @@ def round_pieces(rnd, eos_ids, colour: bool) -> list[str]:
     """The painted tokens of one round: drafts (accepted / rejected / unchecked), then correction."""
     pieces = []
     for t in rnd.drafted:
-        decision = "accepted" if t.accepted else ("rejected" if t.evaluated else "discarded")
+        decision = draft_decision(t)
         if decision == "accepted" and len(pieces) >= len(rnd.committed):
             break  # cut at EOS / max_new_tokens
         if not (decision == "accepted" and t.id in eos_ids):
             pieces.append(paint(t.text, decision, colour))
     if len(rnd.committed) > rnd.n_accepted and rnd.correction.id not in eos_ids:
-        kind = "resampled" if rnd.correction.kind == "resample" else "bonus"
+        kind = correction_decision(rnd.correction)
         pieces.append(paint(rnd.correction.text, kind, colour))
     return pieces
 

@@ -6,7 +6,7 @@ tokens in target single-token steps (Leviathan assume v = 1; on a CPU it grows w
 """
 from __future__ import annotations
 
-from typing import Callable, Union
+from typing import Callable, Optional, Union
 
 Cost = Union[float, Callable[[int], float]]
 
@@ -42,3 +42,37 @@ def best_k(alpha: float, c: float, v: Cost = 1.0, k_max: int = 16) -> tuple[int,
 def linear_verify_cost(slope: float) -> Callable[[int], float]:
     """v(k) = 1 + slope·k: a verify pass costs one step plus `slope` steps per extra token."""
     return lambda k: 1.0 + slope * k
+
+
+def fitted_slope(points: dict) -> Optional[float]:
+    """Least-squares slope of v(k) = 1 + slope·k through (0, 1) over measured {k: v(k)}, k > 0
+    (never negative); None without points."""
+    pts = [(int(k), float(v)) for k, v in points.items() if v is not None and int(k) > 0]
+    if not pts:
+        return None
+    return max(sum(k * (v - 1.0) for k, v in pts) / sum(k * k for k, _ in pts), 0.0)
+
+
+def verify_cost(measured: dict, prior: Optional[dict] = None, default_slope: float = 0.0) -> Callable[[int], float]:
+    """The one verify-cost model v(k), in target steps, used by the k policy, the charts and the
+    bench: measured v(k) where this run measured k; else the prior (the pass costs measured on this
+    machine, costs.measure); else the line through (0, 1) fitted to what is known; else
+    1 + default_slope·k. measured / prior: {k: v(k)} (keys may be strings, as in a trace)."""
+    measured = {int(k): float(v) for k, v in measured.items() if v is not None}
+    prior = {int(k): float(v) for k, v in (prior or {}).items() if v is not None}
+    slope = fitted_slope(measured)
+    if slope is None:
+        slope = fitted_slope(prior)
+    if slope is None:
+        slope = default_slope
+
+    def v(k: int) -> float:
+        if k == 0:
+            return 1.0
+        if k in measured:
+            return measured[k]
+        if k in prior:
+            return prior[k]
+        return 1.0 + slope * k
+    v.slope = slope
+    return v

@@ -27,7 +27,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..costs.theory import best_k, expected_tokens
+from ..costs.theory import best_k, expected_tokens, verify_cost
 
 EMA = 0.15            # weight of a new measurement in running means
 K_MAX = 8
@@ -87,22 +87,19 @@ class AutoK:
     def c(self) -> float:
         return (self.draft_step_s or 0.0) / self.step_s if self.step_s else 0.0
 
+    def cost_model(self):
+        """v(k) from costs.theory.verify_cost: this decode's measurements, then the measured pass
+        costs (v_prior), then a line through (0, 1); priors: a CPU pays per token, a GPU barely."""
+        measured = {m: t / self.step_s for m, t in self.verify_s.items() if m > 0} if self.step_s else {}
+        return verify_cost(measured, self.v_prior, 0.12 if self.device_type == "cpu" else 0.02)
+
     def slope(self) -> float:
-        """Verify cost per extra token in target steps: least squares through (0, 1)."""
-        seen = [(m, t / self.step_s) for m, t in self.verify_s.items() if m > 0] if self.step_s else []
-        if not seen:
-            seen = [(m, v) for m, v in self.v_prior.items() if m > 0]
-        if not seen:
-            return 0.12 if self.device_type == "cpu" else 0.02   # priors: CPU pays per token
-        return max(sum(m * (v - 1.0) for m, v in seen) / sum(m * m for m, _ in seen), 0.0)
+        """Verify cost per extra token in target steps."""
+        return self.cost_model().slope
 
     def v(self, k: int) -> float:
-        """Verify cost of k drafts in target steps: measured where seen, else the fitted line."""
-        if k in self.verify_s and self.step_s:
-            return self.verify_s[k] / self.step_s
-        if k in self.v_prior:
-            return self.v_prior[k]
-        return 1.0 + self.slope() * k
+        """Verify cost of k drafts in target steps."""
+        return self.cost_model()(k)
 
     def stop_below(self) -> float:
         """Stop drafting when the draft's top probability is below the cost of one more token."""
@@ -113,7 +110,7 @@ class AutoK:
         if self.step_s is None:
             return 0, None, "first round: plain step to measure the target's step time"
         a, c = self.alpha, self.c
-        k, predicted = best_k(a, c, self.v, K_MAX)
+        k, predicted = best_k(a, c, self.cost_model(), K_MAX)
         state = "after full accept" if self.hot else "after a rejection"
         why = f"α≈{a:.2f} ({state}), c≈{c:.2f}, v({k})≈{self.v(k):.2f} → predicted {predicted:.2f}×"
         if a <= c:
@@ -167,7 +164,3 @@ class AutoK:
             for name in _REMEMBERED:
                 value = getattr(self, name)
                 self.memory[name] = dict(value) if isinstance(value, dict) else value
-
-    def predicted(self, k: int) -> float:
-        """E[τ] per cost for draft length k under the current estimates (for reports)."""
-        return expected_tokens(self.alpha, k) / (k * self.c + self.v(k)) if k else 1.0

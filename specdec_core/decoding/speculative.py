@@ -21,6 +21,7 @@ from ..costs.measure import pass_costs
 from .kpolicy import AutoK
 from ..drafters.base import Drafter, crop_cache, empty_proposal, fit_vocab
 from ..sampling import SamplingConfig, draw, raw_probs, warp_probs
+from ..settings import SettingsError, check_settings
 from ..trace.record import Correction, DraftToken, Round, Trace
 
 TOP_N = 5  # how many alternatives the trace keeps per distribution
@@ -50,22 +51,15 @@ class DecodeState:
         return time.perf_counter() - self.t0 - self.paused_s
 
 
-def check_settings(prompt_ids, k, temperature, top_k, top_p, max_new_tokens) -> SamplingConfig:
-    """Raise ValueError with a readable message for unusable inputs; return the sampling config."""
-    if len(prompt_ids) == 0:
-        raise ValueError("the prompt is empty: give at least one token")
-    if not (k == "auto" or (isinstance(k, int) and not isinstance(k, bool) and k >= 0)):
-        raise ValueError(f"k must be an integer ≥ 1 or \"auto\", got {k!r}")
-    if not (isinstance(max_new_tokens, int) and max_new_tokens >= 1):
-        raise ValueError(f"max_new_tokens must be an integer ≥ 1, got {max_new_tokens!r}")
-    return SamplingConfig(float(temperature), int(top_k), float(top_p)).check()
-
-
 @torch.inference_mode()
 def start_decode(pair, prompt_ids, k, *, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=64,
                  seed=0, drafter: Optional[Drafter] = None, mode="speculative") -> DecodeState:
     """Prefill target and drafter on the prompt; return the state the rounds run on."""
-    cfg = check_settings(prompt_ids, k, temperature, top_k, top_p, max_new_tokens)
+    if len(prompt_ids) == 0:
+        raise SettingsError("the prompt is empty: give at least one token")
+    settings = check_settings(k, temperature, top_k, top_p, max_new_tokens, seed,
+                              allow_plain=mode == "autoregressive")
+    k, max_new_tokens, seed, cfg = settings.k, settings.max_new_tokens, settings.seed, settings.sampling
     device = pair.input_device
     prompt = torch.as_tensor(list(prompt_ids), dtype=torch.long, device=device)
     if int(prompt.max()) >= pair.vocab_size or int(prompt.min()) < 0:
@@ -241,8 +235,8 @@ def stream_speculative(pair, prompt_ids, k: Union[int, str] = 4, *, temperature=
     prompt_ids: sequence of ids (list or 1-D tensor). k: int ≥ 1, or "auto" (adaptive per round).
     Time spent by the consumer between yields is excluded from the trace's timings.
     """
-    if k == 0:
-        raise ValueError("k must be ≥ 1 for speculative decoding (use autoregressive_generate for k = 0)")
+    if k == 0 or k == "0":
+        raise SettingsError("k must be ≥ 1 for speculative decoding (use autoregressive_generate for k = 0)")
     yield from _run(pair, prompt_ids, k, temperature=temperature, top_k=top_k, top_p=top_p,
                     max_new_tokens=max_new_tokens, seed=seed, drafter=drafter, mode="speculative")
 
@@ -250,7 +244,8 @@ def stream_speculative(pair, prompt_ids, k: Union[int, str] = 4, *, temperature=
 def _run(pair, prompt_ids, k, *, mode, **settings) -> Iterator[Trace]:
     """The round loop shared by speculative and plain decoding."""
     st = start_decode(pair, prompt_ids, k, mode=mode, **settings)
-    # Warm-started from the last decode of this pair and drafter (adaptive.py).
+    k = st.trace.config["k"]          # normalised by check_settings ("4" -> 4)
+    # Warm-started from the last decode of this pair and drafter (kpolicy.py).
     policy = AutoK.for_decode(pair, st.drafter, st.cfg) if k == "auto" else None
     while not st.done:
         if policy is not None:

@@ -38,6 +38,25 @@ TARGET_COLOUR = "#0072B2"   # p, the target
 DRAFT_COLOUR = "#E69F00"    # q, the draft
 RESIDUAL_COLOUR = "#CC79A7"  # norm(max(0, p - q))
 PLAIN_COLOUR = "#56B4E9"    # plain decoding lane
+# Neutrals: theory curves, overhead, reference lines, secondary text.
+THEORY_COLOUR = "#444444"
+NEUTRAL_COLOUR = "#999999"
+MUTED_COLOUR = "#777777"
+FAINT_COLOUR = "#BBBBBB"
+INK_COLOUR = "#000000"
+
+
+def draft_decision(token) -> str:
+    """The decision of one drafted token (a trace DraftToken): accepted, rejected, or discarded
+    (drafted after the first rejection, never checked)."""
+    if token.accepted:
+        return "accepted"
+    return "rejected" if token.evaluated else "discarded"
+
+
+def correction_decision(correction) -> str:
+    """The decision of a round's last token: resampled at a rejection, else the bonus from p."""
+    return "resampled" if correction.kind == "resample" else "bonus"
 
 
 def visible_whitespace(text: str) -> str:
