@@ -10,6 +10,7 @@ from typing import Iterator, Optional
 from specdec_core import (PRESETS, ModelLoadError, TraceFormatError, autoregressive_generate, load_pair,
                           speculative_generate, stream_autoregressive, stream_speculative)
 
+from specdec_core.models.loading import is_loaded
 from specdec_core.settings import SettingsError, check_settings
 
 from . import explain, race, views
@@ -20,7 +21,6 @@ MODEL_CHOICE = "draft model"
 DRAFTERS = [MODEL_CHOICE, NGRAM_CHOICE]
 K_CHOICES = ["auto", "1", "2", "3", "4", "5", "6", "8", "10", "12"]
 UPDATE_EVERY_S = 0.2          # throttle streamed UI updates (consumer time is excluded from timings)
-_LOADED_KEYS: set = set()     # pairs this process has loaded (for the first-load announcement)
 
 
 class UserError(Exception):
@@ -58,13 +58,11 @@ def pair_args(preset: str, target: str, draft: str, drafter: str) -> tuple[str, 
 
 
 def load(target: str, draft: str, device: str, progress, notify) -> object:
-    key = (target, draft, device)
-    if key not in _LOADED_KEYS:
+    if not is_loaded(target, device):
         notify(explain.FIRST_LOAD_NOTE)
     progress(0.0, desc=f"loading {target} + {draft}")
     pair = load_pair(target, draft=draft, device=device,
                      progress=lambda frac, desc: progress(frac, desc=desc))
-    _LOADED_KEYS.add(key)
     progress(1.0, desc="model pair ready")
     return pair
 

@@ -27,8 +27,8 @@ def spec_round(m, n_accepted, overlap, c=0.05, slope=0.1, seconds=None):
 
 
 def test_first_round_is_a_plain_measuring_step():
-    k, stop, reason = AutoK().next_k()
-    assert k == 0 and stop is None and "first round" in reason
+    k, stop, decision = AutoK().next_k()
+    assert k == 0 and stop is None and decision["kind"] == "measure" and "first round" in decision["why"]
 
 
 def test_falls_back_to_plain_when_alpha_not_above_c():
@@ -36,8 +36,9 @@ def test_falls_back_to_plain_when_alpha_not_above_c():
     policy.update(plain_round())
     policy.update(spec_round(m=2, n_accepted=0, overlap=0.3, c=0.5))   # c = 0.5 ≥ α
     assert abs(policy.c - 0.5) < 1e-9
-    k, stop, reason = policy.next_k()
-    assert k == 0 and "≤ c" in reason
+    k, stop, decision = policy.next_k()
+    assert k == 0 and decision["kind"] == "plain_alpha_below_c" and "≤ c" in decision["why"]
+    assert decision["alpha"] == 0.3 and abs(decision["c"] - 0.5) < 1e-9
     # and it keeps choosing plain (apart from rare probes) while nothing changes
     ks = [policy.next_k()[0] for _ in range(6)]
     assert ks == [0] * 6
@@ -60,8 +61,8 @@ def test_measured_slow_rounds_veto_speculation():
     policy.update(plain_round())
     for _ in range(MIN_SPEC_ROUNDS):   # predicted fine, but each round took 5 plain steps
         policy.update(spec_round(m=2, n_accepted=1, overlap=0.8, c=0.01, seconds=5 * STEP))
-    k, _, reason = policy.next_k()
-    assert k == 0 and "measured" in reason
+    k, _, decision = policy.next_k()
+    assert k == 0 and decision["kind"] == "plain_measured_slower" and "measured" in decision["why"]
 
 
 def test_probes_while_plain_and_stop_threshold_tracks_cost():
@@ -70,7 +71,7 @@ def test_probes_while_plain_and_stop_threshold_tracks_cost():
     policy.update(spec_round(m=1, n_accepted=0, overlap=0.1, c=0.3))
     ks = [policy.next_k() for _ in range(200)]
     probes = [i for i, (k, _, r) in enumerate(ks) if k > 0]
-    assert probes and all("probe" in ks[i][2] for i in probes)
+    assert probes and all(ks[i][2]["kind"] == "probe" for i in probes)
     assert len(probes) < 20                          # rare: they cost time
     cheap, dear = AutoK(draft_step_s=0.0, step_s=STEP), AutoK(draft_step_s=0.3 * STEP, step_s=STEP)
     assert STOP_MIN <= cheap.stop_below() < dear.stop_below() <= STOP_MAX
@@ -85,6 +86,33 @@ def test_auto_is_exact_in_greedy_and_records_k_and_reason():
         auto = speculative_generate(pair, prompt, k="auto", max_new_tokens=24)
         assert auto.output_ids == plain.output_ids
         assert auto.config["k"] == "auto"
-        assert all(r.k_reason for r in auto.rounds)
+        assert all(r.k_reason and r.k_policy["kind"] for r in auto.rounds)
         assert all(len(r.drafted) <= r.k for r in auto.rounds)
-    assert "first round" not in auto.rounds[0].k_reason   # warm start skips the measuring step
+    assert auto.rounds[0].k_policy["kind"] != "measure"   # warm start skips the measuring step
+
+
+def test_auto_run_replays_from_its_recorded_schedule():
+    """k = "auto" decides from timings, so two runs may differ; the schedule it recorded replays
+    it: same drafted tokens, same u draws, same output (sampling, same seed)."""
+    target, draft = tiny_llama(vocab_size=16, seed=0, layers=2), tiny_llama(vocab_size=16, seed=3)
+    pair = ModelPair.from_models(target, draft)
+    auto = speculative_generate(pair, [1, 2, 3], k="auto", max_new_tokens=30, temperature=1.0, seed=7)
+    schedule = auto.k_schedule()
+    assert any(m > 0 for m in schedule)
+    replay = speculative_generate(pair, [1, 2, 3], k=4, k_schedule=schedule, max_new_tokens=30,
+                                  temperature=1.0, seed=7)
+    assert replay.config["k_schedule"] == schedule and replay.k_schedule() == schedule
+    assert replay.output_ids == auto.output_ids
+    assert [[t.id for t in r.drafted] for r in replay.rounds] == [[t.id for t in r.drafted] for r in auto.rounds]
+    assert [[t.u for t in r.drafted] for r in replay.rounds] == [[t.u for t in r.drafted] for r in auto.rounds]
+
+
+def test_fixed_k_runs_are_reproducible():
+    """Two identical calls with a fixed k: identical traces apart from timings."""
+    target, draft = tiny_llama(vocab_size=16, seed=0, layers=2), tiny_llama(vocab_size=16, seed=3)
+    pair = ModelPair.from_models(target, draft)
+    a, b = (speculative_generate(pair, [4, 5, 6], k=3, max_new_tokens=25, temperature=0.9, top_p=0.9, seed=11)
+            for _ in range(2))
+    strip = lambda t: [(r.k, [(d.id, d.u, d.accepted) for d in r.drafted], r.correction.id, r.committed)
+                       for r in t.rounds]
+    assert strip(a) == strip(b) and a.output_ids == b.output_ids

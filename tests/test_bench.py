@@ -46,7 +46,8 @@ def test_every_lane_and_field(report):
         assert lanes["plain"]["vs_plain"] == pytest.approx(1.0)
         assert lanes["hf_assisted_dynamic"]["vs_hf_ref"] == pytest.approx(1.0)
         assert lanes[f"spec_k{K}"]["theory"]["predicted"] is not None
-        assert "reasons" in lanes["spec_auto"]["auto"]
+        decisions = lanes["spec_auto"]["auto"]["decisions"]     # structured k policy kinds
+        assert decisions and all(isinstance(k, str) for k in decisions)
         # a stock lane's theory is against plain decoding on stock kernels
         assert lanes[f"spec_k{K}_stock"]["stock"] and lanes[f"spec_k{K}_stock"]["theory"]["c"] is not None
     h = report["headline"]["greedy"]

@@ -91,7 +91,7 @@ def _mode_tables(mode: str, res: dict) -> list[str]:
     if auto:
         out += ["", f"k = auto ({mode}): k chosen per round {auto['k_hist']}; drafted lengths "
                 f"{auto['drafted_hist']}; plain rounds {_f(auto['plain_round_share'], 2, pct=True)}; "
-                f"reasons {auto['reasons']}."]
+                f"decisions {auto['decisions']}."]
     sweep = sorted((r for n, r in L.items() if n.startswith("spec_k") and not r.get("stock")), key=lambda r: r["k"])
     if len(sweep) > 1:
         out += ["", f"k sweep ({mode}): measured (tok/s × plain, and decode-only) vs predicted", "",

@@ -37,12 +37,12 @@ def run_sums(trace) -> dict:
             "overlap_sum": sum(overlaps), "overlap_n": len(overlaps),
             "verify_by_m": {m: tuple(v) for m, v in verify.items()},
             "m_list": [len(r.drafted) for r in trace.rounds],
-            "k_list": [r.k for r in trace.rounds], "reasons": [r.k_reason for r in trace.rounds]}
+            "k_list": [r.k for r in trace.rounds], "decisions": [(r.k_policy or {}).get("kind", "fixed") for r in trace.rounds]}
 
 
 def pool(sums: list) -> dict:
     """Add up run_sums dicts."""
-    out = {"verify_by_m": defaultdict(lambda: [0.0, 0]), "m_list": [], "k_list": [], "reasons": []}
+    out = {"verify_by_m": defaultdict(lambda: [0.0, 0]), "m_list": [], "k_list": [], "decisions": []}
     for s in sums:
         for key, val in s.items():
             if key == "verify_by_m":
@@ -161,21 +161,12 @@ def _time_split(s: dict) -> dict:
     return {k.replace("_s", "_share"): _div(v, wall) for k, v in parts.items()}
 
 
-def _reason_kind(reason: Optional[str]) -> str:
-    if not reason:
-        return "fixed"
-    for key in ("first round", "probe", "best k", "speculative rounds measured", "best predicted", "≤ c"):
-        if key in reason:
-            return key
-    return reason.split(":")[0][:40]
-
-
 def _auto_summary(s: dict) -> dict:
     """How k = "auto" behaved: k chosen per round, drafted lengths, and why."""
     return {"k_hist": dict(sorted(Counter(s["k_list"]).items())),
             "drafted_hist": dict(sorted(Counter(s["m_list"]).items())),
             "plain_round_share": _div(sum(1 for m in s["m_list"] if m == 0), len(s["m_list"])),
-            "reasons": dict(Counter(_reason_kind(r) for r in s["reasons"]).most_common())}
+            "decisions": dict(Counter(s["decisions"]).most_common())}
 
 
 def headline(results: dict, k: int, pair_is_ngram: bool) -> dict:

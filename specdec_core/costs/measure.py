@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import statistics
 import time
-import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +23,10 @@ from transformers import DynamicCache
 
 from ..drafters.base import crop_cache
 from ..kernels.fastpath import PackedLinear, kernels_of
+from ..registry import REGISTRY
 
 N_MAX = 10          # longest pass measured by default (k up to 9)
 CONTEXT = 64        # tokens already in the cache when a pass is timed
-_MEASURED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # target -> PassCosts
 
 
 @dataclass
@@ -88,10 +87,7 @@ def measure_pass_costs(target, vocab_size: int, n_max: int = N_MAX, context: int
 def pass_costs(target, vocab_size: int) -> PassCosts:
     """measure_pass_costs, once per target module in this process (about 1 s for a 135M model on
     CPU); call it before a timed region starts."""
-    costs = _MEASURED.get(target)
-    if costs is None:
-        costs = _MEASURED[target] = measure_pass_costs(target, vocab_size)
-    return costs
+    return REGISTRY.attachment(target, "pass_costs", lambda: measure_pass_costs(target, vocab_size))
 
 
 def _sync(device) -> None:

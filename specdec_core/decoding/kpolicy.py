@@ -23,10 +23,10 @@ measured instead of priors, and skips the measuring plain round (`AutoK.for_deco
 from __future__ import annotations
 
 import math
-import weakref
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..registry import REGISTRY
 from ..costs.theory import best_k, expected_tokens, verify_cost
 
 EMA = 0.15            # weight of a new measurement in running means
@@ -38,7 +38,6 @@ PROBE_BUDGET = 0.02   # failed probes may cost at most this share of the plain d
 STOP_MIN, STOP_MAX = 0.05, 0.6
 # What a decode remembers for the next one of the same pair (measured estimates, not state).
 _REMEMBERED = ("alpha_hot", "alpha_cold", "step_s", "draft_step_s", "verify_s", "gain", "n_spec")
-_MEMORY: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # target module -> {key: dict}
 
 
 def _ema(old: Optional[float], new: float, w: float = EMA) -> float:
@@ -68,10 +67,7 @@ class AutoK:
         and greedy/sampling setting in this process (priors on the first one)."""
         from ..costs.measure import pass_costs
         policy = cls(pair.device_type, v_prior=pass_costs(pair.target, pair.vocab_size).v_table())
-        try:
-            slot = _MEMORY.setdefault(pair.target, {})
-        except TypeError:          # a target that cannot be weakly referenced: no warm start
-            return policy
+        slot = REGISTRY.attachment(pair.target, "k_policy_estimates", dict)
         policy.memory = slot.setdefault((getattr(drafter, "name", "?"), bool(cfg.greedy)), {})
         for name, value in policy.memory.items():
             setattr(policy, name, dict(value) if isinstance(value, dict) else value)
@@ -105,30 +101,39 @@ class AutoK:
         """Stop drafting when the draft's top probability is below the cost of one more token."""
         return min(max(self.c + self.slope(), STOP_MIN), STOP_MAX)
 
-    def next_k(self) -> tuple[int, Optional[float], str]:
-        """(k for this round, early-stop threshold, reason recorded in the trace)."""
+    def next_k(self) -> tuple[int, Optional[float], dict]:
+        """(k for this round, early-stop threshold, the decision as data for the trace:
+        {"kind", "why", and the numbers it rests on}). Kinds: "measure" (first plain step),
+        "best_k", "probe", "plain_alpha_below_c", "plain_predicted_below_margin",
+        "plain_measured_slower"."""
         if self.step_s is None:
-            return 0, None, "first round: plain step to measure the target's step time"
+            return 0, None, {"kind": "measure", "why": "first round: plain step to measure the target's step time"}
         a, c = self.alpha, self.c
-        k, predicted = best_k(a, c, self.cost_model(), K_MAX)
+        cost = self.cost_model()
+        k, predicted = best_k(a, c, cost, K_MAX)
+        numbers = {"alpha": a, "c": c, "best_k": k, "v": cost(k), "predicted": predicted,
+                   "after_full_accept": self.hot}
         state = "after full accept" if self.hot else "after a rejection"
-        why = f"α≈{a:.2f} ({state}), c≈{c:.2f}, v({k})≈{self.v(k):.2f} → predicted {predicted:.2f}×"
+        why = f"α≈{a:.2f} ({state}), c≈{c:.2f}, v({k})≈{cost(k):.2f} → predicted {predicted:.2f}×"
+        kind = "best_k"
         if a <= c:
-            k, why = 0, f"α≈{a:.2f} ≤ c≈{c:.2f}: no draft length can win"
+            kind, why = "plain_alpha_below_c", f"α≈{a:.2f} ≤ c≈{c:.2f}: no draft length can win"
         elif predicted < MARGIN:
-            k, why = 0, f"best predicted {predicted:.2f}× < {MARGIN:.2f}× ({why})"
+            kind, why = "plain_predicted_below_margin", f"best predicted {predicted:.2f}× < {MARGIN:.2f}× ({why})"
         elif self.n_spec >= MIN_SPEC_ROUNDS and self.gain is not None and self.gain < 1.0:
-            k, why = 0, f"speculative rounds measured {self.gain:.2f}× plain"
-        if k == 0:
+            kind, why = "plain_measured_slower", f"speculative rounds measured {self.gain:.2f}× plain"
+            numbers["measured_gain"] = self.gain
+        if kind != "best_k":
             self.plain_run += 1
             if self.plain_run >= self.probe_every:   # probe: the text may have become easier
                 self.plain_run = 0
                 self.probe_every = min(self.probe_every * 2, PROBE_MAX)
                 self.hot = True                      # judge the probe as a fresh start
-                return 1, None, f"probe ({why})"
-            return 0, None, f"plain step: {why}"
+                return 1, None, {"kind": "probe", "why": f"probe ({why})", "instead_of": kind, **numbers}
+            return 0, None, {"kind": kind, "why": f"plain step: {why}", **numbers}
         self.plain_run, self.probe_every = 0, self.probe_spacing()
-        return k, self.stop_below(), f"best k: {why}"
+        stop = self.stop_below()
+        return k, stop, {"kind": kind, "why": f"best k: {why}", "stop_below": stop, **numbers}
 
     def probe_spacing(self) -> int:
         """Plain rounds between probes: a failed probe wastes c + v(1) − 1 steps, and probes may

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Union
+from typing import Iterator, Optional, Sequence, Union
 
 import torch
 from transformers import DynamicCache
@@ -21,6 +21,7 @@ from ..costs.measure import pass_costs
 from .kpolicy import AutoK
 from ..drafters.base import Drafter, crop_cache, empty_proposal, fit_vocab
 from ..sampling import SamplingConfig, draw, raw_probs, warp_probs
+from ..registry import REGISTRY
 from ..settings import SettingsError, check_settings
 from ..trace.record import Correction, DraftToken, Round, Trace
 
@@ -229,38 +230,57 @@ def _sync_output(st: DecodeState) -> None:
 
 def stream_speculative(pair, prompt_ids, k: Union[int, str] = 4, *, temperature=0.0, top_k=0,
                        top_p=1.0, max_new_tokens=64, seed=0, drafter: Optional[Drafter] = None,
-                       ) -> Iterator[Trace]:
+                       k_schedule: Optional[Sequence[int]] = None) -> Iterator[Trace]:
     """Yield the Trace after every round; the last one yielded is the final Trace.
 
     prompt_ids: sequence of ids (list or 1-D tensor). k: int ≥ 1, or "auto" (adaptive per round).
+    k_schedule: draft lengths of the first rounds, e.g. `trace.k_schedule()` of a k = "auto" run
+    (k applies after it ends): replaying one reproduces that run's tokens with the same seed.
     Time spent by the consumer between yields is excluded from the trace's timings.
     """
     if k == 0 or k == "0":
         raise SettingsError("k must be ≥ 1 for speculative decoding (use autoregressive_generate for k = 0)")
     yield from _run(pair, prompt_ids, k, temperature=temperature, top_k=top_k, top_p=top_p,
-                    max_new_tokens=max_new_tokens, seed=seed, drafter=drafter, mode="speculative")
+                    max_new_tokens=max_new_tokens, seed=seed, drafter=drafter, mode="speculative",
+                    k_schedule=k_schedule)
 
 
-def _run(pair, prompt_ids, k, *, mode, **settings) -> Iterator[Trace]:
-    """The round loop shared by speculative and plain decoding."""
-    st = start_decode(pair, prompt_ids, k, mode=mode, **settings)
-    k = st.trace.config["k"]          # normalised by check_settings ("4" -> 4)
-    # Warm-started from the last decode of this pair and drafter (kpolicy.py).
-    policy = AutoK.for_decode(pair, st.drafter, st.cfg) if k == "auto" else None
-    while not st.done:
-        if policy is not None:
-            k_round, stop_below, reason = policy.next_k()
-        else:
-            k_round, stop_below, reason = k, None, None
-        # Never draft past max_new_tokens: the correction always adds one token.
-        k_round = min(k_round, st.max_new_tokens - st.n_new - 1)
-        rnd = decode_round(st, k_round, stop_below=stop_below, k_reason=reason)
-        if policy is not None:
-            policy.update(rnd)
-        t_pause = time.perf_counter()
-        _sync_output(st)
-        yield st.trace
-        st.paused_s += time.perf_counter() - t_pause
+def _run(pair, prompt_ids, k, *, mode, k_schedule=None, **settings) -> Iterator[Trace]:
+    """The round loop shared by speculative and plain decoding. The pair's models are held in
+    the registry while it runs (never evicted mid-decode)."""
+    with REGISTRY.holding(pair.target, pair.draft_model):
+        st = start_decode(pair, prompt_ids, k, mode=mode, **settings)
+        k = st.trace.config["k"]          # normalised by check_settings ("4" -> 4)
+        schedule = _check_schedule(k_schedule)
+        if schedule is not None:
+            st.trace.config["k_schedule"] = schedule
+        # Warm-started from the last decode of this pair and drafter (kpolicy.py).
+        policy = AutoK.for_decode(pair, st.drafter, st.cfg) if k == "auto" else None
+        while not st.done:
+            decision = None
+            if schedule is not None and len(st.trace.rounds) < len(schedule):   # a recorded schedule
+                k_round, stop_below, reason = schedule[len(st.trace.rounds)], None, "recorded schedule"
+            elif policy is not None:
+                k_round, stop_below, decision = policy.next_k()
+                reason = decision["why"]
+            else:
+                k_round, stop_below, reason = k, None, None
+            # Never draft past max_new_tokens: the correction always adds one token.
+            k_round = min(k_round, st.max_new_tokens - st.n_new - 1)
+            rnd = decode_round(st, k_round, stop_below=stop_below, k_reason=reason)
+            rnd.k_policy = decision
+            if policy is not None:
+                policy.update(rnd)
+            t_pause = time.perf_counter()
+            _sync_output(st)
+            yield st.trace
+            st.paused_s += time.perf_counter() - t_pause
+
+
+def _check_schedule(k_schedule) -> Optional[list]:
+    if k_schedule is None:
+        return None
+    return [check_settings(k=k, allow_plain=True).k for k in k_schedule]
 
 
 def speculative_generate(pair, prompt_ids, k: Union[int, str] = 4, **settings) -> Trace:

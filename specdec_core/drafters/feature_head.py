@@ -18,7 +18,6 @@ and output rows are taken from the target at load time, never stored twice.
 from __future__ import annotations
 
 import json
-import weakref
 from pathlib import Path
 from typing import Optional
 
@@ -27,14 +26,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..kernels import fastpath
+from ..registry import REGISTRY
 from ..kernels import fused_llama
 from .base import Drafter, Proposal, empty_proposal, fit_vocab
 from ..sampling import draw, raw_probs, warp_probs
 
 ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "draft"
-# target module -> {path: loaded head}: one copy per target, shared by every drafter; weak keys, so
-# a head never outlives its target or gets attached to another model that reuses its id().
-_HEADS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class RMSNorm(nn.Module):
@@ -171,10 +168,11 @@ def load_head(target, path: Path = ASSET_DIR) -> FeatureHead:
     Loaded once per (target, path); a head trained for another target is refused."""
     from ..errors import ModelLoadError
     path = Path(path)
-    heads = _HEADS.setdefault(target, {})
-    key = str(path.resolve())
-    if key in heads:
-        return heads[key]
+    return REGISTRY.attachment(target, f"feature_head:{path.resolve()}", lambda: _load_head(target, path))
+
+
+def _load_head(target, path: Path) -> FeatureHead:
+    from ..errors import ModelLoadError
     if not (path / "weights.pt").exists() or not (path / "config.json").exists():
         raise ModelLoadError(f"no distilled draft in {path}: train one with "
                              "`python -m specdec_core.lab train --out DIR`")
@@ -193,7 +191,6 @@ def load_head(target, path: Path = ASSET_DIR) -> FeatureHead:
                                       target.get_output_embeddings().weight)
     if fastpath.kernels_of(target).name == fastpath.FAST:   # the head runs what its target runs
         head.use_fast_path()
-    heads[key] = head
     return head
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import os
-import threading
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Union
 
@@ -17,6 +16,7 @@ from . import embedded
 from ..kernels import fastpath
 from ..drafters import Drafter, ModelDrafter, NGramDrafter
 from ..errors import ModelLoadError
+from ..registry import REGISTRY
 
 DEFAULT_PRESET = "smollm2-135m"
 
@@ -178,10 +178,6 @@ def _eos_ids(model, tokenizer) -> frozenset:
 
 
 # -- loading ---------------------------------------------------------------------------------
-_LOADED: dict = {}
-_LOCK = threading.Lock()
-
-
 def resolve_device(device: str = "auto") -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -212,13 +208,24 @@ def load_model(name: str, device: str = "auto", dtype="auto", *, trust_remote_co
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
     fast = fastpath.resolve(fast_path)
-    key = (name, device, torch_dtype, fast)
-    with _LOCK:
-        if key not in _LOADED:
-            model, tokenizer = _load_uncached(name, device, torch_dtype, trust_remote_code, progress)
-            fastpath.apply(model, enable=fast)   # stock, with a note, where it cannot apply
-            _LOADED[key] = model, tokenizer
-        return _LOADED[key]
+
+    def loader():
+        model, tokenizer = _load_uncached(name, device, torch_dtype, trust_remote_code, progress)
+        fastpath.apply(model, enable=fast)   # stock, with a note, where it cannot apply
+        return model, tokenizer
+    return REGISTRY.model(model_key(name, device, dtype, fast), loader)
+
+
+def model_key(name: str, device: str = "auto", dtype="auto", fast_path: Optional[bool] = None) -> tuple:
+    """The registry key of a loaded model: (name, device, dtype, fast path)."""
+    device = resolve_device(device)
+    return (name, device, resolve_dtype(dtype, device), fastpath.resolve(fast_path))
+
+
+def is_loaded(target: str, device: str = "auto", dtype="auto", fast_path: Optional[bool] = None) -> bool:
+    """Whether the target of a preset / model name is in memory already (no loading)."""
+    preset = PRESETS.get(target)
+    return model_key(preset.target if preset else target, device, dtype, fast_path) in REGISTRY.loaded()
 
 
 def _load_uncached(name, device, torch_dtype, trust_remote_code, progress):

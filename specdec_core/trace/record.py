@@ -59,7 +59,8 @@ class Round:
     n_accepted: int          # length of the accepted prefix of `drafted`
     correction: Correction
     committed: list[int]     # ids appended by this round, cut at EOS / max_new_tokens
-    k_reason: Optional[str] = None
+    k_reason: Optional[str] = None   # why this k, in words (k policy, or why the drafter stopped early)
+    k_policy: Optional[dict] = None  # optional: the k = "auto" decision as data ({"kind", "why", numbers})
 
 
 @dataclass
@@ -80,6 +81,11 @@ class Trace:
     @property
     def text(self) -> str:
         return self.output["text"]
+
+    def k_schedule(self) -> list[int]:
+        """Draft length of every round (what each round really proposed): pass it as
+        `k_schedule=` to replay a k = "auto" decode round for round."""
+        return [len(r.drafted) for r in self.rounds]
 
     @property
     def stats(self) -> dict:
