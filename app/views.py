@@ -11,23 +11,22 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from specdec_core import Trace
+from specdec_core import Trace, data
 from specdec_core.trace.decisions import DECISIONS, draft_decision
 
 from . import charts, explain, race
 from .timeline import plain_lane_html, spec_lane_html, timeline_html
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
 EXAMPLE_FILES = ("example_speculative.trace.json", "example_plain.trace.json")
 CHART_NAMES = ("chart_acceptance", "chart_histogram", "chart_time", "chart_split", "chart_speedup")
 
 
 def load_example() -> tuple[Optional[Trace], Optional[Trace]]:
-    """The precomputed example traces from assets/ (None where a file is missing)."""
+    """The recorded example traces shipped with specdec_core (None where a file is missing)."""
     out = []
     for name in EXAMPLE_FILES:
-        path = ASSETS / name
-        out.append(Trace.load(path) if path.is_file() else None)
+        file = data.file("examples", name)
+        out.append(Trace.from_json(file.read_bytes()) if file.is_file() else None)
     return out[0], out[1]
 
 

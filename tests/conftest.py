@@ -28,3 +28,10 @@ def default_pair():
     """The embedded SmolLM2-135M-Instruct target (fp32, CPU) with the n-gram drafter."""
     from specdec_core import load_pair
     return load_pair("smollm2-135m", draft="ngram", device="cpu")
+
+
+def pytest_collection_modifyitems(items):
+    """Tests that use the real default target are marked `model` (the fast subset skips them)."""
+    for item in items:
+        if "default_pair" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.model)

@@ -11,6 +11,8 @@ from gradio_client import Client, handle_file  # noqa: E402
 
 from specdec_core import Trace  # noqa: E402
 
+pytestmark = pytest.mark.model
+
 NGRAM = "n-gram (prompt lookup, no model)"
 PROMPT = ("Repeat this sentence twice: The team agreed that the release will move to Friday.")
 

@@ -9,6 +9,8 @@ import pytest
 
 from specdec_core.trace.decisions import DECISIONS
 
+pytestmark = pytest.mark.model
+
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
 
 

@@ -7,7 +7,7 @@ import torch
 
 from specdec_core import ModelPair, speculative_generate
 from specdec_core.lab import train as D
-from specdec_core.drafters.feature_head import ASSET_DIR, FeatureDrafter, FeatureHead, target_cfg
+from specdec_core.drafters.feature_head import WEIGHTS, FeatureDrafter, FeatureHead, shipped_head, target_cfg
 from specdec_core.sampling import SamplingConfig
 
 from .conftest import tiny_llama
@@ -102,7 +102,7 @@ def test_shipped_draft_beats_ngram(default_pair):
     """On prompts whose answers do not copy the prompt, the n-gram drafter has little to go on;
     the distilled draft must accept more and commit more tokens per round there (greedy, k = 2)."""
     from specdec_core.drafters.feature_head import drafter_factory
-    assert (ASSET_DIR / "weights.pt").stat().st_size < 32 * 2**20      # shipped, and small
+    assert len((shipped_head() / WEIGHTS).read_bytes()) < 20 * 2**20     # shipped, and small
     pair = ModelPair.from_models(default_pair.target, drafter_factory(default_pair.target),
                                 default_pair.tokenizer)
     ours, ngram = [], []
@@ -118,3 +118,27 @@ def test_shipped_draft_beats_ngram(default_pair):
     assert total(ours, "new_tokens") / sum(len(t.rounds) for t in ours) > \
         total(ngram, "new_tokens") / sum(len(t.rounds) for t in ngram)
     assert min(t.stats["alpha"] for t in ours) > 0.2
+
+
+def test_lab_reads_its_data_folder_from_the_environment(monkeypatch, tmp_path):
+    from specdec_core.lab import data
+    monkeypatch.setenv(data.ENV_DATA, str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="pass --data DIR or set SPECDEC_DISTILL_DATA"):
+        data.load_sequences()
+    monkeypatch.setenv(data.ENV_CACHE, str(tmp_path / "cache"))
+    assert data.cache_dir() == tmp_path / "cache"
+
+
+def test_a_saved_head_loads_as_a_draft_from_its_folder(default_pair, tmp_path):
+    """The lab's output (safetensors + config) is what `--draft distilled:DIR` loads."""
+    from specdec_core import load_pair
+    from specdec_core.drafters.feature_head import load_head, save_head
+    shipped = load_head(default_pair.target)
+    save_head(shipped, tmp_path / "head", {"note": "copy"})
+    assert (tmp_path / "head" / WEIGHTS).is_file() and not list((tmp_path / "head").glob("*.pt"))
+    pair = load_pair("smollm2-135m", draft=f"distilled:{tmp_path / 'head'}", device="cpu")
+    ids = pair.encode_prompt("Write a haiku about trains.")
+    mine = speculative_generate(pair, ids, k=3, max_new_tokens=16)
+    ref = speculative_generate(load_pair("smollm2-135m", device="cpu"), ids, k=3, max_new_tokens=16)
+    assert mine.output_ids == ref.output_ids
+    assert [len(r.drafted) for r in mine.rounds] == [len(r.drafted) for r in ref.rounds]

@@ -12,6 +12,8 @@ from specdec_core.sampling import SamplingConfig, warp_probs
 
 from .conftest import tiny_llama
 
+pytestmark = pytest.mark.slow      # chi-square over thousands of seeded decodes
+
 N_SAMPLES = 1500
 PROMPT = [1, 5, 2]
 

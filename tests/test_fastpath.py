@@ -11,6 +11,8 @@ from specdec_core.models import draft_from_target_layers
 
 from .conftest import tiny_llama
 
+pytestmark = pytest.mark.model
+
 
 @pytest.fixture(scope="module")
 def stock_pair():

@@ -26,11 +26,12 @@ import torch
 
 from ..kernels import fastpath
 from .kernel_costs import measure_kernels
+from .. import data as package_data
 from ..trace import greedy_check
 from .lanes import STOCK_SUFFIX, ForwardTimer, Run, build_lanes, run_lane, stock_lanes, timed_modules
 from .stats import aggregate, headline
 
-DEFAULT_PROMPTS = Path(__file__).resolve().parents[2] / "assets" / "bench_prompts.json"
+DEFAULT_PROMPTS = "bench_prompts.json"        # package data (specdec_core/data)
 
 
 class GreedyMismatch(RuntimeError):
@@ -39,7 +40,8 @@ class GreedyMismatch(RuntimeError):
 
 def load_prompts(pair, path=None) -> list[dict]:
     """[{"name", "ids"}] from a JSON file of {"prompts": [{"name", "text" | "ids"}]} (or a bare list)."""
-    data = json.loads(Path(path or DEFAULT_PROMPTS).read_text())
+    text = Path(path).read_text() if path else package_data.file(DEFAULT_PROMPTS).read_text()
+    data = json.loads(text)
     items = data["prompts"] if isinstance(data, dict) else data
     out = []
     for i, p in enumerate(items):
@@ -180,7 +182,8 @@ def parse_args(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sweep", default="1-8", help="k values of the greedy sweep: '1-8', '1,2,4,8' or 'none'")
     ap.add_argument("--modes", default="greedy,sampling")
-    ap.add_argument("--prompts", default=None, help="JSON file of prompts (default: assets/bench_prompts.json)")
+    ap.add_argument("--prompts", default=None, help="JSON file of prompts (default: the shipped bench_prompts.json; "
+                    "the held-out set ships as specdec_core/data/heldout_prompts.json)")
     ap.add_argument("--quick", action="store_true", help="3 prompts, 32 tokens, 1 repeat, sweep 1,2,4,8")
     ap.add_argument("--out", default="bench-out", help="output directory for report.json/.md/.html")
     ap.add_argument("--device", default="auto")

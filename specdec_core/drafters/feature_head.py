@@ -25,13 +25,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import data
 from ..kernels import fastpath
 from ..registry import REGISTRY
 from ..kernels import fused_llama
 from .base import Drafter, Proposal, empty_proposal, fit_vocab
 from ..sampling import draw, raw_probs, warp_probs
 
-ASSET_DIR = Path(__file__).resolve().parents[2] / "assets" / "draft"
+WEIGHTS = "weights.safetensors"
 
 
 class RMSNorm(nn.Module):
@@ -147,10 +148,18 @@ class FeatureHead(nn.Module):
 
 
 def save_head(head: FeatureHead, out_dir: Path, card: dict) -> None:
-    """weights.pt (fp16 state without the borrowed target tensors) + config.json."""
+    """weights.safetensors (fp16 state without the borrowed target tensors) + config.json."""
+    from safetensors.torch import save_file
     out_dir.mkdir(parents=True, exist_ok=True)
-    state = {k: (v.half() if v.is_floating_point() else v) for k, v in head.state_dict().items()}
-    torch.save(state, out_dir / "weights.pt")
+    state = {}
+    for name, tensor in head.state_dict().items():
+        if not name.startswith("packed_logits."):          # a fast-path copy of head_w | bias
+            state[name] = tensor
+    for name, mod in head.named_modules():                 # fast-path linears: their dense matrix
+        if isinstance(mod, fastpath.PackedLinear) and not name.startswith("packed_logits"):
+            state[f"{name}.weight"] = mod.weight
+    state = {k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in state.items()}
+    save_file(state, str(out_dir / WEIGHTS))
     (out_dir / "config.json").write_text(json.dumps({"cfg": head.cfg, **card}, indent=1))
 
 
@@ -163,17 +172,25 @@ def target_cfg(target) -> dict:
                 rms_norm_eps=c.rms_norm_eps, rope_theta=float(rope_theta))
 
 
-def load_head(target, path: Path = ASSET_DIR) -> FeatureHead:
-    """The head saved in `path`, attached to the target's embeddings/output layer, fp32, eval mode.
-    Loaded once per (target, path); a head trained for another target is refused."""
-    from ..errors import ModelLoadError
-    path = Path(path)
-    return REGISTRY.attachment(target, f"feature_head:{path.resolve()}", lambda: _load_head(target, path))
+def load_head(target, path=None) -> FeatureHead:
+    """The head saved in `path` (a folder; None: the one shipped in the package), attached to the
+    target's embeddings/output layer, fp32, eval mode. Loaded once per (target, path); a head
+    trained for another target is refused. Weights are safetensors: no pickle is ever loaded."""
+    path = shipped_head() if path is None else Path(path)
+    name = "shipped" if path == shipped_head() else str(Path(path).resolve())
+    return REGISTRY.attachment(target, f"feature_head:{name}", lambda: _load_head(target, path))
 
 
-def _load_head(target, path: Path) -> FeatureHead:
+def shipped_head():
+    """The folder of the distilled draft shipped for the embedded target (package data)."""
+    return data.file("draft")
+
+
+def _load_head(target, path) -> FeatureHead:
+    from safetensors.torch import load as load_safetensors
+
     from ..errors import ModelLoadError
-    if not (path / "weights.pt").exists() or not (path / "config.json").exists():
+    if not (path / WEIGHTS).is_file() or not (path / "config.json").is_file():
         raise ModelLoadError(f"no distilled draft in {path}: train one with "
                              "`python -m specdec_core.lab train --out DIR`")
     meta = json.loads((path / "config.json").read_text())
@@ -181,7 +198,7 @@ def _load_head(target, path: Path) -> FeatureHead:
     if any(meta["cfg"].get(k) != mine[k] for k in ("hidden_size", "num_attention_heads", "head_dim")):
         raise ModelLoadError(f"the distilled draft in {path} was trained for another target "
                              f"(hidden size {meta['cfg'].get('hidden_size')}, this one {mine['hidden_size']})")
-    state = torch.load(path / "weights.pt", map_location="cpu", weights_only=True)
+    state = load_safetensors((path / WEIGHTS).read_bytes())
     if int(state["vocab_ids"].max()) >= target.get_output_embeddings().weight.shape[0]:
         raise ModelLoadError(f"the distilled draft in {path} proposes tokens outside this target's vocabulary")
     head = FeatureHead(meta["cfg"], state["vocab_ids"])
@@ -269,7 +286,7 @@ class FeatureDrafter(Drafter):
                 self.cache = [c[:, :, : self.n_true] for c in self.cache]
 
 
-def drafter_factory(target, path: Path = ASSET_DIR):
+def drafter_factory(target, path=None):
     """A ModelPair drafter factory (pair -> FeatureDrafter) for the head in `path` (default: the
     shipped one). The head is loaded and checked against `target` now, once."""
     head = load_head(target, path)

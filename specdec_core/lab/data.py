@@ -17,14 +17,31 @@ from pathlib import Path
 import numpy as np
 import torch
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "distill-data"
-CACHE = Path(__file__).resolve().parents[2] / ".cache" / "distill"
+ENV_DATA = "SPECDEC_DISTILL_DATA"   # the self-distillation data folder (`--data`)
+ENV_CACHE = "SPECDEC_LAB_CACHE"     # extracted shards, checkpoints, results (`--cache`)
+
+
+def data_dir() -> Path:
+    """$SPECDEC_DISTILL_DATA, else ../shared/distill-data from the current folder (a checkout
+    with the project's shared folder beside it)."""
+    return Path(os.environ.get(ENV_DATA) or Path.cwd().parent / "shared" / "distill-data")
+
+
+def cache_dir() -> Path:
+    """$SPECDEC_LAB_CACHE, else lab/ in the project cache (~/.cache/specdec-explainer)."""
+    from ..models.embedded import cache_root
+    return Path(os.environ.get(ENV_CACHE) or cache_root() / "lab")
+
+
 HELD_OUT_FRACTION, SEED = 0.08, 0
 # -- data ------------------------------------------------------------------------------------
-def load_sequences(data_dir: Path = DATA) -> tuple[list[dict], list[str]]:
+def load_sequences(folder: Path = None) -> tuple[list[dict], list[str]]:
     """Sequences of the shared data: [{prompt: int64 [P], gen: int64 [G], greedy, instruction}]."""
-    d = np.load(data_dir / "selfdistill.npz")
-    instructions = json.loads((data_dir / "instructions.json").read_text())
+    folder = Path(folder) if folder else data_dir()
+    if not (folder / "selfdistill.npz").is_file():
+        raise FileNotFoundError(f"no self-distillation data in {folder}: pass --data DIR or set {ENV_DATA}")
+    d = np.load(folder / "selfdistill.npz")
+    instructions = json.loads((folder / "instructions.json").read_text())
     po, go = d["prompt_offsets"], d["gen_offsets"]
     seqs = [dict(prompt=d["prompt_ids"][po[i]:po[i + 1]].astype(np.int64),
                  gen=d["gen_ids"][go[i]:go[i + 1]].astype(np.int64), greedy=bool(d["greedy"][i]),

@@ -1,15 +1,15 @@
 """Training a draft for a target by self-distillation: train, evaluate, ablate, CLI.
 
     python -m specdec_core.lab extract --minutes 30            # teacher-force the target (resumes)
-    python -m specdec_core.lab train --loss fkl --steps 1500 --out assets/draft
+    python -m specdec_core.lab train --loss fkl --steps 1500 --out specdec_core/data/draft
     python -m specdec_core.lab ablate --init-from fkl --steps 60   # every loss, same data/steps/seed
-    python -m specdec_core.lab prompts --out assets/heldout_prompts.json   # for specdec_core.bench
+    python -m specdec_core.lab prompts --out specdec_core/data/heldout_prompts.json   # for specdec_core.bench
 
 Data (distill_data.py): the target's own continuations of varied instructions
 (../shared/distill-data, made with `generate(..., output_logits=True)`) and the target's features
 from teacher forcing; a held-out split of *instructions* is never trained on. Losses and the
 training-time rollout: distill_losses.py. The draft itself: distilled.py. End-to-end numbers come
-from `python -m specdec_core.bench --draft distilled --prompts assets/heldout_prompts.json`.
+from `python -m specdec_core.bench --draft distilled --prompts specdec_core/data/heldout_prompts.json`.
 Threads: DISTILL_THREADS (default: all cores).
 """
 from __future__ import annotations
@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .data import (CACHE, SEED, extract, frequent_vocab, load_sequences, load_shards, make_batch,
-                           split)
-from .losses import (LOSSES, STEPS_OF, _along_chain, chain_expected_length, loss_fn, rollout,
-                             step_terms, teacher_logp, tv_loss)
+from .data import (ENV_CACHE, ENV_DATA, SEED, cache_dir, extract, frequent_vocab, load_sequences, load_shards,
+                   make_batch, split)
+from .losses import (LOSSES, STEPS_OF, _along_chain, chain_expected_length, loss_fn, rollout, step_terms,
+                     teacher_logp, tv_loss)
 
 __all__ = ["train", "evaluate", "new_head", "rollout", "step_terms", "loss_fn", "tv_loss",
            "chain_expected_length", "LOSSES"]
@@ -123,7 +123,7 @@ def _vocab(n: int) -> torch.Tensor:
 
 def _record(row: dict) -> None:
     print(json.dumps(row), flush=True)
-    with open(CACHE / "results.jsonl", "a") as f:
+    with open(cache_dir() / "results.jsonl", "a") as f:
         f.write(json.dumps(row) + "\n")
 
 
@@ -131,8 +131,8 @@ def _train_one(a, target, vocab, data, held, loss: str, name: str, init_from: st
     torch.manual_seed(SEED)
     head = new_head(target, vocab, a.init_layer)
     if init_from:   # curriculum: continue from another run's weights (fresh optimizer)
-        head.load_state_dict(torch.load(CACHE / f"ckpt_{init_from}.pt", weights_only=False)["head"])
-    train(head, data, loss=loss, steps=a.steps, ckpt=CACHE / f"ckpt_{name}.pt", batch=a.batch, lr=a.lr,
+        head.load_state_dict(torch.load(cache_dir() / f"ckpt_{init_from}.pt", weights_only=False)["head"])
+    train(head, data, loss=loss, steps=a.steps, ckpt=cache_dir() / f"ckpt_{name}.pt", batch=a.batch, lr=a.lr,
           K=a.K)
     res = evaluate(head, held)
     _record({"name": name, "loss": loss, "init_from": init_from, "steps": a.steps, "batch": a.batch,
@@ -143,7 +143,7 @@ def _train_one(a, target, vocab, data, held, loss: str, name: str, init_from: st
 def cmd_train(a) -> None:
     from ..drafters.feature_head import save_head
     target, vocab = _target(), _vocab(a.vocab)
-    data, held = load_shards(CACHE / "train", a.shards), load_shards(CACHE / "heldout")
+    data, held = load_shards(cache_dir() / "train", a.shards), load_shards(cache_dir() / "heldout")
     print(f"{len(data)} train sequences, {sum(len(d['ids']) for d in data)} positions")
     head, res = _train_one(a, target, vocab, data, held, a.loss, a.name or a.loss, a.init_from)
     if a.out:
@@ -156,7 +156,7 @@ def cmd_train(a) -> None:
 def cmd_ablate(a) -> None:
     """Every loss from the same start (fresh, or --init-from's weights), same data order, steps, seed."""
     target, vocab = _target(), _vocab(a.vocab)
-    data, held = load_shards(CACHE / "train", a.shards), load_shards(CACHE / "heldout")
+    data, held = load_shards(cache_dir() / "train", a.shards), load_shards(cache_dir() / "heldout")
     rows = []
     for loss in a.losses.split(","):
         name = f"ablate_{loss}_{a.steps}" + (f"_from_{a.init_from}" if a.init_from else "")
@@ -183,14 +183,16 @@ def cmd_extract(a) -> None:
     train_idx, test_idx = split(seqs)
     target = _target()
     held = [i for i in test_idx if seqs[i]["greedy"]][: a.heldout]
-    extract(target, seqs, held, CACHE / "heldout", minutes=a.minutes)
-    extract(target, seqs, train_idx, CACHE / "train", minutes=a.minutes)
+    extract(target, seqs, held, cache_dir() / "heldout", minutes=a.minutes)
+    extract(target, seqs, train_idx, cache_dir() / "train", minutes=a.minutes)
 
 
 def main(argv=None) -> None:
     torch.set_num_threads(int(os.environ.get("DISTILL_THREADS", str(os.cpu_count() or 1))))
     p = argparse.ArgumentParser(prog="python -m specdec_core.lab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default=None, help=f"self-distillation data folder (default: ${ENV_DATA} or ../shared/distill-data)")
+    p.add_argument("--cache", default=None, help=f"shards, checkpoints, results (default: ${ENV_CACHE} or ~/.cache/specdec-explainer/lab)")
     sub = p.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("extract", help="teacher-force the target over train (+ held-out) sequences")
     e.add_argument("--minutes", type=float, default=20.0)
@@ -201,7 +203,7 @@ def main(argv=None) -> None:
         if name == "train":
             t.add_argument("--loss", choices=LOSSES, default="fkl")
             t.add_argument("--name", default=None, help="checkpoint/result name (default: the loss)")
-            t.add_argument("--out", default=None, help="save the trained head here (e.g. assets/draft)")
+            t.add_argument("--out", default=None, help="save the trained head here (e.g. specdec_core/data/draft)")
         else:
             t.add_argument("--losses", default=",".join(LOSSES))
         t.add_argument("--steps", type=int, default=1000)
@@ -214,6 +216,11 @@ def main(argv=None) -> None:
         t.add_argument("--init-from", default=None, help="start from the weights of run NAME")
     pr = sub.add_parser("prompts", help="write held-out instructions as a bench prompt file")
     pr.add_argument("--n", type=int, default=8)
-    pr.add_argument("--out", default="assets/heldout_prompts.json")
+    pr.add_argument("--out", default="specdec_core/data/heldout_prompts.json")
     a = p.parse_args(argv)
+    # The folders travel in the environment: one visible channel for every command below.
+    for value, env in ((a.data, ENV_DATA), (a.cache, ENV_CACHE)):
+        if value:
+            os.environ[env] = str(Path(value).resolve())
+    cache_dir().mkdir(parents=True, exist_ok=True)
     {"extract": cmd_extract, "train": cmd_train, "ablate": cmd_ablate, "prompts": cmd_prompts}[a.cmd](a)

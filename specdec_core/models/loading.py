@@ -31,7 +31,7 @@ class Preset:
 PRESETS = {
     "smollm2-135m": Preset(embedded.NAME, "distilled",
                            "SmolLM2-135M-Instruct (Q4_1 GGUF, embedded, offline) + its distilled "
-                           "feature-head draft (assets/draft)"),
+                           "feature-head draft (shipped in specdec_core/data/draft)"),
     "smollm2-1.7b": Preset("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct",
                            "SmolLM2-1.7B-Instruct + SmolLM2-135M-Instruct (downloads from the Hub)"),
     "qwen2.5-1.5b": Preset("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct",
@@ -43,7 +43,7 @@ PRESETS = {
 
 # Draft names that are not models: "ngram" (prompt lookup), "target-layers:N" (target's first N
 # layers), "distilled" / "distilled:DIR" (a feature-head draft trained by specdec_core.lab;
-# bare "distilled" is the one shipped in assets/draft for the embedded target).
+# bare "distilled" is the one shipped in specdec_core/data/draft for the embedded target).
 NGRAM = "ngram"
 LAYERS_PREFIX = "target-layers:"
 DISTILLED = "distilled"
@@ -305,8 +305,8 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Optional[str] = None, device:
     target_name = target if preset else target_ref
     if draft_ref == DISTILLED or draft_ref.startswith(DISTILLED + ":"):
         from ..drafters import feature_head   # a factory, not a model: the head needs the target's features
-        path = draft_ref[len(DISTILLED) + 1:] or feature_head.ASSET_DIR
-        draft_model = feature_head.drafter_factory(model, os.path.expanduser(path))
+        path = draft_ref[len(DISTILLED) + 1:]
+        draft_model = feature_head.drafter_factory(model, os.path.expanduser(path) if path else None)
     elif draft_ref == NGRAM:
         draft_model = None
     elif draft_ref.startswith(LAYERS_PREFIX):

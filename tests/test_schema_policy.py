@@ -1,0 +1,43 @@
+"""The trace schema policy (docs/ARCHITECTURE.md): fields older readers can ignore are optional and
+keep "specdec.trace/1"; old files always load; a newer schema is refused with a clear message."""
+import json
+from pathlib import Path
+
+import pytest
+
+from app import charts, race, timeline
+from specdec_core import ModelPair, Trace, TraceFormatError, speculative_generate
+
+from .conftest import tiny_llama
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def test_traces_from_before_the_regroup_still_load_and_render():
+    """Written by the code of stop 7 (no kernels, no k_policy, no k_schedule fields)."""
+    spec = Trace.load(DATA / "trace_v1_before_regroup.speculative.json")
+    plain = Trace.load(DATA / "trace_v1_before_regroup.plain.json")
+    assert "kernels" not in spec.config and all(r.k_policy is None for r in spec.rounds)
+    assert spec.stats["new_tokens"] == len(spec.output_ids) > 0
+    assert "sd-tok" in timeline.timeline_html(spec)
+    assert "kernels" not in race.stats_markdown(spec, plain)          # nothing invented
+    assert len(charts.all_run_charts(spec, plain)) == 5
+
+
+def test_new_optional_fields_keep_version_1_and_round_trip():
+    pair = ModelPair.from_models(tiny_llama(seed=0), tiny_llama(seed=1), fast_path=True)
+    trace = speculative_generate(pair, [1, 2, 3], k="auto", max_new_tokens=10)
+    d = json.loads(trace.to_json())
+    assert d["schema"] == "specdec.trace/1"
+    assert d["config"]["kernels"]["target"].startswith("onednn-prepacked")
+    assert all(r["k_policy"]["kind"] for r in d["rounds"])
+    back = Trace.from_json(trace.to_json())
+    assert back.config["kernels"] == trace.config["kernels"]
+    assert [r.k_policy for r in back.rounds] == [r.k_policy for r in trace.rounds]
+
+
+def test_a_future_schema_is_refused_with_a_clear_message():
+    d = json.loads((DATA / "trace_v1_before_regroup.plain.json").read_text())
+    d["schema"] = "specdec.trace/2"
+    with pytest.raises(TraceFormatError, match='expected "schema": "specdec.trace/1", found \'specdec.trace/2\''):
+        Trace.from_dict(d)
