@@ -99,7 +99,6 @@ ERRORS = {
     "no_draft": "“Draft model” needs a draft: type distilled, a model id, a local folder, or target-layers:N "
                 "(or choose the n-gram drafter).",
     "oom": "Out of memory while running {what}. Try a smaller pair, fewer new tokens, or k.",
-    "stopped": "Stopped: what was shown is kept.",
 }
 
 

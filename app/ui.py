@@ -1,4 +1,4 @@
-"""build_demo(): the page layout, then one listeners block wiring events to app.handlers."""
+"""build_demo(): layout() creates the page's components, listeners() wires their events to app.handlers."""
 from __future__ import annotations
 
 import gradio as gr
@@ -10,6 +10,10 @@ from .gpu import gpu
 from .timeline import TIMELINE_CLICK_JS, legend_html, timeline_css
 
 MODEL_QUEUE = "model-work"     # one queue for everything that runs a model: lanes are never timed at once
+# Every component a full view update may change (handlers return a subset, by name). A new control
+# is an input only until it is listed here.
+VIEW_OUTPUTS = ("traces", "run_number", "banner", "plain_lane", "spec_lane", "verdict", "timeline", "stats",
+                "round", "position", "round_plot", "position_plot", *views.CHART_NAMES, "files")
 
 CSS = timeline_css() + """
 #sd-run-row button{min-height:48px}
@@ -37,162 +41,171 @@ def _updates(C: dict, vals: dict) -> dict:
     return out
 
 
+def layout(init: dict, init_files, default: dict, spec0, plain0) -> dict:
+    """Create the page's components (inside a gr.Blocks context); returns them by name."""
+    C: dict = {}
+    C["traces"] = gr.State({"spec": spec0, "plain": plain0})
+    C["run_number"] = gr.State(0)
+    gr.Markdown(explain.INTRO)
+    C["banner"] = gr.Markdown(init["banner"], elem_id="sd-banner", elem_classes="sd-banner")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=330):
+            gr.Markdown("### Controls")
+            C["preset"] = gr.Dropdown(list(PRESETS), value="smollm2-135m", label="Model pair (preset)",
+                                      info=PRESETS["smollm2-135m"].description)
+            C["target"] = gr.Textbox(default["target"], label="Target (preset, HF id or local folder)")
+            C["drafter"] = gr.Radio(handlers.DRAFTERS, value=default["drafter"], label="Drafter", elem_id="sd-drafter")
+            C["draft"] = gr.Textbox(default["draft"], label="Draft model (distilled, HF id, folder, or target-layers:N)")
+            C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=5, elem_id="sd-prompt")
+            C["chat"] = gr.Checkbox(True, label="Apply the chat template")
+            with gr.Row():
+                C["k"] = gr.Dropdown(handlers.K_CHOICES, value="4", label="k (draft length)",
+                                     info="'auto' adapts k per round")
+                C["max_new_tokens"] = gr.Slider(1, 256, value=48, step=1, label="Max new tokens", elem_id="sd-max-new")
+            with gr.Row():
+                C["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
+                C["seed"] = gr.Number(0, precision=0, label="Seed")
+            with gr.Row():
+                C["top_k"] = gr.Number(0, precision=0, label="Top-k (0 = off)")
+                C["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p (1 = off)")
+            with gr.Accordion("Device", open=False):
+                C["device"] = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")
+            with gr.Row(elem_id="sd-run-row"):
+                C["run"] = gr.Button("▶ Run", variant="primary", elem_id="sd-run")
+                C["stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-stop")
+            gr.Markdown(explain.FIRST_LOAD_NOTE)
+            gr.Examples([[p] for _, p in explain.EXAMPLES], inputs=[C["prompt"]],
+                        example_labels=[label for label, _ in explain.EXAMPLES], label="Example prompts")
+        with gr.Column(scale=3):
+            gr.Markdown("### The race")
+            with gr.Row(equal_height=True):
+                C["plain_lane"] = gr.HTML(init["plain_lane"], elem_id="sd-plain")
+                C["spec_lane"] = gr.HTML(init["spec_lane"], elem_id="sd-spec")
+            C["verdict"] = gr.HTML(init["verdict"], elem_id="sd-verdict-box")
+            with gr.Row():
+                C["replay"] = gr.Button("⟲ Replay both lanes on one clock", size="sm", elem_id="sd-replay")
+            gr.Markdown(explain.RACE_HELP)
+            gr.Markdown("### Token timeline (speculative lane)")
+            gr.HTML(legend_html())
+            C["timeline"] = gr.HTML(init["timeline"], elem_id="sd-timeline-box", js_on_load=TIMELINE_CLICK_JS)
+            with gr.Accordion("How to read the timeline", open=False):
+                gr.Markdown(explain.TIMELINE_HELP)
+            gr.Markdown("### Stats")
+            C["stats"] = gr.Markdown(init["stats"], elem_id="sd-stats")
+            with gr.Accordion("What do these numbers mean?", open=False):
+                gr.Markdown(explain.metrics_markdown())
+
+    gr.Markdown("## Round inspector", elem_id="sd-inspector")
+    with gr.Row():
+        C["round"] = gr.Slider(0, max(init["round_max"], 1), value=init["round"], step=1,
+                               label="Round", elem_id="sd-round")
+        C["position"] = gr.Dropdown(init["position_choices"], value=init["position"],
+                                    label="Draft position in this round", elem_id="sd-position")
+    C["round_plot"] = gr.Plot(init["round_plot"], show_label=False, elem_classes="sd-plot", elem_id="sd-round-plot")
+    C["position_plot"] = gr.Plot(init["position_plot"], show_label=False, elem_classes="sd-plot",
+                                 elem_id="sd-position-plot")
+    gr.Markdown(explain.INSPECTOR_HELP)
+
+    gr.Markdown("## Charts")
+    with gr.Row():
+        for name in views.CHART_NAMES[:3]:
+            C[name] = gr.Plot(init[name], show_label=False, elem_classes="sd-plot")
+    with gr.Row():
+        for name in views.CHART_NAMES[3:]:
+            C[name] = gr.Plot(init[name], show_label=False, elem_classes="sd-plot")
+
+    with gr.Row():
+        with gr.Column(scale=3):
+            gr.Markdown("## Trace files\n" + explain.FILES_HELP)
+            C["upload"] = gr.UploadButton("⤒ Load trace file(s)", file_count="multiple", file_types=[".json"],
+                                          elem_id="sd-upload")
+        with gr.Column(scale=2):
+            C["files"] = gr.File(init_files, file_count="multiple", label="Download (JSON, specdec.trace/1)",
+                                 interactive=False, elem_id="sd-files")
+    with gr.Accordion("How speculative decoding works — step by step", open=False):
+        gr.Markdown(explain.walkthrough_markdown())
+    return C
+
+
+
+def listeners(C: dict) -> None:
+    """Wire the events of the components in C to app.handlers (inside the same gr.Blocks)."""
+    view_outputs = [C[name] for name in VIEW_OUTPUTS]
+    run_inputs = [C[n] for n in ("preset", "target", "draft", "drafter", "device", "prompt", "chat", "k",
+                                 "temperature", "top_k", "top_p", "max_new_tokens", "seed", "run_number")]
+
+    @gpu
+    def on_run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
+               max_new_tokens, seed, run_number, progress=gr.Progress()):
+        try:
+            for vals in handlers.run(preset, target, draft, drafter, device, prompt, chat, k, temperature,
+                                     top_k, top_p, max_new_tokens, seed, run_number, progress, gr.Info):
+                yield _updates(C, vals)
+        except handlers.UserError as e:
+            raise gr.Error(str(e)) from None
+
+    def on_preset(preset):
+        f = handlers.preset_fields(preset)
+        return {C["target"]: f["target"], C["draft"]: f["draft"], C["drafter"]: f["drafter"],
+                C["preset"]: gr.Dropdown(info=PRESETS[preset].description)}
+
+    def on_stop(traces):
+        return _updates(C, handlers.after_stop(traces))
+
+    def on_upload(paths):
+        try:
+            return _updates(C, handlers.upload(paths))
+        except handlers.UserError as e:
+            raise gr.Error(str(e)) from None
+
+    def on_replay(traces):
+        try:
+            for vals in handlers.replay(traces):
+                yield _updates(C, vals)
+        except handlers.UserError as e:
+            raise gr.Warning(str(e)) from None
+
+    def on_round(traces, round_index):
+        return _updates(C, handlers.inspect_round(traces, round_index))
+
+    def on_timeline_click(traces, evt: gr.EventData):
+        r, pos = int(getattr(evt, "round", 0)), int(getattr(evt, "pos", 0)) or None
+        vals = handlers.inspect_round(traces, r, pos)
+        out = _updates(C, vals)
+        out[C["round"]] = gr.Slider(value=r)
+        return out
+
+    def on_position(traces, round_index, position):
+        return {C["position_plot"]: handlers.inspect_round(traces, round_index, position)["position_plot"]}
+
+    C["preset"].change(on_preset, C["preset"], [C["target"], C["draft"], C["drafter"], C["preset"]],
+                       queue=False)
+    run_event = C["run"].click(on_run, run_inputs, view_outputs, concurrency_limit=1,
+                               concurrency_id=MODEL_QUEUE, api_name="run",
+                               show_progress_on=[C["verdict"]])
+    replay_event = C["replay"].click(on_replay, C["traces"], [C["plain_lane"], C["spec_lane"]],
+                                     concurrency_limit=None, api_name="replay",
+                                     show_progress="hidden")
+    C["stop"].click(on_stop, C["traces"], view_outputs, cancels=[run_event, replay_event], api_name="stop")
+    C["upload"].upload(on_upload, C["upload"], view_outputs, api_name="upload")
+    C["round"].input(on_round, [C["traces"], C["round"]],
+                       [C["position"], C["round_plot"], C["position_plot"]], api_name="inspect_round",
+                       show_progress="hidden", trigger_mode="always_last")
+    C["timeline"].click(on_timeline_click, C["traces"], [C["round"], C["position"], C["round_plot"],
+                                                         C["position_plot"]], show_progress="hidden",
+                        api_visibility="private")
+    C["position"].input(on_position, [C["traces"], C["round"], C["position"]], C["position_plot"],
+                        api_name="inspect_position")
+
+
+
 def build_demo() -> gr.Blocks:
+    """The page: layout, then listeners; first paint from the recorded example traces."""
     spec0, plain0 = views.load_example()
     init = views.views(spec0, plain0, "example")
     init_files = views.write_files(spec0, plain0) if spec0 or plain0 else None
     default = handlers.preset_fields("smollm2-135m")
-    C: dict = {}
-
     with gr.Blocks(title=explain.TITLE) as demo:
-        C["traces"] = gr.State({"spec": spec0, "plain": plain0})
-        C["run_number"] = gr.State(0)
-        gr.Markdown(explain.INTRO)
-        C["banner"] = gr.Markdown(init["banner"], elem_id="sd-banner", elem_classes="sd-banner")
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=1, min_width=330):
-                gr.Markdown("### Controls")
-                C["preset"] = gr.Dropdown(list(PRESETS), value="smollm2-135m", label="Model pair (preset)",
-                                          info=PRESETS["smollm2-135m"].description)
-                C["target"] = gr.Textbox(default["target"], label="Target (preset, HF id or local folder)")
-                C["drafter"] = gr.Radio(handlers.DRAFTERS, value=default["drafter"], label="Drafter", elem_id="sd-drafter")
-                C["draft"] = gr.Textbox(default["draft"], label="Draft model (distilled, HF id, folder, or target-layers:N)")
-                C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=5, elem_id="sd-prompt")
-                C["chat"] = gr.Checkbox(True, label="Apply the chat template")
-                with gr.Row():
-                    C["k"] = gr.Dropdown(handlers.K_CHOICES, value="4", label="k (draft length)",
-                                         info="'auto' adapts k per round")
-                    C["max_new_tokens"] = gr.Slider(1, 256, value=48, step=1, label="Max new tokens", elem_id="sd-max-new")
-                with gr.Row():
-                    C["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
-                    C["seed"] = gr.Number(0, precision=0, label="Seed")
-                with gr.Row():
-                    C["top_k"] = gr.Number(0, precision=0, label="Top-k (0 = off)")
-                    C["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p (1 = off)")
-                with gr.Accordion("Device", open=False):
-                    C["device"] = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")
-                with gr.Row(elem_id="sd-run-row"):
-                    C["run"] = gr.Button("▶ Run", variant="primary", elem_id="sd-run")
-                    C["stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-stop")
-                gr.Markdown(explain.FIRST_LOAD_NOTE)
-                gr.Examples([[p] for _, p in explain.EXAMPLES], inputs=[C["prompt"]],
-                            example_labels=[label for label, _ in explain.EXAMPLES], label="Example prompts")
-            with gr.Column(scale=3):
-                gr.Markdown("### The race")
-                with gr.Row(equal_height=True):
-                    C["plain_lane"] = gr.HTML(init["plain_lane"], elem_id="sd-plain")
-                    C["spec_lane"] = gr.HTML(init["spec_lane"], elem_id="sd-spec")
-                C["verdict"] = gr.HTML(init["verdict"], elem_id="sd-verdict-box")
-                with gr.Row():
-                    C["replay"] = gr.Button("⟲ Replay both lanes on one clock", size="sm", elem_id="sd-replay")
-                gr.Markdown(explain.RACE_HELP)
-                gr.Markdown("### Token timeline (speculative lane)")
-                gr.HTML(legend_html())
-                C["timeline"] = gr.HTML(init["timeline"], elem_id="sd-timeline-box", js_on_load=TIMELINE_CLICK_JS)
-                with gr.Accordion("How to read the timeline", open=False):
-                    gr.Markdown(explain.TIMELINE_HELP)
-                gr.Markdown("### Stats")
-                C["stats"] = gr.Markdown(init["stats"], elem_id="sd-stats")
-                with gr.Accordion("What do these numbers mean?", open=False):
-                    gr.Markdown(explain.metrics_markdown())
-
-        gr.Markdown("## Round inspector", elem_id="sd-inspector")
-        with gr.Row():
-            C["round"] = gr.Slider(0, max(init["round_max"], 1), value=init["round"], step=1,
-                                   label="Round", elem_id="sd-round")
-            C["position"] = gr.Dropdown(init["position_choices"], value=init["position"],
-                                        label="Draft position in this round", elem_id="sd-position")
-        C["round_plot"] = gr.Plot(init["round_plot"], show_label=False, elem_classes="sd-plot", elem_id="sd-round-plot")
-        C["position_plot"] = gr.Plot(init["position_plot"], show_label=False, elem_classes="sd-plot",
-                                     elem_id="sd-position-plot")
-        gr.Markdown(explain.INSPECTOR_HELP)
-
-        gr.Markdown("## Charts")
-        with gr.Row():
-            for name in views.CHART_NAMES[:3]:
-                C[name] = gr.Plot(init[name], show_label=False, elem_classes="sd-plot")
-        with gr.Row():
-            for name in views.CHART_NAMES[3:]:
-                C[name] = gr.Plot(init[name], show_label=False, elem_classes="sd-plot")
-
-        with gr.Row():
-            with gr.Column(scale=3):
-                gr.Markdown("## Trace files\n" + explain.FILES_HELP)
-                C["upload"] = gr.UploadButton("⤒ Load trace file(s)", file_count="multiple", file_types=[".json"],
-                                              elem_id="sd-upload")
-            with gr.Column(scale=2):
-                C["files"] = gr.File(init_files, file_count="multiple", label="Download (JSON, specdec.trace/1)",
-                                     interactive=False, elem_id="sd-files")
-        with gr.Accordion("How speculative decoding works — step by step", open=False):
-            gr.Markdown(explain.walkthrough_markdown())
-
-        # ---- listeners -----------------------------------------------------------------------
-        view_outputs = [c for name, c in C.items() if name not in
-                        ("preset", "target", "drafter", "draft", "prompt", "chat", "k", "max_new_tokens",
-                         "temperature", "seed", "top_k", "top_p", "device", "run", "stop", "replay", "upload")]
-        run_inputs = [C[n] for n in ("preset", "target", "draft", "drafter", "device", "prompt", "chat", "k",
-                                     "temperature", "top_k", "top_p", "max_new_tokens", "seed", "run_number")]
-
-        @gpu
-        def on_run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
-                   max_new_tokens, seed, run_number, progress=gr.Progress()):
-            try:
-                for vals in handlers.run(preset, target, draft, drafter, device, prompt, chat, k, temperature,
-                                         top_k, top_p, max_new_tokens, seed, run_number, progress, gr.Info):
-                    yield _updates(C, vals)
-            except handlers.UserError as e:
-                raise gr.Error(str(e)) from None
-
-        def on_preset(preset):
-            f = handlers.preset_fields(preset)
-            return {C["target"]: f["target"], C["draft"]: f["draft"], C["drafter"]: f["drafter"],
-                    C["preset"]: gr.Dropdown(info=PRESETS[preset].description)}
-
-        def on_stop(traces):
-            return _updates(C, handlers.after_stop(traces))
-
-        def on_upload(paths):
-            try:
-                return _updates(C, handlers.upload(paths))
-            except handlers.UserError as e:
-                raise gr.Error(str(e)) from None
-
-        def on_replay(traces):
-            try:
-                for vals in handlers.replay(traces):
-                    yield _updates(C, vals)
-            except handlers.UserError as e:
-                raise gr.Warning(str(e)) from None
-
-        def on_round(traces, round_index):
-            return _updates(C, handlers.inspect_round(traces, round_index))
-
-        def on_timeline_click(traces, evt: gr.EventData):
-            r, pos = int(getattr(evt, "round", 0)), int(getattr(evt, "pos", 0)) or None
-            vals = handlers.inspect_round(traces, r, pos)
-            out = _updates(C, vals)
-            out[C["round"]] = gr.Slider(value=r)
-            return out
-
-        def on_position(traces, round_index, position):
-            return {C["position_plot"]: handlers.inspect_round(traces, round_index, position)["position_plot"]}
-
-        C["preset"].change(on_preset, C["preset"], [C["target"], C["draft"], C["drafter"], C["preset"]],
-                           queue=False)
-        run_event = C["run"].click(on_run, run_inputs, view_outputs, concurrency_limit=1,
-                                   concurrency_id=MODEL_QUEUE, api_name="run",
-                                   show_progress_on=[C["verdict"]])
-        replay_event = C["replay"].click(on_replay, C["traces"], [C["plain_lane"], C["spec_lane"]],
-                                         concurrency_limit=None, api_name="replay",
-                                         show_progress="hidden")
-        C["stop"].click(on_stop, C["traces"], view_outputs, cancels=[run_event, replay_event], api_name="stop")
-        C["upload"].upload(on_upload, C["upload"], view_outputs, api_name="upload")
-        C["round"].input(on_round, [C["traces"], C["round"]],
-                           [C["position"], C["round_plot"], C["position_plot"]], api_name="inspect_round",
-                           show_progress="hidden", trigger_mode="always_last")
-        C["timeline"].click(on_timeline_click, C["traces"], [C["round"], C["position"], C["round_plot"],
-                                                             C["position_plot"]], show_progress="hidden",
-                            api_visibility="private")
-        C["position"].input(on_position, [C["traces"], C["round"], C["position"]], C["position_plot"],
-                            api_name="inspect_position")
+        C = layout(init, init_files, default, spec0, plain0)
+        listeners(C)
     return demo

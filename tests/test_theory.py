@@ -2,7 +2,7 @@
 import pytest
 
 from specdec_core.costs.theory import (best_k, committed_distribution, expected_tokens,
-                                 linear_verify_cost, predicted_speedup)
+                                 predicted_speedup, verify_cost)
 
 
 def test_expected_tokens_hand_values():
@@ -26,7 +26,7 @@ def test_speedup_hand_values():
     # E[τ] / (k·c + v): 3.3616 / (4·0.05 + 1) = 2.801333…
     assert predicted_speedup(0.8, 4, 0.05, 1.0) == pytest.approx(3.3616 / 1.2)
     # verify cost growing with k: v(2) = 1 + 0.25·2 = 1.5 -> 1.75 / (0.2 + 1.5)
-    assert predicted_speedup(0.5, 2, 0.1, linear_verify_cost(0.25)) == pytest.approx(1.75 / 1.7)
+    assert predicted_speedup(0.5, 2, 0.1, verify_cost({}, default_slope=0.25)) == pytest.approx(1.75 / 1.7)
     assert predicted_speedup(0.9, 0, 0.5, 3.0) == 1.0                    # k = 0 is plain decoding
 
 
@@ -39,7 +39,7 @@ def test_best_k_hand_values():
     # free drafts, perfect-ish acceptance, flat verify: the longest draft allowed
     assert best_k(0.9, 0.0, 1.0, k_max=16)[0] == 16
     # a verify cost growing with k pulls the best k down
-    assert best_k(0.8, 0.0, linear_verify_cost(0.3), k_max=16)[0] < best_k(0.8, 0.0, 1.0, k_max=16)[0]
+    assert best_k(0.8, 0.0, verify_cost({}, default_slope=0.3), k_max=16)[0] < best_k(0.8, 0.0, 1.0, k_max=16)[0]
 
 
 def test_one_verify_cost_model():

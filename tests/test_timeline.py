@@ -158,3 +158,14 @@ def test_stats_table_and_replay_frames():
     frames = list(race.replay_frames(spec, plain, fps=10))
     assert frames[0][0] == 0.0 and abs(frames[-1][0] - 1.1) < 1e-9
     assert '<b class="sd-count">6</b>' in frames[-1][2] and '<b class="sd-count">4</b>' in frames[-1][1]
+
+
+def test_cli_show_hides_eos_like_the_live_cli(tmp_path, capsys):
+    from specdec_core.cli.main import show
+    spec = make_spec(eos_last=True)
+    spec.config["eos_ids"] = [2]
+    path = tmp_path / "t.json"
+    spec.save(path)
+    show(str(path), colour=False)
+    out = capsys.readouterr().out
+    assert " mat" not in out and "</s>" not in out and "cat" in out

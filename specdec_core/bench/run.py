@@ -34,10 +34,6 @@ from .stats import aggregate, headline
 DEFAULT_PROMPTS = "bench_prompts.json"        # package data (specdec_core/data)
 
 
-class GreedyMismatch(RuntimeError):
-    """A greedy lane produced other tokens than plain decoding, and not at a numerics near-tie."""
-
-
 def load_prompts(pair, path=None) -> list[dict]:
     """[{"name", "ids"}] from a JSON file of {"prompts": [{"name", "text" | "ids"}]} (or a bare list)."""
     text = Path(path).read_text() if path else package_data.file(DEFAULT_PROMPTS).read_text()

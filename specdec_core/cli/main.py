@@ -65,7 +65,7 @@ def show(path: str, colour: bool) -> None:
     print(f"trace {path}: {cfg['target']} + {cfg.get('draft')} · k={cfg['k']} · T={cfg['temperature']} "
           f"· {cfg.get('device', '?')}" + (f" · kernels: {kernels}" if kernels else ""))
     print(legend_line(colour))
-    print(render_tokens(trace, colour=colour))
+    print(render_tokens(trace, eos_ids=set(cfg.get("eos_ids") or ()), colour=colour))   # EOS hidden, as live
     print("\n".join(stats_lines(trace)))
 
 

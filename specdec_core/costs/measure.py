@@ -5,8 +5,8 @@ v(k), the cost of a verify pass over k drafts (k + 1 new tokens) in single-token
 whether speculation can win at all. `measure_pass_costs` times one cached target forward over
 1..n_max new tokens (medians after a warm-up, the lengths interleaved so drift falls on all alike).
 A step mostly reads weights: `weight_bytes` (each distinct matrix once, a tied matrix once) ÷
-`read_bandwidth` (a read-only reduction over a buffer far larger than the last-level cache, with
-the same thread count) is the time a step cannot beat (`step_vs_floor` measures both in pairs,
+the read bandwidth (a read-only reduction over a buffer far larger than the last-level cache,
+with the same thread count) is the time a step cannot beat (`step_vs_floor` measures both in pairs,
 since the bandwidth a shared machine gives moves by ±30 % within minutes). `step_breakdown`
 splits a pass into linears / attention / norms / lm_head / other with module hooks.
 """
@@ -141,15 +141,6 @@ def _read_once(buf: torch.Tensor) -> float:
     buf.sum()
     _sync(buf.device)
     return buf.numel() * buf.element_size() / (time.perf_counter() - t0)
-
-
-@torch.inference_mode()
-def read_bandwidth(reps: int = 7, device="cpu") -> float:
-    """Bytes per second of a read-only reduction over a buffer far larger than the last-level
-    cache, with torch's current thread count (median of reps): the speed weights can stream at."""
-    buf = _read_buffer(device)
-    _read_once(buf)
-    return statistics.median(_read_once(buf) for _ in range(reps))
 
 
 @torch.inference_mode()

@@ -39,11 +39,6 @@ def best_k(alpha: float, c: float, v: Cost = 1.0, k_max: int = 16) -> tuple[int,
     return max(((k, predicted_speedup(alpha, k, c, v)) for k in range(k_max + 1)), key=lambda ks: ks[1])
 
 
-def linear_verify_cost(slope: float) -> Callable[[int], float]:
-    """v(k) = 1 + slope·k: a verify pass costs one step plus `slope` steps per extra token."""
-    return lambda k: 1.0 + slope * k
-
-
 def fitted_slope(points: dict) -> Optional[float]:
     """Least-squares slope of v(k) = 1 + slope·k through (0, 1) over measured {k: v(k)}, k > 0
     (never negative); None without points."""

@@ -11,7 +11,7 @@ Plain decoding is the same loop with a drafter that proposes nothing (see autore
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator, Optional, Sequence, Union
 
 import torch
@@ -43,7 +43,6 @@ class DecodeState:
     paused_s: float = 0.0              # time spent outside the decoder (consumer between yields)
     n_new: int = 0
     done: bool = False
-    timers: dict = field(default_factory=dict)
 
     def elapsed(self) -> float:
         """Seconds since the decode started, minus consumer time; syncs CUDA so the reading is real."""

@@ -5,10 +5,14 @@ drew each one: q is a distribution over the *target's* vocabulary (one-hot for t
 zero outside a truncated draft vocabulary). The decoder tells it which of its positions stay valid
 (`rollback`), and may hand it the target's last hidden states (`observe`) when it asks for them.
 
-    drafter.start(prompt_ids)                      # once per decode (prefill)
+The calls, in the order the decoder makes them (decoding/speculative.py):
+
+    drafter.observe(hidden)      # prefill: the target's hidden states of prompt[:-1] (if wants_hidden)
+    drafter.start(prompt_ids)    # once per decode
+    # each round:
     proposal = drafter.propose(committed, k, cfg, generator, stop_below)
-    drafter.observe(hidden)                        # only if drafter.wants_hidden
-    drafter.rollback(n_valid)                      # keep state for committed[:n_valid] only
+    drafter.rollback(n_valid)    # keep state for committed[:n_valid] only (the accepted prefix)
+    drafter.observe(hidden)      # the verify pass' hidden states of the newly committed positions
 """
 from __future__ import annotations
 
