@@ -10,7 +10,7 @@ from typing import Iterator, Optional
 from specdec_core import (PRESETS, ModelLoadError, TraceFormatError, autoregressive_generate, load_pair,
                           speculative_generate, stream_autoregressive, stream_speculative)
 
-from specdec_core.models.loading import is_loaded
+from specdec_core.models import is_loaded
 from specdec_core.settings import SettingsError, check_settings
 
 from . import explain, race, views

@@ -2,7 +2,6 @@
 longer when drafts are cheap and accepted, probes while plain, and keeps greedy output exact."""
 from types import SimpleNamespace
 
-import torch
 
 from specdec_core import ModelPair, autoregressive_generate, speculative_generate
 from specdec_core.decoding.kpolicy import MIN_SPEC_ROUNDS, STOP_MAX, STOP_MIN, AutoK

@@ -205,7 +205,7 @@ def parse_sweep(text: str) -> list[int]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     from .report import write_reports
-    from ..models.loading import load_pair
+    from ..models import load_pair
 
     if args.threads:
         torch.set_num_threads(args.threads)

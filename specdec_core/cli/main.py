@@ -14,7 +14,7 @@ from .render import comparison_lines, legend_line, render_tokens, round_pieces, 
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    from ..models.loading import DEFAULT_PRESET, PRESETS
+    from ..models import DEFAULT_PRESET, PRESETS
 
     presets = ", ".join(PRESETS)
     ap = argparse.ArgumentParser(prog="python -m specdec_core", description=__doc__,

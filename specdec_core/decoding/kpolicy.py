@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..registry import REGISTRY
-from ..costs.theory import best_k, expected_tokens, verify_cost
+from ..costs.theory import best_k, verify_cost
 
 EMA = 0.15            # weight of a new measurement in running means
 K_MAX = 8

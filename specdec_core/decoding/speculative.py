@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterator, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
 import torch
 from transformers import DynamicCache
@@ -24,6 +24,9 @@ from ..sampling import SamplingConfig, draw, raw_probs, warp_probs
 from ..registry import REGISTRY
 from ..settings import SettingsError, check_settings
 from ..trace.record import Correction, DraftToken, Round, Trace
+
+if TYPE_CHECKING:
+    from ..models import ModelPair
 
 TOP_N = 5  # how many alternatives the trace keeps per distribution
 

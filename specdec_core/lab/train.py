@@ -112,7 +112,7 @@ def evaluate(head, seqs: list[dict], K: int = 4) -> dict:
 
 # -- CLI -------------------------------------------------------------------------------------
 def _target():
-    from ..models.loading import load_pair
+    from ..models import load_pair
     return load_pair("smollm2-135m", draft="ngram", device="cpu").target
 
 

@@ -1,7 +1,10 @@
-"""Target/draft pairs: presets, loading (HF ids, local folders, the embedded offline default),
-and the ModelPair a decode runs on."""
-from .loading import (DEFAULT_PRESET, PRESETS, ModelPair, check_tokenizers, draft_from_target_layers,
-                      load_model, load_pair)
+"""Target/draft pairs: presets (presets.py), the ModelPair a decode runs on (pair.py), loading HF
+ids, local folders and the embedded offline default (loading.py, embedded.py)."""
+from .loading import (check_tokenizers, draft_from_target_layers, is_loaded, load_model, load_pair, model_key,
+                      resolve_device, resolve_dtype)
+from .pair import ModelPair
+from .presets import DEFAULT_PRESET, DISTILLED, LAYERS_PREFIX, NGRAM, PRESETS, Preset
 
-__all__ = ["load_pair", "load_model", "ModelPair", "PRESETS", "DEFAULT_PRESET", "draft_from_target_layers",
-           "check_tokenizers"]
+__all__ = ["load_pair", "load_model", "ModelPair", "PRESETS", "Preset", "DEFAULT_PRESET", "draft_from_target_layers",
+           "check_tokenizers", "is_loaded", "model_key", "resolve_device", "resolve_dtype", "NGRAM", "DISTILLED",
+           "LAYERS_PREFIX"]

@@ -1,7 +1,10 @@
 """Statistics of one trace (acceptance, α, tokens/s, time split) and cost ratios of a pair of them."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from .record import Trace
 
 
 def _mean(xs) -> Optional[float]:
@@ -13,7 +16,7 @@ def _ratio(a, b) -> Optional[float]:
     return a / b if b else None
 
 
-def compute_stats(trace: Trace) -> dict:
+def compute_stats(trace: "Trace") -> dict:
     """Statistics of a trace (DESIGN.md). Undefined values are None, never NaN.
 
     - acceptance_rate: accepted drafted tokens / all drafted tokens (every proposal counts, also the
@@ -76,7 +79,7 @@ def _rounds_by_k(rounds) -> dict:
     return {str(k): n for k, n in sorted(counts.items())}
 
 
-def cost_ratios(spec: Trace, plain: Trace) -> dict:
+def cost_ratios(spec: "Trace", plain: "Trace") -> dict:
     """c and v(k) from a speculative and a plain trace of the same pair and device.
 
     c = draft_step_s / step_s; v(k) = mean verify time of a k-draft round / step_s.
