@@ -43,7 +43,7 @@ FILES_HELP = ("Every run can be saved: the speculative and the plain trace as JS
               "`specdec.trace/1`, also readable by `python -m specdec_core --show FILE`). Loading one or "
               "both files back rebuilds every view above without running a model.")
 
-# (name, definition) — DESIGN.md's definitions, shown one click away from the stats panel.
+# (name, definition) — the statistics' definitions (README), shown one click away from the stats panel.
 METRICS = [
     ("acceptance rate", "accepted drafted tokens ÷ all drafted tokens (unchecked ones after a rejection "
                         "count as drafted) — vLLM's *draft acceptance rate*."),

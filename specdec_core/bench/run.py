@@ -7,7 +7,7 @@ k sweep of ours in greedy mode. Every lane runs on every prompt `repeats` times 
 pass; the order of lanes rotates from prompt to prompt and repeat to repeat, so slow drift of a
 shared machine falls on every lane alike, and each cell keeps the median. Greedy lanes must produce
 the plain decoder's tokens: a difference is an error unless it is a floating-point near-tie
-(DESIGN.md); the report is written either way, then the command exits with status 3.
+(trace.greedy_check); the report is written either way, then the command exits with status 3.
 
     python -m specdec_core.bench --quick
     python -m specdec_core.bench --target smollm2-135m --draft target-layers:2 --k 4 --out docs/bench/x

@@ -1,6 +1,6 @@
 """Turning the benchmark's runs into numbers: medians, ratios, measured c / v(k), predictions.
 
-Conventions (DESIGN.md "Statistics"): tokens/s of a lane on a prompt set = Σ tokens / Σ median
+Conventions (README "Statistics"): tokens/s of a lane on a prompt set = Σ tokens / Σ median
 wall seconds over its prompts (wall = outside clock around the whole call, prefill included).
 The theory is checked on decode time only (trace wall − prefill), because E[τ]/(k·c + v(k)) models
 rounds, not the prefill: c = draft step ÷ plain step, v(m) = verify time of an m-draft round ÷

@@ -17,7 +17,7 @@ def _ratio(a, b) -> Optional[float]:
 
 
 def compute_stats(trace: "Trace") -> dict:
-    """Statistics of a trace (DESIGN.md). Undefined values are None, never NaN.
+    """Statistics of a trace (docs/ARCHITECTURE.md, README "Statistics"). Undefined values are None, never NaN.
 
     - acceptance_rate: accepted drafted tokens / all drafted tokens (every proposal counts, also the
       unchecked ones after a rejection; vLLM's "draft acceptance rate").
