@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from statistics import median
 from typing import Optional
 
-from ..costs.theory import expected_tokens
+from ..costs.theory import expected_tokens, predicted_speedup, verify_cost
 
 
 def _div(a, b) -> Optional[float]:
@@ -70,13 +70,14 @@ def theory_row(spec: dict, plain: dict, k) -> dict:
     if alpha is None or c is None:
         return row
     if isinstance(k, int) and k in v:   # the formula at the lane's k
-        row["predicted"] = expected_tokens(alpha, k) / (k * c + v[k])
+        row["predicted"] = predicted_speedup(alpha, k, c, verify_cost(v))
     # The same theory over the draft lengths the rounds really had (the n-gram drafter proposes
     # fewer than k when its match is short, k = "auto" varies, the last round is cut).
     ms = spec["m_list"]
     if ms and all(m in v for m in ms):
+        cost = verify_cost(v)
         row["predicted_mix"] = (sum(expected_tokens(alpha, m) for m in ms)
-                                / sum(m * c + v[m] for m in ms))
+                                / sum(m * c + cost(m) for m in ms))
     for key in ("predicted", "predicted_mix"):
         if row[key] and meas:
             row[f"measured_over_{key}"] = meas / row[key]
