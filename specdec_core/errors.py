@@ -3,3 +3,7 @@
 
 class ModelLoadError(ValueError):
     """A model, tokenizer or pair that cannot be loaded or used; the message says why."""
+
+
+class DecodeError(RuntimeError):
+    """A decode that cannot go on (the target produced NaN or infinite logits); the message says where."""

@@ -14,6 +14,8 @@ from .sampling import SamplingConfig
 
 K_CAP = 32                 # longest draft per round: beyond it E[τ] gains nothing at any real α
 MAX_NEW_TOKENS_CAP = 4096  # a decode longer than this is a job, not a demo
+PROMPT_CHARS_CAP = 100_000  # refused before tokenizing: no model here has a context this long
+_ALLOWED_CONTROLS = {"\t", "\n", "\r"}
 
 
 class SettingsError(ValueError):
@@ -60,6 +62,37 @@ def _float(name: str, value, allowed: str) -> float:
     if not math.isfinite(x):
         raise SettingsError(f"{name} must be a finite number {allowed}, got {value!r}")
     return x
+
+
+def check_prompt_text(text) -> str:
+    """A prompt a person typed: non-empty, valid Unicode text (no lone surrogates from undecodable
+    bytes), no control characters but tab and newlines, at most PROMPT_CHARS_CAP characters."""
+    if not isinstance(text, str):
+        raise SettingsError(f"the prompt must be text, got {type(text).__name__}")
+    if not text.strip():
+        raise SettingsError("the prompt is empty: type some text")
+    if len(text) > PROMPT_CHARS_CAP:
+        raise SettingsError(f"the prompt has {len(text):,} characters; the limit is {PROMPT_CHARS_CAP:,}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise SettingsError(f"the prompt is not valid UTF-8 text (undecodable bytes at character {e.start})") from None
+    for i, ch in enumerate(text):
+        if (ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0) and ch not in _ALLOWED_CONTROLS:
+            raise SettingsError(f"the prompt contains a control character (U+{ord(ch):04X} at character {i}): "
+                                "remove it")
+    return text
+
+
+def check_fits_context(n_prompt: int, max_new_tokens: int, context: Optional[int]) -> None:
+    """Prompt + new tokens must fit the model's context; refused with the limits named."""
+    if context is None:
+        return
+    if n_prompt >= context:
+        raise SettingsError(f"the prompt has {n_prompt:,} tokens; the model's context is {context:,} tokens")
+    if n_prompt + max_new_tokens > context:
+        raise SettingsError(f"max new tokens {max_new_tokens:,} does not fit: the model's context is {context:,} "
+                            f"tokens and the prompt takes {n_prompt:,}, so at most {context - n_prompt:,}")
 
 
 def check_settings(k=4, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=64, seed=0, *,

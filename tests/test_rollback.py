@@ -22,7 +22,7 @@ def cached_vs_fresh(model, cache, n_cached, committed) -> float:
 
 
 def run_and_check(pair, k, rounds, atol, **settings):
-    st = start_decode(pair, [3, 1, 4, 1, 5], k, max_new_tokens=200, **settings)
+    st = start_decode(pair, [3, 1, 4, 1, 5], k, max_new_tokens=120, **settings)   # context 128
     seen_kinds = set()
     for i in range(rounds):
         rnd = decode_round(st, k if i % 2 else 1)   # alternate so all-accepted rounds happen too

@@ -21,8 +21,9 @@ from ..costs.measure import pass_costs
 from .kpolicy import AutoK
 from ..drafters.base import Drafter, crop_cache, empty_proposal, fit_vocab
 from ..sampling import SamplingConfig, draw, raw_probs, warp_probs
+from ..errors import DecodeError
 from ..registry import REGISTRY
-from ..settings import SettingsError, check_settings
+from ..settings import SettingsError, check_fits_context, check_settings
 from ..trace.record import Correction, DraftToken, Round, Trace
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ def start_decode(pair, prompt_ids, k, *, temperature=0.0, top_k=0, top_p=1.0, ma
     settings = check_settings(k, temperature, top_k, top_p, max_new_tokens, seed,
                               allow_plain=mode == "autoregressive")
     k, max_new_tokens, seed, cfg = settings.k, settings.max_new_tokens, settings.seed, settings.sampling
+    check_fits_context(len(prompt_ids), max_new_tokens, pair.context_length)
     device = pair.input_device
     prompt = torch.as_tensor(list(prompt_ids), dtype=torch.long, device=device)
     if int(prompt.max()) >= pair.vocab_size or int(prompt.min()) < 0:
@@ -128,6 +130,10 @@ def decode_round(st: DecodeState, k: int, *, stop_below: Optional[float] = None,
     out = pair.target(verify_ids[None], past_key_values=st.cache, use_cache=True,
                       output_hidden_states=st.drafter.wants_hidden)
     logits = fit_vocab(out.logits[0], V)                         # [m+1, V]
+    # NaN or +inf logits (a broken model, an overflow) must stop the decode with a clear error,
+    # not reach the sampler: the flag rides along the round's one host sync below.
+    broken = torch.isnan(logits).any() | torch.isposinf(logits).any()
+    logits = torch.where(broken, torch.zeros_like(logits), logits)
     p_target = warp_probs(logits, cfg)                           # [m+1, V]
     t_verified = st.elapsed()
 
@@ -148,8 +154,11 @@ def decode_round(st: DecodeState, k: int, *, stop_below: Optional[float] = None,
     correction_id = draw(correction_dist[None], cfg, st.generator)[0]
 
     # One host sync for the decision: accept flags, accepted length, correction token.
-    decision = torch.cat([accepted.long(), n_accepted_t[None], correction_id[None]]).tolist()
+    decision = torch.cat([accepted.long(), n_accepted_t[None], correction_id[None], broken.long()[None]]).tolist()
     accepted_flags, n_accepted, corr_id = decision[:m], decision[m], decision[m + 1]
+    if decision[m + 2]:
+        raise DecodeError(f"the target produced NaN or infinite logits in round {len(st.trace.rounds)} "
+                          f"(after {st.n_new} new tokens): the model or its dtype is broken here")
 
     # 5. Commit accepted prefix + correction, cut at EOS and at max_new_tokens.
     draft_list = draft_ids.tolist()

@@ -68,10 +68,61 @@ def is_loaded(target: str, device: str = "auto", dtype="auto", fast_path: Option
     return model_key(preset.target if preset else target, device, dtype, fast_path) in REGISTRY.loaded()
 
 
+def model_config(name: str, trust_remote_code: bool = False):
+    """The model's config (no weights), refusing what this project cannot decode with: a model
+    that needs its own code without trust_remote_code, and anything that is not a causal LM."""
+    from transformers import AutoConfig
+
+    path = embedded.converted_dir() if name == embedded.NAME else name
+    try:
+        config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError) as e:
+        text = str(e)
+        if "trust_remote_code" in text or "custom code" in text:
+            raise ModelLoadError(f"{name!r} needs its own code to load (trust_remote_code); that is off: "
+                                 "only models transformers implements are loaded") from None
+        hint = "" if os.path.isdir(str(path)) else " (not a local folder; a Hugging Face id needs internet)"
+        raise ModelLoadError(f"could not load model {name!r}{hint}: {text.splitlines()[0]}") from None
+    archs = list(getattr(config, "architectures", None) or [])
+    causal = any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
+    if getattr(config, "is_encoder_decoder", False) or (archs and not causal):
+        raise ModelLoadError(f"{name!r} is not a causal language model ({', '.join(archs) or config.model_type}): "
+                             "speculative decoding needs a decoder-only LM")
+    return config
+
+
+def estimate_params(config) -> int:
+    """Parameters of a decoder-only transformer from its config (embeddings, attention, MLP; the
+    output layer unless tied): a size check before any weight is read."""
+    text = getattr(config, "get_text_config", lambda: config)()
+    h = getattr(text, "hidden_size", 0) or getattr(text, "n_embd", 0) or 0
+    layers = getattr(text, "num_hidden_layers", 0) or getattr(text, "n_layer", 0) or 0
+    vocab = getattr(text, "vocab_size", 0) or 0
+    inter = getattr(text, "intermediate_size", None) or 4 * h
+    heads = getattr(text, "num_attention_heads", 1) or 1
+    kv = getattr(text, "num_key_value_heads", None) or heads
+    head_dim = getattr(text, "head_dim", None) or h // heads
+    attn = h * head_dim * (2 * heads + 2 * kv)
+    mlp = (3 if getattr(text, "hidden_act", "gelu") in ("silu", "swiglu") else 2) * h * inter
+    tied = getattr(config, "tie_word_embeddings", True)
+    return vocab * h * (1 if tied else 2) + layers * (attn + mlp)
+
+
+def check_size(name: str, max_params: Optional[int], trust_remote_code: bool = False) -> None:
+    """Refuse a model above max_params (estimated from its config) before loading its weights."""
+    if max_params is None:
+        return
+    n = estimate_params(model_config(name, trust_remote_code))
+    if n > max_params:
+        raise ModelLoadError(f"{name!r} has about {n / 1e9:.1f} B parameters, above the cap of "
+                             f"{max_params / 1e9:.1f} B here")
+
+
 def _load_uncached(name, device, torch_dtype, trust_remote_code, progress):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = embedded.converted_dir(progress) if name == embedded.NAME else name
+    model_config(name, trust_remote_code)     # clear refusals before any weight is read
     if progress:
         progress(0.9, f"loading {name}")
     # A target too large for one GPU is spread over several by accelerate, filling GPU 0 first.
@@ -129,17 +180,22 @@ def draft_from_target_layers(target, n_layers: int):
 
 def load_pair(target: str = DEFAULT_PRESET, draft: Optional[str] = None, device: str = "auto",
               dtype="auto", *, trust_remote_code: bool = False, progress=None,
-              fast_path: Optional[bool] = None) -> ModelPair:
+              fast_path: Optional[bool] = None, max_params: Optional[int] = None) -> ModelPair:
     """Load a pair: target is a preset name, HF id or local dir; draft likewise, or "ngram",
     or "target-layers:N". draft=None takes the preset's draft, and the n-gram drafter otherwise.
     fast_path: prepacked CPU kernels for every model of the pair (None: SPECDEC_FAST_PATH, on by
-    default; a no-op with a note in the trace config on GPU or where the ops are missing)."""
+    default; a no-op with a note in the trace config on GPU or where the ops are missing).
+    max_params: refuse a target or draft model larger than this (estimated from its config,
+    before any weight is read; the app sets it for public deployments)."""
     fast = fastpath.resolve(fast_path)
     preset = PRESETS.get(target)
     target_ref = preset.target if preset else target
     draft_ref = draft if draft is not None else (preset.draft if preset else NGRAM)
     if draft_ref in PRESETS:
         draft_ref = PRESETS[draft_ref].target
+    model_draft = not (draft_ref in (NGRAM, DISTILLED) or draft_ref.startswith((DISTILLED + ":", LAYERS_PREFIX)))
+    for name in (target_ref, draft_ref) if model_draft else (target_ref,):
+        check_size(name, max_params, trust_remote_code)
     model, tokenizer = load_model(target_ref, device, dtype, trust_remote_code=trust_remote_code,
                                   progress=progress, fast_path=fast)
     target_name = target if preset else target_ref

@@ -9,6 +9,7 @@ import torch
 from ..drafters import Drafter, ModelDrafter, NGramDrafter
 from ..errors import ModelLoadError
 from ..kernels import fastpath
+from ..settings import check_prompt_text
 from .presets import NGRAM
 
 DrafterFactory = Callable[["ModelPair"], Drafter]
@@ -82,8 +83,7 @@ class ModelPair:
 
     def encode_prompt(self, text: str, chat: Optional[bool] = None) -> list[int]:
         """Prompt text -> ids; chat=None applies the chat template when the tokenizer has one."""
-        if not text or not text.strip():
-            raise ValueError("the prompt is empty: type some text")
+        check_prompt_text(text)
         if self.tokenizer is None:
             raise ValueError("this pair has no tokenizer: pass token ids instead of text")
         if chat is None:
@@ -95,6 +95,12 @@ class ModelPair:
                 [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False)
             return self.tokenizer(templated, add_special_tokens=False)["input_ids"]
         return self.tokenizer(text)["input_ids"]
+
+    @property
+    def context_length(self) -> Optional[int]:
+        """Longest sequence the target handles (config.max_position_embeddings), None if unknown."""
+        n = getattr(getattr(self.target, "config", None), "max_position_embeddings", None)
+        return int(n) if isinstance(n, int) and n > 0 else None
 
     def kernels(self, drafter=None) -> dict:
         """Which matrix kernels the target (and the drafter's model, if any) run: one line each."""
