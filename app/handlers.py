@@ -11,9 +11,10 @@ from specdec_core import (PRESETS, ModelLoadError, TraceFormatError, autoregress
                           speculative_generate, stream_autoregressive, stream_speculative)
 
 from specdec_core.models import is_loaded
-from specdec_core.settings import SettingsError, check_settings
+from specdec_core.errors import DecodeError
+from specdec_core.settings import SettingsError, check_prompt_text, check_settings
 
-from . import explain, race, views
+from . import deploy, explain, race, views
 from .timeline import plain_lane_html, spec_lane_html, timeline_html
 
 NGRAM_CHOICE = "n-gram (prompt lookup, no model)"
@@ -58,10 +59,14 @@ def pair_args(preset: str, target: str, draft: str, drafter: str) -> tuple[str, 
 
 
 def load(target: str, draft: str, device: str, progress, notify) -> object:
+    """Load the pair under the deployment policy: never a model's own code (trust_remote_code is
+    never passed), local folders only when allowed, models up to the size cap."""
+    policy = deploy.Policy.from_env()
+    deploy.check_model_refs(policy, [target, draft], PRESETS)
     if not is_loaded(target, device):
         notify(explain.FIRST_LOAD_NOTE)
     progress(0.0, desc=f"loading {target} + {draft}")
-    pair = load_pair(target, draft=draft, device=device,
+    pair = load_pair(target, draft=draft, device=device, max_params=policy.max_params,
                      progress=lambda frac, desc: progress(frac, desc=desc))
     progress(1.0, desc="model pair ready")
     return pair
@@ -109,6 +114,10 @@ def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, to
     """The Run button: validate, load (with progress), warm up, race both lanes, render all views."""
     if not prompt or not prompt.strip():
         raise UserError(explain.ERRORS["empty_prompt"])
+    try:
+        check_prompt_text(prompt)
+    except SettingsError as e:
+        raise UserError(str(e)) from None
     settings = parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed)
     target_ref, draft_ref = pair_args(preset, target, draft, drafter)
     yield {"banner": f"▶ **Loading {target_ref} + {draft_ref}** and warming up (not timed)…",
@@ -126,7 +135,7 @@ def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, to
             if "traces" in update:
                 spec, plain = update["traces"]["spec"], update["traces"]["plain"]
             yield update
-    except (ModelLoadError, ValueError) as e:
+    except (ModelLoadError, ValueError, DecodeError) as e:
         raise UserError(str(e)) from None
     except MemoryError:
         raise UserError(explain.ERRORS["oom"].format(what=target_ref)) from None
@@ -153,8 +162,9 @@ def after_stop(traces: dict) -> dict:
 def upload(paths) -> dict:
     """Re-render every view from uploaded trace file(s); no model involved."""
     try:
+        deploy.check_uploads(deploy.Policy.from_env(), paths or [])
         spec, plain, names = views.read_uploads(paths)
-    except (TraceFormatError, ValueError) as e:
+    except (TraceFormatError, ValueError, OSError) as e:
         raise UserError(f"could not load the trace: {e}") from None
     out = views.views(spec, plain, "upload", files=names)
     out["traces"] = {"spec": spec, "plain": plain}

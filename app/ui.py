@@ -5,7 +5,7 @@ import gradio as gr
 
 from specdec_core import PRESETS
 
-from . import explain, handlers, views
+from . import deploy, explain, handlers, views
 from .gpu import gpu
 from .timeline import TIMELINE_CLICK_JS, legend_html, timeline_css
 
@@ -22,8 +22,10 @@ CSS = timeline_css() + """
 
 
 def launch_kwargs() -> dict:
-    """Theme and CSS go to launch() in Gradio 6."""
-    return {"theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate"), "css": CSS}
+    """Theme and CSS go to launch() in Gradio 6; Gradio itself refuses uploads above the cap."""
+    cap_mb = deploy.Policy.from_env().max_upload_bytes / 2**20
+    return {"theme": gr.themes.Soft(primary_hue="blue", neutral_hue="slate"), "css": CSS,
+            "max_file_size": f"{max(cap_mb, 1):.0f}mb"}
 
 
 def _updates(C: dict, vals: dict) -> dict:
@@ -53,7 +55,8 @@ def layout(init: dict, init_files, default: dict, spec0, plain0) -> dict:
             gr.Markdown("### Controls")
             C["preset"] = gr.Dropdown(list(PRESETS), value="smollm2-135m", label="Model pair (preset)",
                                       info=PRESETS["smollm2-135m"].description)
-            C["target"] = gr.Textbox(default["target"], label="Target (preset, HF id or local folder)")
+            C["target"] = gr.Textbox(default["target"], label="Target (preset, HF id or local folder)",
+                             elem_id="sd-target")
             C["drafter"] = gr.Radio(handlers.DRAFTERS, value=default["drafter"], label="Drafter", elem_id="sd-drafter")
             C["draft"] = gr.Textbox(default["draft"], label="Draft model (distilled, HF id, folder, or target-layers:N)")
             C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=5, elem_id="sd-prompt")

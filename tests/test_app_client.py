@@ -83,7 +83,8 @@ def test_malformed_upload_is_a_readable_error_and_app_keeps_serving(client, tmp_
 
 @pytest.mark.parametrize("args, message", [
     (run_args(prompt="   "), "prompt is empty"),
-    (run_args(target="/nonexistent/model-dir"), "could not load model"),
+    (run_args(target="/nonexistent/model-dir"), "is a local path"),
+    (run_args(target="no-such-org/no-such-model"), "could not load model"),
     (run_args(top_k=-1), "top-k must be an integer ≥ 0"),
     (run_args(drafter="draft model", draft=""), "needs a draft"),
 ])

@@ -182,3 +182,21 @@ def test_malformed_upload_shows_an_error(page, tmp_path):
     fc.value.set_files(str(bad))
     page.wait_for_selector("text=could not load the trace", timeout=30_000)
     assert before in page.locator("#sd-banner").inner_text()       # the page kept its views
+
+
+def test_bad_input_shows_one_line_and_the_next_run_works(page):
+    page.wait_for_selector("#sd-timeline .sd-tok")
+    prompt, target = page.locator("#sd-prompt textarea"), page.locator("#sd-target textarea")
+    prompt.fill("   ")
+    page.locator("#sd-run").click()
+    page.wait_for_selector("text=The prompt is empty", timeout=30_000)
+    prompt.fill("Name three rivers.")
+    target.fill("/etc")
+    page.locator("#sd-run").click()
+    page.wait_for_selector("text=is a local path", timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "refused-local-path.png"), full_page=False)
+    target.fill("smollm2-135m")
+    _set_number(page, "#sd-max-new", 8)
+    page.locator("#sd-run").click()
+    page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Your run')", timeout=300_000)
+    assert page.locator("#sd-lane-spec .sd-count").inner_text() == "8"

@@ -1,0 +1,77 @@
+"""What a public deployment allows, from environment variables (README "Deploying publicly").
+
+The page is used by strangers: it never runs a model's own code, reads local folders only when the
+operator allows it, caps model size and upload size. Every refusal is one line for the page.
+
+| variable | default | meaning |
+|---|---|---|
+| SPECDEC_ALLOW_LOCAL_PATHS | 0 | 1: targets/drafts may name local folders (incl. distilled:DIR) |
+| SPECDEC_UI_MAX_PARAMS | 2e9 on CPU, 16e9 with CUDA | largest model the page loads (parameters) |
+| SPECDEC_MAX_UPLOAD_MB | 10 | largest trace file accepted for upload |
+| SPECDEC_MAX_UPLOAD_FILES | 4 | trace files per upload |
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?$")   # "gpt2", "org/name"
+
+
+@dataclass(frozen=True)
+class Policy:
+    allow_local_paths: bool
+    max_params: int
+    max_upload_bytes: int
+    max_upload_files: int
+
+    @classmethod
+    def from_env(cls) -> "Policy":
+        default_params = 16e9 if torch.cuda.is_available() else 2e9
+        return cls(allow_local_paths=os.environ.get("SPECDEC_ALLOW_LOCAL_PATHS", "0") == "1",
+                   max_params=int(float(os.environ.get("SPECDEC_UI_MAX_PARAMS", default_params))),
+                   max_upload_bytes=int(float(os.environ.get("SPECDEC_MAX_UPLOAD_MB", 10)) * 2**20),
+                   max_upload_files=int(os.environ.get("SPECDEC_MAX_UPLOAD_FILES", 4)))
+
+
+def is_local_path(ref: str) -> bool:
+    """A reference that would read the server's disk: a path-like string, an existing file or
+    folder, or a distilled draft from a folder."""
+    ref = ref.strip()
+    if ref.startswith("distilled:"):
+        return True
+    if ref.startswith(("/", "./", "../", "~", "\\")) or "\\" in ref or ".." in ref.split("/"):
+        return True
+    if not HF_ID.match(ref):
+        return True
+    return Path(ref).exists()
+
+
+def check_model_refs(policy: Policy, refs: list[str], presets) -> None:
+    """Raise ValueError for a model reference the page may not load."""
+    for ref in refs:
+        if not ref or ref in presets or ref in ("ngram", "distilled") or ref.startswith("target-layers:"):
+            continue
+        if not policy.allow_local_paths and is_local_path(ref):
+            raise ValueError(f"{ref!r} is a local path: this page loads presets and Hugging Face ids only "
+                             "(the operator can allow local folders with SPECDEC_ALLOW_LOCAL_PATHS=1)")
+
+
+def check_uploads(policy: Policy, paths) -> None:
+    """Raise ValueError for too many or too large trace files, before any is read."""
+    paths = paths if isinstance(paths, (list, tuple)) else [paths]
+    if len(paths) > policy.max_upload_files:
+        raise ValueError(f"{len(paths)} files: upload at most {policy.max_upload_files} trace files at once")
+    for p in paths:
+        size = os.path.getsize(str(p))
+        if size > policy.max_upload_bytes:
+            raise ValueError(f"{os.path.basename(str(p))} is {_size(size)}: trace files up to "
+                             f"{_size(policy.max_upload_bytes)} are accepted")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{max(n // 1024, 1)} KB"

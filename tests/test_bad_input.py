@@ -1,0 +1,232 @@
+"""Bad input, everywhere: the page (app.handlers), the Python API and the CLI answer every wrong
+input with one clear line — never a stack trace — and keep working. Model cases use tiny models
+built and saved here (an encoder, a config that asks for remote code, two tokenizers that differ),
+never the Hub."""
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
+from tokenizers.pre_tokenizers import Whitespace
+from transformers import BertConfig, BertModel, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+from app import handlers
+from specdec_core import ModelLoadError, ModelPair, load_pair, speculative_generate
+from specdec_core.errors import DecodeError
+
+from .conftest import tiny_llama
+
+ROOT = Path(__file__).resolve().parent.parent
+WORDS = ["<unk>", "</s>", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
+
+
+def save_llama(folder: Path, words: list, seed: int = 0) -> str:
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=len(words), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
+                      eos_token_id=1, bos_token_id=None, pad_token_id=None, tie_word_embeddings=False)
+    LlamaForCausalLM(cfg).save_pretrained(folder)
+    tok = Tokenizer(WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="</s>").save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    base = tmp_path_factory.mktemp("models")
+    enc = base / "encoder"
+    BertModel(BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=32)).save_pretrained(enc)
+    remote = base / "remote"
+    remote.mkdir()
+    (remote / "config.json").write_text(json.dumps({
+        "model_type": "evil-llm", "architectures": ["EvilForCausalLM"],
+        "auto_map": {"AutoConfig": "configuration_evil.EvilConfig", "AutoModelForCausalLM": "modeling_evil.EvilLM"}}))
+    return {"encoder": str(enc), "remote": str(remote),
+            "target": save_llama(base / "target", WORDS),
+            "other_tok": save_llama(base / "other", WORDS[:2] + WORDS[2:][::-1], seed=1)}
+
+
+def ui_run(prompt="a b c", target="smollm2-135m", draft="ngram", drafter=handlers.NGRAM_CHOICE, k="2",
+           temperature=0.0, top_k=0, top_p=1.0, max_new=4, seed=0, chat=False):
+    """Drive the Run handler like the page does; returns the final view dict or raises UserError."""
+    out = None
+    for out in handlers.run("smollm2-135m", target, draft, drafter, "cpu", prompt, chat, k, temperature, top_k,
+                            top_p, max_new, seed, 0, lambda *a, **k: None, lambda *a: None):
+        pass
+    return out
+
+
+UI_CASES = [  # (name, kwargs for ui_run, message)
+    ("empty prompt", dict(prompt=""), "The prompt is empty"),
+    ("whitespace prompt", dict(prompt=" \n\t "), "The prompt is empty"),
+    ("undecodable bytes", dict(prompt="caf\udce9 au lait"), "not valid UTF-8"),
+    ("control characters", dict(prompt="a\x00b"), "control character (U+0000"),
+    ("1 MB prompt", dict(prompt="word " * 210_000), "the limit is 100,000"),
+    ("k 0", dict(k="0"), "k must be from 1 to 32"),
+    ("k negative", dict(k="-3"), "k must be from 1 to 32"),
+    ("k above the cap", dict(k="100000"), "k must be from 1 to 32"),
+    ("temperature negative", dict(temperature=-1), "temperature must be ≥ 0"),
+    ("temperature NaN", dict(temperature=math.nan), "finite number"),
+    ("temperature inf", dict(temperature=math.inf), "finite number"),
+    ("top-p 0", dict(top_p=0), "top-p must be in (0, 1]"),
+    ("top-p above 1", dict(top_p=1.5), "top-p must be in (0, 1]"),
+    ("top-k negative", dict(top_k=-1), "top-k must be an integer ≥ 0"),
+    ("seed not an integer", dict(seed="seven"), "seed must be an integer"),
+    ("max new tokens 0", dict(max_new=0), "max new tokens must be from 1 to 4096"),
+    ("max new tokens huge", dict(max_new=999_999_999), "max new tokens must be from 1 to 4096"),
+    ("unknown model id", dict(target="no-such-org/no-such-model"), "could not load model"),
+    ("local path refused", dict(target="/tmp"), "is a local path"),
+    ("distilled:DIR refused", dict(draft="distilled:/tmp", drafter=handlers.MODEL_CHOICE), "is a local path"),
+    ("relative path refused", dict(draft="../shared", drafter=handlers.MODEL_CHOICE), "is a local path"),
+]
+
+
+@pytest.mark.parametrize("name,kwargs,message", UI_CASES, ids=[c[0] for c in UI_CASES])
+def test_page_refuses_with_one_line(name, kwargs, message, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("SPECDEC_ALLOW_LOCAL_PATHS", raising=False)
+    with pytest.raises(handlers.UserError) as e:
+        ui_run(**kwargs)
+    assert message in str(e.value) and "\n" not in str(e.value) and "Traceback" not in str(e.value)
+
+
+@pytest.mark.parametrize("kind,message", [
+    ("encoder", "is not a causal language model (BertModel)"),
+    ("remote", "needs its own code to load (trust_remote_code)"),
+    ("other_tok", "incompatible tokenizers"),
+])
+def test_bad_models_are_refused_in_api_and_page(models, kind, message, monkeypatch):
+    monkeypatch.setenv("SPECDEC_ALLOW_LOCAL_PATHS", "1")
+    if kind == "other_tok":
+        target, draft = models["target"], models["other_tok"]
+    else:
+        target, draft = models[kind], "ngram"
+    with pytest.raises(ModelLoadError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_pair(target, draft=draft, device="cpu")
+    with pytest.raises(handlers.UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        ui_run(target=target, draft=draft,
+               drafter=handlers.NGRAM_CHOICE if draft == "ngram" else handlers.MODEL_CHOICE)
+
+
+def test_context_limits_are_named(models, monkeypatch):
+    monkeypatch.setenv("SPECDEC_ALLOW_LOCAL_PATHS", "1")
+    pair = load_pair(models["target"], draft="ngram", device="cpu")
+    assert pair.context_length == 64
+    with pytest.raises(ValueError, match="the prompt has 70 tokens; the model's context is 64 tokens"):
+        speculative_generate(pair, [2] * 70, k=2, max_new_tokens=4)
+    with pytest.raises(ValueError, match="at most 54"):
+        speculative_generate(pair, [2] * 10, k=2, max_new_tokens=60)
+    with pytest.raises(handlers.UserError, match="the model's context is 64 tokens"):
+        ui_run(prompt="a b c " * 30, target=models["target"])
+    # and a run that fits works right after
+    final = ui_run(prompt="a b c", target=models["target"], max_new=5)
+    assert final["traces"]["spec"].stats["new_tokens"] == 5
+
+
+def test_size_cap_before_any_weight_is_read(monkeypatch):
+    monkeypatch.setenv("SPECDEC_UI_MAX_PARAMS", "1e8")          # the default target has 135 M
+    with pytest.raises(handlers.UserError, match="has about 0.1 B parameters, above the cap of 0.1 B"):
+        ui_run()
+
+
+def test_nan_logits_stop_the_decode_with_a_message():
+    target = tiny_llama(seed=0)
+    with torch.no_grad():
+        target.lm_head.weight[3, 0] = float("nan")
+    pair = ModelPair.from_models(target, tiny_llama(seed=1))
+    for temperature in (0.0, 1.0):
+        with pytest.raises(DecodeError, match="NaN or infinite logits in round 0"):
+            speculative_generate(pair, [1, 2], k=2, max_new_tokens=4, temperature=temperature)
+
+
+def test_out_of_memory_is_a_message_and_the_page_goes_on(monkeypatch):
+    def oom(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+    with monkeypatch.context() as m:
+        m.setattr(handlers, "load_pair", oom)
+        with pytest.raises(handlers.UserError, match="Out of memory while running smollm2-135m"):
+            ui_run()
+    with monkeypatch.context() as m:       # while decoding
+        m.setattr(handlers, "warm_up", oom)
+        with pytest.raises(handlers.UserError, match="Out of memory"):
+            ui_run()
+    assert ui_run(max_new=3)["traces"]["spec"].stats["new_tokens"] == 3
+
+
+def _trace_json():
+    plain = ROOT / "tests" / "data" / "trace_v1_before_regroup.plain.json"
+    return plain.read_text()
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("malformed", "{ nope", "invalid JSON"),
+    ("truncated", None, "invalid JSON"),
+    ("wrong schema", json.dumps({"schema": "something/else"}), "expected \"schema\": \"specdec.trace/1\""),
+    ("future schema", None, "found 'specdec.trace/2'"),
+    ("not an object", "[1, 2, 3]", "expected \"schema\""),
+])
+def test_bad_uploads_are_refused(tmp_path, name, content, message):
+    if name == "truncated":
+        content = _trace_json()[:5000]
+    if name == "future schema":
+        content = _trace_json().replace('"specdec.trace/1"', '"specdec.trace/2"', 1)
+    path = tmp_path / "upload.json"
+    path.write_text(content)
+    with pytest.raises(handlers.UserError, match="could not load the trace: upload.json"):
+        handlers.upload([str(path)])
+    with pytest.raises(handlers.UserError) as e:
+        handlers.upload([str(path)])
+    assert message in str(e.value)
+
+
+def test_upload_caps(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECDEC_MAX_UPLOAD_MB", "0.01")
+    big = tmp_path / "big.json"
+    big.write_text(_trace_json())
+    with pytest.raises(handlers.UserError, match="big.json is 29 KB: trace files up to 10 KB are accepted"):
+        handlers.upload([str(big)])
+    monkeypatch.setenv("SPECDEC_MAX_UPLOAD_MB", "10")
+    with pytest.raises(handlers.UserError, match="upload at most 4 trace files"):
+        handlers.upload([str(big)] * 5)
+    assert handlers.upload([str(big)])["traces"]["plain"] is not None
+
+
+def test_token_text_with_html_is_escaped_after_upload(tmp_path):
+    d = json.loads(_trace_json())
+    d["rounds"][0]["correction"]["text"] = '<script>alert(1)</script><img src=x onerror=alert(2)>'
+    path = tmp_path / "evil.json"
+    path.write_text(json.dumps(d))
+    out = handlers.upload([str(path)])
+    html = out["plain_lane"] + str(out.get("timeline", ""))
+    assert "<script>" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;" in html or "&lt;img" in html
+
+
+@pytest.mark.parametrize("args,message", [
+    (["hi", "--target", "no-such-org/no-such-model"], "could not load model"),
+    (["hi", "--temperature", "nan"], "temperature must be a finite number"),
+    (["hi", "--top-p", "0"], "top-p must be in (0, 1]"),
+    (["a\x01b"], "control character"),
+])
+def test_cli_refuses_with_one_line(args, message):
+    env = dict(os.environ, NO_COLOR="1", HF_HUB_OFFLINE="1")
+    result = subprocess.run([sys.executable, "-m", "specdec_core", *args], capture_output=True, text=True,
+                            env=env, cwd=ROOT, timeout=300)
+    assert result.returncode != 0 and message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_allows_local_folders(models):
+    env = dict(os.environ, NO_COLOR="1", HF_HUB_OFFLINE="1")
+    result = subprocess.run([sys.executable, "-m", "specdec_core", "a b c", "--target", models["target"],
+                             "--draft", "ngram", "--no-chat", "--max-new-tokens", "4"],
+                            capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr
