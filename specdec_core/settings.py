@@ -14,6 +14,7 @@ from .sampling import SamplingConfig
 
 K_CAP = 32                 # longest draft per round: beyond it E[τ] gains nothing at any real α
 MAX_NEW_TOKENS_CAP = 4096  # a decode longer than this is a job, not a demo
+TEMPERATURE_CAP = 10.0      # beyond it every distribution is uniform for any real logits
 PROMPT_CHARS_CAP = 100_000  # refused before tokenizing: no model here has a context this long
 _ALLOWED_CONTROLS = {"\t", "\n", "\r"}
 
@@ -107,8 +108,8 @@ def check_settings(k=4, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=64, 
         if not low <= k_val <= K_CAP:
             raise SettingsError(f"k must be from {low} to {K_CAP} or \"auto\", got {k_val}")
     t = _float("temperature", temperature, "≥ 0 (0 = greedy)")
-    if t < 0:
-        raise SettingsError(f"temperature must be ≥ 0 (0 = greedy), got {t:g}")
+    if not 0 <= t <= TEMPERATURE_CAP:
+        raise SettingsError(f"temperature must be from 0 (greedy) to {TEMPERATURE_CAP:g}, got {t:g}")
     tk = _int("top-k", top_k, "≥ 0 (0 = off)")
     if tk < 0:
         raise SettingsError(f"top-k must be an integer ≥ 0 (0 = off), got {tk}")

@@ -142,3 +142,10 @@ def test_a_saved_head_loads_as_a_draft_from_its_folder(default_pair, tmp_path):
     ref = speculative_generate(load_pair("smollm2-135m", device="cpu"), ids, k=3, max_new_tokens=16)
     assert mine.output_ids == ref.output_ids
     assert [len(r.drafted) for r in mine.rounds] == [len(r.drafted) for r in ref.rounds]
+
+
+def test_lab_run_names_cannot_leave_the_cache(capsys):
+    for bad in ("../../evil", "/etc/passwd", ".hidden"):
+        with pytest.raises(SystemExit):
+            D.main(["train", "--name", bad])
+        assert "run names are letters" in capsys.readouterr().err

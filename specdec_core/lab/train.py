@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import re
 import time
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def train(head, seqs: list[dict], *, loss: str, steps: int, ckpt: Path, batch: i
     sched = lambda s: min(1.0, (s + 1) / 50) * (0.1 + 0.45 * (1 + math.cos(math.pi * s / steps)))
     start = 0
     if ckpt.exists():
-        st = torch.load(ckpt, weights_only=False)
+        st = torch.load(ckpt, weights_only=True)      # tensors and numbers only: no pickled code
         head.load_state_dict(st["head"], strict=False)
         opt.load_state_dict(st["opt"])
         start = st["step"]
@@ -131,7 +132,7 @@ def _train_one(a, target, vocab, data, held, loss: str, name: str, init_from: st
     torch.manual_seed(SEED)
     head = new_head(target, vocab, a.init_layer)
     if init_from:   # curriculum: continue from another run's weights (fresh optimizer)
-        head.load_state_dict(torch.load(cache_dir() / f"ckpt_{init_from}.pt", weights_only=False)["head"])
+        head.load_state_dict(torch.load(cache_dir() / f"ckpt_{init_from}.pt", weights_only=True)["head"])
     train(head, data, loss=loss, steps=a.steps, ckpt=cache_dir() / f"ckpt_{name}.pt", batch=a.batch, lr=a.lr,
           K=a.K)
     res = evaluate(head, held)
@@ -187,6 +188,13 @@ def cmd_extract(a) -> None:
     extract(target, seqs, train_idx, cache_dir() / "train", minutes=a.minutes)
 
 
+def run_name(text: str) -> str:
+    """A run name becomes a file name in the lab cache: letters, digits, '.', '-', '_' only."""
+    if not re.fullmatch(r"[\w.-]+", text) or text.startswith("."):
+        raise argparse.ArgumentTypeError(f"run names are letters, digits, '.', '-', '_': got {text!r}")
+    return text
+
+
 def main(argv=None) -> None:
     torch.set_num_threads(int(os.environ.get("DISTILL_THREADS", str(os.cpu_count() or 1))))
     p = argparse.ArgumentParser(prog="python -m specdec_core.lab", description=__doc__,
@@ -202,7 +210,7 @@ def main(argv=None) -> None:
         t = sub.add_parser(name, help=helptext)
         if name == "train":
             t.add_argument("--loss", choices=LOSSES, default="fkl")
-            t.add_argument("--name", default=None, help="checkpoint/result name (default: the loss)")
+            t.add_argument("--name", default=None, type=run_name, help="checkpoint/result name (default: the loss)")
             t.add_argument("--out", default=None, help="save the trained head here (e.g. specdec_core/data/draft)")
         else:
             t.add_argument("--losses", default=",".join(LOSSES))
@@ -213,7 +221,7 @@ def main(argv=None) -> None:
         t.add_argument("--vocab", type=int, default=8192)
         t.add_argument("--init-layer", type=int, default=29)
         t.add_argument("--shards", type=int, default=10**9)
-        t.add_argument("--init-from", default=None, help="start from the weights of run NAME")
+        t.add_argument("--init-from", default=None, type=run_name, help="start from the weights of run NAME")
     pr = sub.add_parser("prompts", help="write held-out instructions as a bench prompt file")
     pr.add_argument("--n", type=int, default=8)
     pr.add_argument("--out", default="specdec_core/data/heldout_prompts.json")
