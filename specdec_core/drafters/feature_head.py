@@ -141,7 +141,7 @@ class FeatureHead(nn.Module):
         rep = self.nh // self.nkv
         n, total = q.shape[2], k.shape[2]
         # Causal mask for the n new queries against all `total` keys (the last n are theirs).
-        mask = torch.ones(n, total, dtype=torch.bool).tril(total - n)
+        mask = torch.ones(n, total, dtype=torch.bool, device=q.device).tril(total - n)
         attn = F.scaled_dot_product_attention(q, k.repeat_interleave(rep, 1),
                                               v.repeat_interleave(rep, 1), attn_mask=mask)
         return self.finish(x, attn), [k, v]
