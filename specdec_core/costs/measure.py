@@ -65,9 +65,9 @@ def measure_pass_costs(target, vocab_size: int, n_max: int = N_MAX, context: int
     device = target.get_input_embeddings().weight.device
     gen = torch.Generator().manual_seed(0)
     cache = DynamicCache(config=target.config)
-    target(torch.randint(0, vocab_size, (1, context), generator=gen).to(device),
+    target(_random_ids(gen, vocab_size, (1, context), device),
            past_key_values=cache, use_cache=True, logits_to_keep=1)
-    inputs = {n: torch.randint(0, vocab_size, (1, n), generator=gen).to(device) for n in range(1, n_max + 1)}
+    inputs = {n: _random_ids(gen, vocab_size, (1, n), device) for n in range(1, n_max + 1)}
     times = defaultdict(list)
     for rep in range(reps + 1):
         for n, x in inputs.items():
@@ -82,6 +82,11 @@ def measure_pass_costs(target, vocab_size: int, n_max: int = N_MAX, context: int
             progress((rep + 1) / (reps + 1), "measuring the cost of a target pass")
     return PassCosts({n: statistics.median(t) for n, t in times.items()}, context,
                      kernels_of(target).label())
+
+
+def _random_ids(gen: torch.Generator, vocab_size: int, shape: tuple, device) -> torch.Tensor:
+    """Token ids drawn on the CPU (the same ids on every device), then moved where the model is."""
+    return torch.randint(0, vocab_size, shape, generator=gen, device="cpu").to(device)
 
 
 def pass_costs(target, vocab_size: int) -> PassCosts:
@@ -152,9 +157,9 @@ def step_vs_floor(target, vocab_size: int, reps: int = 9, context: int = CONTEXT
     n_bytes, buf = weight_bytes(target), _read_buffer(device)
     gen = torch.Generator().manual_seed(2)
     cache = DynamicCache(config=target.config)
-    target(torch.randint(0, vocab_size, (1, context), generator=gen).to(device), past_key_values=cache,
+    target(_random_ids(gen, vocab_size, (1, context), device), past_key_values=cache,
            use_cache=True, logits_to_keep=1)
-    x = torch.randint(0, vocab_size, (1, 1), generator=gen).to(device)
+    x = _random_ids(gen, vocab_size, (1, 1), device)
     rows = []
     for rep in range(reps + 1):
         bandwidth = _read_once(buf)
@@ -210,9 +215,9 @@ def step_breakdown(target, vocab_size: int, n_tokens: int = 1, context: int = CO
     device = target.get_input_embeddings().weight.device
     gen = torch.Generator().manual_seed(1)
     cache = DynamicCache(config=target.config)
-    target(torch.randint(0, vocab_size, (1, context), generator=gen).to(device), past_key_values=cache,
+    target(_random_ids(gen, vocab_size, (1, context), device), past_key_values=cache,
            use_cache=True, logits_to_keep=1)
-    x = torch.randint(0, vocab_size, (1, n_tokens), generator=gen).to(device)
+    x = _random_ids(gen, vocab_size, (1, n_tokens), device)
     rows = []
     try:
         for rep in range(reps + 1):

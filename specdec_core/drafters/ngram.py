@@ -35,6 +35,6 @@ class NGramDrafter(Drafter):
         if not guess:
             return empty_proposal(self.vocab_size, self.device)
         ids = torch.tensor(guess, dtype=torch.long, device=self.device)
-        one_hot = torch.zeros(len(guess), self.vocab_size, device=self.device)
-        one_hot[torch.arange(len(guess)), ids] = 1.0
+        # q is one-hot on each proposed token (built on the decode's device, no index tensor moved)
+        one_hot = torch.zeros(len(guess), self.vocab_size, device=self.device).scatter_(1, ids[:, None], 1.0)
         return Proposal(ids, one_hot, one_hot, None if len(guess) == k else "no longer match")
