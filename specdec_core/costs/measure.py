@@ -37,10 +37,6 @@ class PassCosts:
     kernels: str = ""
     threads: int = field(default_factory=torch.get_num_threads)
 
-    @property
-    def step_s(self) -> float:
-        return self.seconds[1]
-
     def v(self, k: int) -> float:
         """Verify pass over k drafts (k + 1 tokens) in single-token steps."""
         return self.seconds[k + 1] / self.seconds[1]
@@ -62,31 +58,48 @@ def measure_pass_costs(target, vocab_size: int, n_max: int = N_MAX, context: int
 
     Random token ids (the cost does not depend on which tokens); the cache is cropped back after
     every pass. One warm-up round, then `reps` rounds over all n; each n keeps its median."""
-    device = target.get_input_embeddings().weight.device
-    gen = torch.Generator().manual_seed(0)
-    cache = DynamicCache(config=target.config)
-    target(_random_ids(gen, vocab_size, (1, context), device),
-           past_key_values=cache, use_cache=True, logits_to_keep=1)
-    inputs = {n: _random_ids(gen, vocab_size, (1, n), device) for n in range(1, n_max + 1)}
+    cache, gen = _primed_cache(target, vocab_size, context, seed=0)
+    inputs = {n: _random_ids(target, gen, vocab_size, n) for n in range(1, n_max + 1)}
     times = defaultdict(list)
     for rep in range(reps + 1):
         for n, x in inputs.items():
-            _sync(device)
-            t0 = time.perf_counter()
-            target(x, past_key_values=cache, use_cache=True)    # every position's logits, as a verify
-            _sync(device)
+            seconds = _timed_pass(target, x, cache, context)
             if rep > 0:                                          # round 0 warms up
-                times[n].append(time.perf_counter() - t0)
-            crop_cache(cache, context)
+                times[n].append(seconds)
         if progress:
             progress((rep + 1) / (reps + 1), "measuring the cost of a target pass")
     return PassCosts({n: statistics.median(t) for n, t in times.items()}, context,
                      kernels_of(target).label())
 
 
-def _random_ids(gen: torch.Generator, vocab_size: int, shape: tuple, device) -> torch.Tensor:
-    """Token ids drawn on the CPU (the same ids on every device), then moved where the model is."""
-    return torch.randint(0, vocab_size, shape, generator=gen, device="cpu").to(device)
+def _random_ids(target, gen: torch.Generator, vocab_size: int, n: int) -> torch.Tensor:
+    """[1, n] token ids drawn on the CPU (the same ids on every device), moved to the model's
+    device. Which tokens does not matter for the cost of a pass."""
+    ids = torch.randint(0, vocab_size, (1, n), generator=gen, device="cpu")
+    return ids.to(target.get_input_embeddings().weight.device)
+
+
+def _primed_cache(target, vocab_size: int, context: int, seed: int) -> tuple:
+    """(KV cache holding `context` random tokens, the generator that drew them): the state every
+    timed pass starts from."""
+    gen = torch.Generator().manual_seed(seed)
+    cache = DynamicCache(config=target.config)
+    target(_random_ids(target, gen, vocab_size, context), past_key_values=cache, use_cache=True,
+           logits_to_keep=1)
+    return cache, gen
+
+
+def _timed_pass(target, x: torch.Tensor, cache, context: int) -> float:
+    """Seconds of one cached forward over x (every position's logits, as a verify pass); the
+    cache is cropped back to `context` afterwards."""
+    device = x.device
+    _sync(device)
+    t0 = time.perf_counter()
+    target(x, past_key_values=cache, use_cache=True)
+    _sync(device)
+    seconds = time.perf_counter() - t0
+    crop_cache(cache, context)
+    return seconds
 
 
 def pass_costs(target, vocab_size: int) -> PassCosts:
@@ -153,22 +166,14 @@ def step_vs_floor(target, vocab_size: int, reps: int = 9, context: int = CONTEXT
     """A 1-token step against the weight-streaming floor, measured in pairs: each rep reads the
     bandwidth buffer once and times one step right after, so both see the same load on a shared
     machine. ratio = median over reps of step ÷ (weight bytes ÷ that rep's bandwidth)."""
-    device = target.get_input_embeddings().weight.device
-    n_bytes, buf = weight_bytes(target), _read_buffer(device)
-    gen = torch.Generator().manual_seed(2)
-    cache = DynamicCache(config=target.config)
-    target(_random_ids(gen, vocab_size, (1, context), device), past_key_values=cache,
-           use_cache=True, logits_to_keep=1)
-    x = _random_ids(gen, vocab_size, (1, 1), device)
+    n_bytes = weight_bytes(target)
+    buf = _read_buffer(target.get_input_embeddings().weight.device)
+    cache, gen = _primed_cache(target, vocab_size, context, seed=2)
+    x = _random_ids(target, gen, vocab_size, 1)
     rows = []
     for rep in range(reps + 1):
         bandwidth = _read_once(buf)
-        _sync(device)
-        t0 = time.perf_counter()
-        target(x, past_key_values=cache, use_cache=True)
-        _sync(device)
-        step_s = time.perf_counter() - t0
-        crop_cache(cache, context)
+        step_s = _timed_pass(target, x, cache, context)
         if rep > 0:                      # rep 0 warms up
             rows.append((step_s, bandwidth, step_s * bandwidth / n_bytes))
     steps, bws, ratios = zip(*rows)
@@ -212,20 +217,13 @@ def step_breakdown(target, vocab_size: int, n_tokens: int = 1, context: int = CO
             if cat == "linears" and m in inside_attention:
                 spent["attention"] -= dt       # attention's own projections count as linears
         handles.append(mod.register_forward_hook(post))
-    device = target.get_input_embeddings().weight.device
-    gen = torch.Generator().manual_seed(1)
-    cache = DynamicCache(config=target.config)
-    target(_random_ids(gen, vocab_size, (1, context), device), past_key_values=cache,
-           use_cache=True, logits_to_keep=1)
-    x = _random_ids(gen, vocab_size, (1, n_tokens), device)
+    cache, gen = _primed_cache(target, vocab_size, context, seed=1)
+    x = _random_ids(target, gen, vocab_size, n_tokens)
     rows = []
     try:
         for rep in range(reps + 1):
             spent.clear()
-            t0 = time.perf_counter()
-            target(x, past_key_values=cache, use_cache=True)
-            total = time.perf_counter() - t0
-            crop_cache(cache, context)
+            total = _timed_pass(target, x, cache, context)
             if rep > 0:
                 row = {c: spent.get(c, 0.0) for c in ("linears", "attention", "norms", "lm_head")}
                 row["other"] = total - sum(row.values())
