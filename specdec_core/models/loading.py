@@ -41,19 +41,22 @@ def resolve_dtype(dtype: Union[str, torch.dtype], device: str) -> torch.dtype:
 
 
 def load_model(name: str, device: str = "auto", dtype="auto", *, trust_remote_code: bool = False,
-               progress=None, fast_path: Optional[bool] = None):
+               progress=None, fast_path: Optional[bool] = None, max_params: Optional[int] = None):
     """(model, tokenizer) for a model name (embedded default, HF id or local dir), loaded once per
     (name, device, dtype, fast path). fast_path: prepacked CPU kernels (fastpath.py); None follows
-    SPECDEC_FAST_PATH (on by default). The fast and the stock model are separate copies."""
+    SPECDEC_FAST_PATH (on by default). The fast and the stock model are separate copies.
+    max_params: refuse a larger model (from its config: before its weights are read)."""
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
     fast = fastpath.resolve(fast_path)
 
     def loader():
-        model, tokenizer = _load_uncached(name, device, torch_dtype, trust_remote_code, progress)
+        model, tokenizer = _load_uncached(name, device, torch_dtype, trust_remote_code, progress, max_params)
         fastpath.apply(model, enable=fast)   # stock, with a note, where it cannot apply
         return model, tokenizer
-    return REGISTRY.model(model_key(name, device, dtype, fast), loader)
+    model, tokenizer = REGISTRY.model(model_key(name, device, dtype, fast), loader)
+    check_size(name, model.config, max_params)   # a model loaded earlier without the cap
+    return model, tokenizer
 
 
 def model_key(name: str, device: str = "auto", dtype="auto", fast_path: Optional[bool] = None) -> tuple:
@@ -77,12 +80,7 @@ def model_config(name: str, trust_remote_code: bool = False):
     try:
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError) as e:
-        text = str(e)
-        if "trust_remote_code" in text or "custom code" in text:
-            raise ModelLoadError(f"{name!r} needs its own code to load (trust_remote_code); that is off: "
-                                 "only models transformers implements are loaded") from None
-        hint = "" if os.path.isdir(str(path)) else " (not a local folder; a Hugging Face id needs internet)"
-        raise ModelLoadError(f"could not load model {name!r}{hint}: {text.splitlines()[0]}") from None
+        raise _load_error(name, path, e) from None
     archs = list(getattr(config, "architectures", None) or [])
     causal = any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs)
     if getattr(config, "is_encoder_decoder", False) or (archs and not causal):
@@ -108,21 +106,32 @@ def estimate_params(config) -> int:
     return vocab * h * (1 if tied else 2) + layers * (attn + mlp)
 
 
-def check_size(name: str, max_params: Optional[int], trust_remote_code: bool = False) -> None:
-    """Refuse a model above max_params (estimated from its config) before loading its weights."""
+def _load_error(name: str, path, e: Exception) -> ModelLoadError:
+    """One line saying why a model did not load (config, tokenizer or weights)."""
+    text = str(e)
+    if "trust_remote_code" in text or "custom code" in text:
+        return ModelLoadError(f"{name!r} needs its own code to load (trust_remote_code); that is off: "
+                              "only models transformers implements are loaded")
+    hint = "" if os.path.isdir(str(path)) else " (not a local folder; a Hugging Face id needs internet)"
+    return ModelLoadError(f"could not load model {name!r}{hint}: {text.splitlines()[0]}")
+
+
+def check_size(name: str, config, max_params: Optional[int]) -> None:
+    """Refuse a model above max_params parameters (estimated from its config)."""
     if max_params is None:
         return
-    n = estimate_params(model_config(name, trust_remote_code))
+    n = estimate_params(config)
     if n > max_params:
         raise ModelLoadError(f"{name!r} has about {n / 1e9:.1f} B parameters, above the cap of "
                              f"{max_params / 1e9:.1f} B here")
 
 
-def _load_uncached(name, device, torch_dtype, trust_remote_code, progress):
+def _load_uncached(name, device, torch_dtype, trust_remote_code, progress, max_params=None):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = embedded.converted_dir(progress) if name == embedded.NAME else name
-    model_config(name, trust_remote_code)     # clear refusals before any weight is read
+    config = model_config(name, trust_remote_code)     # clear refusals before any weight is read
+    check_size(name, config, max_params)
     if progress:
         progress(0.9, f"loading {name}")
     # A target too large for one GPU is spread over several by accelerate, filling GPU 0 first.
@@ -130,11 +139,10 @@ def _load_uncached(name, device, torch_dtype, trust_remote_code, progress):
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=torch_dtype, trust_remote_code=trust_remote_code,
+            path, config=config, dtype=torch_dtype, trust_remote_code=trust_remote_code,
             device_map="sequential" if multi_gpu else None)
     except (OSError, ValueError, KeyError) as e:
-        hint = "" if os.path.isdir(str(path)) else " (not a local folder; a Hugging Face id needs internet)"
-        raise ModelLoadError(f"could not load model {name!r}{hint}: {str(e).splitlines()[0]}") from None
+        raise _load_error(name, path, e) from None
     if not multi_gpu:
         model = model.to(device)
     model.name_or_path = name
@@ -186,18 +194,15 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Optional[str] = None, device:
     fast_path: prepacked CPU kernels for every model of the pair (None: SPECDEC_FAST_PATH, on by
     default; a no-op with a note in the trace config on GPU or where the ops are missing).
     max_params: refuse a target or draft model larger than this (estimated from its config,
-    before any weight is read; the app sets it for public deployments)."""
+    before its weights are read; the app sets it for public deployments)."""
     fast = fastpath.resolve(fast_path)
     preset = PRESETS.get(target)
     target_ref = preset.target if preset else target
     draft_ref = draft if draft is not None else (preset.draft if preset else NGRAM)
     if draft_ref in PRESETS:
         draft_ref = PRESETS[draft_ref].target
-    model_draft = not (draft_ref in (NGRAM, DISTILLED) or draft_ref.startswith((DISTILLED + ":", LAYERS_PREFIX)))
-    for name in (target_ref, draft_ref) if model_draft else (target_ref,):
-        check_size(name, max_params, trust_remote_code)
     model, tokenizer = load_model(target_ref, device, dtype, trust_remote_code=trust_remote_code,
-                                  progress=progress, fast_path=fast)
+                                  progress=progress, fast_path=fast, max_params=max_params)
     target_name = target if preset else target_ref
     if draft_ref == DISTILLED or draft_ref.startswith(DISTILLED + ":"):
         from ..drafters import feature_head   # a factory, not a model: the head needs the target's features
@@ -213,7 +218,7 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Optional[str] = None, device:
         draft_model = draft_from_target_layers(model, n)
     else:
         draft_model, draft_tok = load_model(draft_ref, device, dtype, trust_remote_code=trust_remote_code,
-                                            progress=progress, fast_path=fast)
+                                            progress=progress, fast_path=fast, max_params=max_params)
         if str(draft_model.device) != str(model.get_input_embeddings().weight.device):
             draft_model = draft_model.to(model.get_input_embeddings().weight.device)
         check_tokenizers(tokenizer, draft_tok, target_name, draft_ref)
