@@ -132,8 +132,9 @@ def decode_round(st: DecodeState, k: int, *, stop_below: Optional[float] = None,
     logits = fit_vocab(out.logits[0], V)                         # [m+1, V]
     # NaN or +inf logits (a broken model, an overflow) must stop the decode with a clear error,
     # not reach the sampler: the flag rides along the round's one host sync below.
-    broken = torch.isnan(logits).any() | torch.isposinf(logits).any()
-    logits = torch.where(broken, torch.zeros_like(logits), logits)
+    # (max() is NaN when any logit is NaN, +inf when any is +inf: one reduction decides.)
+    broken = ~(logits.amax() < float("inf"))
+    logits = torch.where(broken, 0.0, logits)
     p_target = warp_probs(logits, cfg)                           # [m+1, V]
     t_verified = st.elapsed()
 

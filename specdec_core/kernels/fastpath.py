@@ -151,8 +151,7 @@ def apply(model: nn.Module, enable: bool = True) -> Kernels:
             owners.setdefault(id(p), set()).add(id(mod))
     n_packed, extra, fused = 0, 0, False
     if fused_llama.supports(model):
-        n_packed += 4 * len(model.model.layers)
-        fused_llama.fuse(model, lambda w, b: PackedLinear(w, b, keep_dense=False))
+        n_packed += fused_llama.fuse(model, lambda w, b: PackedLinear(w, b, keep_dense=False))
         fused = True
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):

@@ -103,9 +103,9 @@ def _cat_bias(*linears):
 @torch.no_grad()
 def fuse(model: nn.Module, packed_linear) -> int:
     """Fuse every decoder layer of a supported model in place; packed_linear(weight, bias) builds
-    the prepacked module. Returns the number of matrix calls per pass saved."""
+    the prepacked module. Returns the number of prepacked modules it made (4 per layer)."""
     cfg = model.config
-    saved = 0
+    made = 0
     for layer in model.model.layers:
         attn, mlp = layer.self_attn, layer.mlp
         attn.n_q_heads, attn.n_kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
@@ -119,8 +119,8 @@ def fuse(model: nn.Module, packed_linear) -> int:
         mlp.down_proj = packed_linear(mlp.down_proj.weight, mlp.down_proj.bias)
         del mlp.gate_proj, mlp.up_proj
         mlp.forward = types.MethodType(_mlp_forward, mlp)
-        saved += 3
+        made += 4
     for norm in [m for m in model.modules() if type(m).__name__.endswith("RMSNorm")]:
         if hasattr(norm, "variance_epsilon") and isinstance(getattr(norm, "weight", None), torch.Tensor):
             norm.forward = types.MethodType(_norm_forward, norm)
-    return saved
+    return made
