@@ -11,7 +11,7 @@ so a second draft step feeds [g_t ; e(d_1)], and so on. q is 0 outside the N tok
 Shipped: fc, the layer, the norm, the bias and the vocabulary ids (fp16, a few MB); the embedding
 and output rows are taken from the target at load time, never stored twice.
 
-    from specdec_core.distilled import drafter_factory            # factory(pair) -> Drafter
+    from specdec_core.drafters.feature_head import drafter_factory   # factory(pair) -> Drafter
     pair = ModelPair.from_models(target, drafter_factory(target), tokenizer)
     pair = load_pair("smollm2-135m", draft="distilled")            # the same, by name
 """
@@ -176,8 +176,11 @@ def load_head(target, path=None) -> FeatureHead:
     """The head saved in `path` (a folder; None: the one shipped in the package), attached to the
     target's embeddings/output layer, fp32, eval mode. Loaded once per (target, path); a head
     trained for another target is refused. Weights are safetensors: no pickle is ever loaded."""
-    path = shipped_head() if path is None else Path(path)
-    name = "shipped" if path == shipped_head() else str(Path(path).resolve())
+    if path is None:
+        path, name = shipped_head(), "shipped"
+    else:
+        path = Path(path)
+        name = str(path.resolve())
     return REGISTRY.attachment(target, f"feature_head:{name}", lambda: _load_head(target, path))
 
 
