@@ -4,7 +4,7 @@ import json
 import pytest
 
 from specdec_core import ModelPair, Trace, TraceFormatError, autoregressive_generate, speculative_generate
-from specdec_core.trace import cost_ratios, first_divergence, json_schema
+from specdec_core.trace import cost_ratios, greedy_check, json_schema
 
 from .conftest import tiny_llama
 
@@ -63,13 +63,14 @@ def test_round_records_are_consistent(traces):
         assert r.t_end >= r.t_start and r.draft_s >= 0 and r.verify_s > 0
 
 
-def test_first_divergence(traces):
+def test_first_difference_on_real_traces(traces):
+    """The greedy check (trace.compare) finds where two outputs first differ."""
     spec, _ = traces
     other = Trace.from_json(spec.to_json())
-    assert first_divergence(spec, other) is None
+    assert greedy_check(spec, other.output_ids).kind == "identical"
     other.output["ids"] = list(spec.output_ids)
     other.output["ids"][2] = (other.output["ids"][2] + 1) % 8
-    assert first_divergence(spec, other)["position"] == 2
+    assert greedy_check(spec, other.output_ids).position == 2
 
 
 @pytest.mark.parametrize("mutate,message", [

@@ -56,15 +56,6 @@ def logit_gap_at(trace: "Trace", position: int) -> Optional[float]:
     return None
 
 
-def first_divergence(a: "Trace", b: "Trace") -> Optional[dict]:
-    """First position where two traces' outputs differ, with a's top-2 logit gap there (None when
-    one output is a prefix of the other)."""
-    for i, (x, y) in enumerate(zip(a.output_ids, b.output_ids)):
-        if x != y:
-            return {"position": i, "a": x, "b": y, "logit_gap": logit_gap_at(a, i)}
-    return None
-
-
 @dataclass(frozen=True)
 class GreedyVerdict:
     """Outcome of the greedy check: "identical", "tie" (a numerics near-tie flipped) or "different"."""
