@@ -193,7 +193,7 @@ def headline(results: dict, k: int, pair_is_ngram: bool) -> dict:
             m["plain_vs_plain_stock"] = _div(tps.get("plain"), tps.get("plain_stock"))
             m["hf_plain_vs_hf_plain_stock"] = _div(tps.get("hf_plain"), tps["hf_plain_stock"])
             m[f"spec_k{k}_vs_spec_k{k}_stock"] = _div(tps.get(f"spec_k{k}"), tps.get(f"spec_k{k}_stock"))
-        fixed = {n: t for n, t in tps.items() if n.startswith("spec_k") and not n.endswith("_stock") and t}
+        fixed = {n: t for n, t in tps.items() if n.startswith("spec_k") and not L[n]["stock"] and t}
         if fixed:
             best = max(fixed, key=fixed.get)
             m["best_fixed_k_lane"], m["auto_vs_best_fixed_k"] = best, _div(tps.get("spec_auto"), fixed[best])
