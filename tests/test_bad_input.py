@@ -182,9 +182,7 @@ def test_bad_uploads_are_refused(tmp_path, name, content, message):
         content = _trace_json().replace('"specdec.trace/1"', '"specdec.trace/2"', 1)
     path = tmp_path / "upload.json"
     path.write_text(content)
-    with pytest.raises(handlers.UserError, match="could not load the trace: upload.json"):
-        handlers.upload([str(path)])
-    with pytest.raises(handlers.UserError) as e:
+    with pytest.raises(handlers.UserError, match="could not load the trace: upload.json") as e:
         handlers.upload([str(path)])
     assert message in str(e.value)
 
