@@ -179,7 +179,7 @@ def parse_args(argv=None):
     ap.add_argument("--sweep", default="1-8", help="k values of the greedy sweep: '1-8', '1,2,4,8' or 'none'")
     ap.add_argument("--modes", default="greedy,sampling")
     ap.add_argument("--prompts", default=None, help="JSON file of prompts (default: the shipped bench_prompts.json; "
-                    "the held-out set ships as specdec_core/data/heldout_prompts.json)")
+                    "the frozen held-out yardstick ships as specdec_core/data/heldout_prompts.json)")
     ap.add_argument("--quick", action="store_true", help="3 prompts, 32 tokens, 1 repeat, sweep 1,2,4,8")
     ap.add_argument("--out", default="bench-out", help="output directory for report.json/.md/.html")
     ap.add_argument("--device", default="auto")

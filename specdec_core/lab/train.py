@@ -3,13 +3,13 @@
     python -m specdec_core.lab extract --minutes 30            # teacher-force the target (resumes)
     python -m specdec_core.lab train --loss fkl --steps 1500 --out specdec_core/data/draft
     python -m specdec_core.lab ablate --init-from fkl --steps 60   # every loss, same data/steps/seed
-    python -m specdec_core.lab prompts --out specdec_core/data/heldout_prompts.json   # for specdec_core.bench
+    python -m specdec_core.lab prompts --out specdec_core/data/templated_heldout_prompts.json   # for specdec_core.bench
 
 Data (distill_data.py): the target's own continuations of varied instructions
 (../shared/distill-data, made with `generate(..., output_logits=True)`) and the target's features
 from teacher forcing; a held-out split of *instructions* is never trained on. Losses and the
 training-time rollout: distill_losses.py. The draft itself: distilled.py. End-to-end numbers come
-from `python -m specdec_core.bench --draft distilled --prompts specdec_core/data/heldout_prompts.json`.
+from `python -m specdec_core.bench --draft distilled --prompts specdec_core/data/templated_heldout_prompts.json`.
 Threads: DISTILL_THREADS (default: all cores).
 """
 from __future__ import annotations
@@ -224,7 +224,7 @@ def main(argv=None) -> None:
         t.add_argument("--init-from", default=None, type=run_name, help="start from the weights of run NAME")
     pr = sub.add_parser("prompts", help="write held-out instructions as a bench prompt file")
     pr.add_argument("--n", type=int, default=8)
-    pr.add_argument("--out", default="specdec_core/data/heldout_prompts.json")
+    pr.add_argument("--out", default="specdec_core/data/templated_heldout_prompts.json")
     a = p.parse_args(argv)
     # The folders travel in the environment: one visible channel for every command below.
     for value, env in ((a.data, ENV_DATA), (a.cache, ENV_CACHE)):
