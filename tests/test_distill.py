@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from specdec_core import ModelPair, speculative_generate
-from specdec_core.lab import train as D
+from specdec_core.lab import cli, train as D
 from specdec_core.drafters.feature_head import WEIGHTS, FeatureDrafter, FeatureHead, shipped_head, target_cfg
 from specdec_core.sampling import SamplingConfig
 
@@ -147,5 +147,5 @@ def test_a_saved_head_loads_as_a_draft_from_its_folder(default_pair, tmp_path):
 def test_lab_run_names_cannot_leave_the_cache(capsys):
     for bad in ("../../evil", "/etc/passwd", ".hidden"):
         with pytest.raises(SystemExit):
-            D.main(["train", "--name", bad])
+            cli.main(["train", "--name", bad])
         assert "run names are letters" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""`python -m specdec_core.lab extract | train | ablate | prompts` (train.py)."""
-from .train import main
+"""`python -m specdec_core.lab extract | train | ablate | prompts` (cli.py)."""
+from .cli import main
 
 main()

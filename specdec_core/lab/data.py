@@ -60,15 +60,6 @@ def split(seqs: list[dict]) -> tuple[list[int], list[int]]:
     return rng.permutation(train).tolist(), test
 
 
-def frequent_vocab(seqs: list[dict], idx: list[int], n: int) -> torch.Tensor:
-    """The n most frequent tokens of the target's outputs on the train split: int64 [n], sorted.
-    EOS is always kept (the draft must be able to propose the end)."""
-    counts = np.bincount(np.concatenate([seqs[i]["gen"] for i in idx]), minlength=1)
-    counts = np.pad(counts, (0, max(0, 3 - len(counts))))
-    counts[2] = counts.max() + 1  # <|im_end|>
-    return torch.from_numpy(np.sort(np.argsort(-counts, kind="stable")[:n]))
-
-
 # -- teacher forcing -------------------------------------------------------------------------
 @torch.no_grad()
 def extract(target, seqs: list[dict], idx: list[int], out_dir: Path, shard_size: int = 32,

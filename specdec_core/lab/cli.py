@@ -1,0 +1,204 @@
+"""`python -m specdec_core.lab corpus | extract | train | ablate | yardstick | prompts`.
+
+    python -m specdec_core.lab corpus --minutes 60          # the target's answers to diverse instructions (resumes)
+    python -m specdec_core.lab extract --minutes 60         # teacher-force every source (resumes)
+    python -m specdec_core.lab train --loss fkl --steps 4000 --vocab 16384
+    python -m specdec_core.lab train --loss rollout --steps 1500 --init-from fkl --name final --out specdec_core/data/draft
+    python -m specdec_core.lab yardstick --head specdec_core/data/draft   # per task type, on the frozen held-out file
+    python -m specdec_core.lab ablate --init-from fkl --steps 60
+
+Sources (corpus.py): "shared" (../shared/distill-data), "gen" (the target's answers), "text"
+(Debian-installed text). Extracted shards live in <cache>/train_<source>; nothing is committed.
+Threads: DISTILL_THREADS (default: all cores).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import corpus
+from .data import ENV_CACHE, ENV_DATA, SEED, cache_dir, extract, load_sequences, load_shards, split
+from .losses import LOSSES
+from .train import evaluate, new_head, train
+from .yardstick import coverage_table, frequent_vocab_of, yardstick_table
+
+SOURCES = ("shared", "gen", "text")
+
+
+def _target():
+    from ..models import load_pair
+    return load_pair("smollm2-135m", draft="ngram", device="cpu")
+
+
+def _record(row: dict) -> None:
+    print(json.dumps(row), flush=True)
+    with open(cache_dir() / "results.jsonl", "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def _train_data(sources: str, max_shards: int) -> list[dict]:
+    data = []
+    for s in sources.split(","):
+        data += load_shards(cache_dir() / f"train_{s}", max_shards)
+    # One fixed shuffle across sources: batches mix them.
+    return [data[i] for i in np.random.default_rng(SEED).permutation(len(data))]
+
+
+def _vocab(n: int) -> torch.Tensor:
+    return frequent_vocab_of([s["gen"] for s in _target_outputs()], n)
+
+
+def _target_outputs() -> list[dict]:
+    """The target's own outputs on training instructions (shared train split + generated answers)."""
+    seqs, _ = load_sequences()
+    return [seqs[i] for i in split(seqs)[0]] + corpus.load_corpus(cache_dir() / "corpus", "gen")
+
+
+def _train_one(a, target, vocab, data, held, loss: str, name: str, init_from):
+    torch.manual_seed(SEED)
+    head = new_head(target, vocab, a.init_layer)
+    if init_from:   # curriculum: continue from another run's weights (fresh optimizer)
+        state = torch.load(cache_dir() / f"ckpt_{init_from}.pt", weights_only=True)["head"]
+        head.load_state_dict({k: v for k, v in state.items() if not (k in ("bias", "vocab_ids") and v.shape != head.bias.shape)},
+                             strict=False)
+    train(head, data, loss=loss, steps=a.steps, ckpt=cache_dir() / f"ckpt_{name}.pt", batch=a.batch, lr=a.lr, K=a.K)
+    res = evaluate(head, held)
+    _record({"name": name, "loss": loss, "init_from": init_from, "steps": a.steps, "batch": a.batch, "lr": a.lr,
+             "vocab": len(vocab), "sources": a.sources, "train_seqs": len(data), **res})
+    return head, res
+
+
+def cmd_corpus(a) -> None:
+    pair = _target()
+    folder = cache_dir() / "corpus"
+    folder.mkdir(parents=True, exist_ok=True)
+    items = corpus.build_instructions(pair.target, pair.tokenizer, folder, a.templated, a.invented, a.batch)
+    print(f"{len(items)} instructions ({sum(it['task'] == 'invented' for it in items)} invented by the target)")
+    corpus.generate_answers(pair.target, pair.tokenizer, folder, items, a.batch, a.max_new, a.minutes)
+
+
+def cmd_extract(a) -> None:
+    pair = _target()
+    for source in a.sources.split(","):
+        if source == "shared":
+            seqs, _ = load_sequences()
+            train_idx, test_idx = split(seqs)
+            extract(pair.target, seqs, [i for i in test_idx if seqs[i]["greedy"]][:48], cache_dir() / "heldout", minutes=a.minutes)
+        elif source == "gen":
+            seqs = corpus.load_corpus(cache_dir() / "corpus", "gen")
+            train_idx = list(range(len(seqs) - len(seqs) % 32))   # whole shards only: the corpus may still grow
+        else:
+            seqs = corpus.text_sequences(pair.tokenizer, a.text_per_source)
+            train_idx = list(range(len(seqs)))
+        extract(pair.target, seqs, train_idx, cache_dir() / f"train_{source}", minutes=a.minutes)
+
+
+def cmd_train(a) -> None:
+    from ..drafters.feature_head import save_head
+    pair, vocab = _target(), _vocab(a.vocab)
+    data, held = _train_data(a.sources, a.shards), load_shards(cache_dir() / "heldout")
+    n_pos = int(sum(len(d["ids"]) for d in data))
+    print(f"{len(data)} train sequences, {n_pos} positions")
+    head, res = _train_one(a, pair.target, vocab, data, held, a.loss, a.name or a.loss, a.init_from)
+    if a.out:
+        save_head(head, Path(a.out), {"loss": a.loss, "steps": a.steps, "batch": a.batch, "lr": a.lr, "vocab": len(vocab),
+                                      "init_from": a.init_from, "sources": a.sources, "train_sequences": len(data),
+                                      "train_positions": n_pos, "init_layer": a.init_layer, "heldout_offline": res})
+
+
+def cmd_ablate(a) -> None:
+    """Every loss from the same start (fresh, or --init-from's weights), same data order, steps, seed."""
+    pair, vocab = _target(), _vocab(a.vocab)
+    data, held = _train_data(a.sources, a.shards), load_shards(cache_dir() / "heldout")
+    rows = []
+    for loss in a.losses.split(","):
+        name = f"ablate_{loss}_{a.steps}" + (f"_from_{a.init_from}" if a.init_from else "")
+        rows.append({"loss": loss, **_train_one(a, pair.target, vocab, data, held, loss, name, a.init_from)[1]})
+    print("\n| loss | greedy agreement step 1..4 | α (T=1) step 1..4 | τ greedy (k=4) | τ T=1 (k=4) |\n|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['loss']} | {' / '.join(f'{x:.3f}' for x in r['agree'])} | "
+              f"{' / '.join(f'{x:.3f}' for x in r['alpha_t1'])} | {r['tau_greedy']:.3f} | {r['tau_t1']:.3f} |")
+
+
+def cmd_yardstick(a) -> None:
+    """Per task type on the frozen held-out file: offline agreement of a head, and vocabulary coverage."""
+    from ..drafters.feature_head import load_head
+    pair = _target()
+    head = load_head(pair.target, a.head)
+    print(yardstick_table(pair, head, a.max_new))
+    if a.coverage:
+        print(coverage_table(pair, [s["gen"] for s in _target_outputs()], a.max_new))
+
+
+def cmd_prompts(a) -> None:
+    """Held-out instructions of the shared data as a bench prompt file (the templated held-out set)."""
+    seqs, _ = load_sequences()
+    held = sorted({seqs[i]["instruction"] for i in split(seqs)[1]})
+    pick = np.random.default_rng(1).permutation(held)[: a.n]
+    Path(a.out).write_text(json.dumps({"prompts": [{"name": f"heldout{i}", "text": t} for i, t in enumerate(pick)]}, indent=1) + "\n")
+    print(f"wrote {len(pick)} held-out prompts to {a.out}")
+
+
+def run_name(text: str) -> str:
+    """A run name becomes a file name in the lab cache: letters, digits, '.', '-', '_' only."""
+    import re
+    if not re.fullmatch(r"[\w.-]+", text) or text.startswith("."):
+        raise argparse.ArgumentTypeError(f"run names are letters, digits, '.', '-', '_': got {text!r}")
+    return text
+
+
+def main(argv=None) -> None:
+    torch.set_num_threads(int(os.environ.get("DISTILL_THREADS", str(os.cpu_count() or 1))))
+    p = argparse.ArgumentParser(prog="python -m specdec_core.lab", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default=None, help=f"self-distillation data folder (default: ${ENV_DATA} or ../shared/distill-data)")
+    p.add_argument("--cache", default=None, help=f"corpus, shards, checkpoints, results (default: ${ENV_CACHE} or ~/.cache/specdec-explainer/lab)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("corpus", help="the target's answers to templated and self-invented instructions (resumes)")
+    c.add_argument("--minutes", type=float, default=60.0)
+    c.add_argument("--templated", type=int, default=9000)
+    c.add_argument("--invented", type=int, default=3000)
+    c.add_argument("--batch", type=int, default=48)
+    c.add_argument("--max-new", type=int, default=160)
+    e = sub.add_parser("extract", help="teacher-force the target over every source (resumes)")
+    e.add_argument("--minutes", type=float, default=20.0)
+    e.add_argument("--sources", default=",".join(SOURCES))
+    e.add_argument("--text-per-source", type=int, default=1500)
+    for name, helptext in [("train", "train a feature-head draft on the extracted shards"),
+                           ("ablate", "train one head per loss, same data/steps/seed; a table")]:
+        t = sub.add_parser(name, help=helptext)
+        if name == "train":
+            t.add_argument("--loss", choices=LOSSES, default="fkl")
+            t.add_argument("--name", default=None, type=run_name, help="checkpoint/result name (default: the loss)")
+            t.add_argument("--out", default=None, help="save the trained head here (e.g. specdec_core/data/draft)")
+        else:
+            t.add_argument("--losses", default=",".join(LOSSES))
+        t.add_argument("--steps", type=int, default=1000)
+        t.add_argument("--batch", type=int, default=8)
+        t.add_argument("--lr", type=float, default=1e-3)
+        t.add_argument("--K", type=int, default=None, help="rollout steps (default: per loss)")
+        t.add_argument("--vocab", type=int, default=16384)
+        t.add_argument("--init-layer", type=int, default=29)
+        t.add_argument("--shards", type=int, default=10**9, help="at most this many shards per source")
+        t.add_argument("--sources", default=",".join(SOURCES))
+        t.add_argument("--init-from", default=None, type=run_name, help="start from the weights of run NAME")
+    y = sub.add_parser("yardstick", help="offline agreement per task type on the frozen held-out prompts")
+    y.add_argument("--head", default=None, help="a head folder (default: the shipped draft)")
+    y.add_argument("--max-new", type=int, default=64)
+    y.add_argument("--coverage", action="store_true", help="also the vocabulary coverage curve")
+    pr = sub.add_parser("prompts", help="write the shared data's held-out instructions as a bench prompt file")
+    pr.add_argument("--n", type=int, default=8)
+    pr.add_argument("--out", default="specdec_core/data/templated_heldout_prompts.json")
+    a = p.parse_args(argv)
+    # The folders travel in the environment: one visible channel for every command below.
+    for value, env in ((a.data, ENV_DATA), (a.cache, ENV_CACHE)):
+        if value:
+            os.environ[env] = str(Path(value).resolve())
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    {"corpus": cmd_corpus, "extract": cmd_extract, "train": cmd_train, "ablate": cmd_ablate,
+     "yardstick": cmd_yardstick, "prompts": cmd_prompts}[a.cmd](a)
