@@ -15,6 +15,7 @@ from specdec_core.errors import DecodeError
 from specdec_core.settings import SettingsError, check_prompt_text, check_settings
 
 from . import deploy, explain, race, views
+from .gpu import gpu
 from .timeline import plain_lane_html, spec_lane_html, timeline_html
 
 NGRAM_CHOICE = "n-gram (prompt lookup, no model)"
@@ -85,33 +86,35 @@ def _lane_update(lane: str, trace, status: str) -> dict:
     return {"spec_lane": spec_lane_html(trace, status=status), "timeline": timeline_html(trace)}
 
 
-def race_stream(pair, ids, settings: dict, run_number: int) -> Iterator[dict]:
-    """Both lanes one after the other (order alternating by run number), streaming view updates.
-    Yields dicts of view values; the "traces" entry always holds what has been decoded so far."""
+@gpu
+def decode_race(target_ref: str, draft_ref: str, device: str, prompt: str, chat: bool, settings: dict,
+                run_number: int, progress, notify) -> Iterator[tuple]:
+    """All the model work of one Run, and nothing else (on a ZeroGPU Space `spaces.GPU` holds a
+    GPU for exactly this): load, encode, warm up, then both lanes one after the other (order
+    alternating by run number). Yields ("racing", None, None) once ready, then (lane, status,
+    trace) for each lane: trace None when the lane starts, then every UPDATE_EVERY_S and at its end."""
+    pair = load(target_ref, draft_ref, device, progress, notify)
+    ids = pair.encode_prompt(prompt, chat=chat)
+    settings = dict(settings)
     k = settings.pop("k")
-    done = {"plain": None, "speculative": None}
-    order = race.lane_order(run_number)
-    for n, lane in enumerate(order):
-        other = order[1 - n]
+    warm_up(pair, ids, k, settings)
+    yield ("racing", None, None)
+    for n, lane in enumerate(race.lane_order(run_number)):
         stream = (stream_autoregressive(pair, ids, **settings) if lane == "plain"
                   else stream_speculative(pair, ids, k, **settings))
-        last = 0.0
         status = f"running ({'first' if n == 0 else 'second'})"
-        yield {**_lane_update(lane, None, status),
-               **_lane_update(other, done[other], "finished" if done[other] else "waiting (runs next)")}
+        yield (lane, status, None)
+        last = 0.0
         for trace in stream:
-            done[lane] = trace
             now = time.monotonic()
             if now - last >= UPDATE_EVERY_S or trace.finished:
                 last = now
-                yield {**_lane_update(lane, trace, status if not trace.finished else "finished"),
-                       "traces": {"spec": done["speculative"], "plain": done["plain"]}}
-    yield {"traces": {"spec": done["speculative"], "plain": done["plain"]}}
+                yield (lane, status if not trace.finished else "finished", trace)
 
 
 def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
         max_new_tokens, seed, run_number, progress, notify) -> Iterator[dict]:
-    """The Run button: validate, load (with progress), warm up, race both lanes, render all views."""
+    """The Run button: validate, then render what decode_race streams (progress while loading)."""
     if not prompt or not prompt.strip():
         raise UserError(explain.ERRORS["empty_prompt"])
     try:
@@ -123,18 +126,20 @@ def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, to
     yield {"banner": f"▶ **Loading {target_ref} + {draft_ref}** and warming up (not timed)…",
            "plain_lane": plain_lane_html(None, status="waiting"), "spec_lane": spec_lane_html(None, status="waiting"),
            "verdict": race.verdict_html(None, None), "timeline": timeline_html(None)}
+    done = {"plain": None, "speculative": None}
     try:
-        pair = load(target_ref, draft_ref, device or "auto", progress, notify)
-        ids = pair.encode_prompt(prompt, chat=bool(chat))
-        k_val = settings["k"]
-        warm_up(pair, ids, k_val, {key: v for key, v in settings.items() if key != "k"})
-        spec = plain = None
-        yield {"run_number": run_number + 1,
-               "banner": "▶ **Racing…** plain and speculative decoding, one after the other."}
-        for update in race_stream(pair, ids, dict(settings), run_number):
-            if "traces" in update:
-                spec, plain = update["traces"]["spec"], update["traces"]["plain"]
-            yield update
+        for lane, status, trace in decode_race(target_ref, draft_ref, device or "auto", prompt, bool(chat), settings,
+                                               run_number, progress, notify):
+            if lane == "racing":
+                yield {"run_number": run_number + 1,
+                       "banner": "▶ **Racing…** plain and speculative decoding, one after the other."}
+                continue
+            done[lane] = trace
+            update = _lane_update(lane, trace, status)
+            if trace is None:   # a lane starts: the other one is finished or still to come
+                other = "plain" if lane == "speculative" else "speculative"
+                update.update(_lane_update(other, done[other], "finished" if done[other] else "waiting (runs next)"))
+            yield {**update, "traces": {"spec": done["speculative"], "plain": done["plain"]}}
     except (ModelLoadError, ValueError, DecodeError) as e:
         raise UserError(str(e)) from None
     except MemoryError:
@@ -143,6 +148,7 @@ def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, to
         if "out of memory" in str(e).lower():
             raise UserError(explain.ERRORS["oom"].format(what=target_ref)) from None
         raise
+    spec, plain = done["speculative"], done["plain"]
     final = views.views(spec, plain, "run")
     final["files"] = views.write_files(spec, plain)
     final["traces"] = {"spec": spec, "plain": plain}

