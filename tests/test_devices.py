@@ -64,3 +64,27 @@ def test_the_distilled_head_names_its_device():
     ids = pair.encode_prompt("Write a haiku about trains.")
     for settings in (dict(temperature=0.0), dict(temperature=0.8, seed=1)):
         assert decodes_clean(lambda: speculative_generate(pair, ids, k=3, max_new_tokens=8, **settings)) == []
+
+
+def test_early_stop_off_the_cpu_is_one_sync_after_drafting_with_the_same_result(monkeypatch):
+    """On a GPU the drafters do not read the draft's top probability back per token (a host sync
+    each); they draft the chain and cut it after the first unsure step at the end. Simulated on the
+    CPU by treating it like a GPU: the proposals equal those of the per-step early stop."""
+    from specdec_core.drafters import ModelDrafter, base
+    from specdec_core.sampling import SamplingConfig
+    target, draft = tiny_llama(vocab_size=16, seed=0), tiny_llama(vocab_size=16, seed=1, init=0.05)
+    committed = torch.tensor([1, 2, 3, 4, 5])
+
+    def proposals():
+        out = []
+        for stop in (0.05, 0.3, 0.9):
+            d = ModelDrafter(draft, 16)
+            d.start(committed)
+            p = d.propose(committed, 6, SamplingConfig(0.0), None, stop_below=stop)
+            out.append((p.ids.tolist(), p.stop_reason))
+        return out
+    per_step = proposals()
+    monkeypatch.setattr(base, "READ_NOW", set())
+    deferred = proposals()
+    assert deferred == per_step
+    assert len({len(ids) for ids, _ in per_step}) > 1      # the thresholds really cut at different places

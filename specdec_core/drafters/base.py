@@ -38,6 +38,32 @@ def empty_proposal(vocab_size: int, device) -> Proposal:
     return Proposal(torch.zeros(0, dtype=torch.long, device=device), z, z)
 
 
+READ_NOW = {"cpu"}   # device types where a drafter may read a value back per step (no sync cost)
+
+
+def unsure_now(q_raw_row: torch.Tensor, stop_below: Optional[float]) -> bool:
+    """Adaptive k's early stop, decided at once: only on the CPU, where reading the draft's top
+    probability [V] back costs nothing. On a GPU that read would be a host sync per draft token."""
+    return stop_below is not None and q_raw_row.device.type in READ_NOW and q_raw_row.max().item() < stop_below
+
+
+def finish_proposal(drafter: "Drafter", ids: list, q_probs: list, q_raw: list, stop_below: Optional[float],
+                    stop_reason: Optional[str] = None) -> Proposal:
+    """Stack per-step draws into a Proposal. Off the CPU the early stop was not read per step: the
+    chain is cut here after its first step whose top probability is < stop_below (one host sync;
+    the drafted-then-dropped steps are rolled back like rejected ones)."""
+    if not ids:
+        return empty_proposal(drafter.vocab_size, drafter.device)
+    ids, q_probs, q_raw = torch.cat(ids), torch.stack(q_probs), torch.stack(q_raw)
+    if stop_below is not None and ids.device.type not in READ_NOW and len(ids) > 1:
+        unsure = (q_raw[:-1].amax(-1) < stop_below).tolist()
+        if any(unsure):
+            m = unsure.index(True) + 1
+            ids, q_probs, q_raw = ids[:m], q_probs[:m], q_raw[:m]
+            stop_reason = f"draft top probability < {stop_below:g}"
+    return Proposal(ids, q_probs, q_raw, stop_reason)
+
+
 def crop_cache(cache: DynamicCache, keep: int) -> None:
     """Drop cache entries beyond the first `keep` positions (transformers 5: crop(-n) drops n)."""
     n_drop = cache.get_seq_length() - keep

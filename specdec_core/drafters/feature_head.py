@@ -29,7 +29,7 @@ from .. import data
 from ..kernels import fastpath
 from ..registry import REGISTRY
 from ..kernels import fused_llama
-from .base import Drafter, Proposal, empty_proposal, fit_vocab
+from .base import Drafter, Proposal, empty_proposal, finish_proposal, fit_vocab, unsure_now
 from ..sampling import draw, raw_probs, warp_probs
 
 WEIGHTS = "weights.safetensors"
@@ -272,12 +272,12 @@ class FeatureDrafter(Drafter):
             q_raw.append(raw_probs(logits)[0])
             if i + 1 == k:
                 break
-            if stop_below is not None and raw_probs(logits).max().item() < stop_below:
+            if unsure_now(q_raw[-1], stop_below):
                 stop_reason = f"draft top probability < {stop_below:g}"
                 break
             pos = torch.tensor([n_feat + i], device=self.device)
             g, self.cache = self.head(g, token[None], pos, self.cache)
-        return Proposal(torch.cat(ids), torch.stack(q_probs), torch.stack(q_raw), stop_reason)
+        return finish_proposal(self, ids, q_probs, q_raw, stop_below, stop_reason)
 
     def rollback(self, n_valid):
         # Entries from true features stay valid (their tokens were committed); propose() crops

@@ -8,7 +8,7 @@ from transformers import DynamicCache
 
 from ..kernels import fastpath
 from ..sampling import draw, raw_probs, warp_probs
-from .base import Drafter, Proposal, crop_cache, empty_proposal, fit_vocab
+from .base import Drafter, Proposal, crop_cache, finish_proposal, fit_vocab, unsure_now
 
 
 class ModelDrafter(Drafter):
@@ -49,13 +49,11 @@ class ModelDrafter(Drafter):
             q_probs.append(q[0])
             q_raw.append(raw_probs(logits)[0])
             step_input = token[None]
-            # Adaptive k: stop once the draft itself is unsure (costs one host sync per step).
-            if stop_below is not None and i + 1 < k and raw_probs(logits).max().item() < stop_below:
+            # Adaptive k: stop once the draft itself is unsure (read at once on the CPU only).
+            if i + 1 < k and unsure_now(q_raw[-1], stop_below):
                 stop_reason = f"draft top probability < {stop_below:g}"
                 break
-        if not ids:
-            return empty_proposal(self.vocab_size, self.device)
-        return Proposal(torch.cat(ids), torch.stack(q_probs), torch.stack(q_raw), stop_reason)
+        return finish_proposal(self, ids, q_probs, q_raw, stop_below, stop_reason)
 
     def rollback(self, n_valid: int) -> None:
         if self.n_cached > n_valid:
