@@ -11,6 +11,7 @@ from specdec_core import (PRESETS, ModelLoadError, TraceFormatError, autoregress
                           speculative_generate, stream_autoregressive, stream_speculative)
 
 from specdec_core.models import is_loaded
+from specdec_core.models.presets import LOOKUP_PREFIX
 from specdec_core.errors import DecodeError
 from specdec_core.settings import SettingsError, check_prompt_text, check_settings
 
@@ -20,7 +21,8 @@ from .timeline import plain_lane_html, spec_lane_html, timeline_html
 
 NGRAM_CHOICE = "n-gram (prompt lookup, no model)"
 MODEL_CHOICE = "draft model"
-DRAFTERS = [MODEL_CHOICE, NGRAM_CHOICE]
+COMBINED_CHOICE = "prompt lookup + draft model"
+DRAFTERS = [COMBINED_CHOICE, MODEL_CHOICE, NGRAM_CHOICE]
 K_CHOICES = ["auto", "1", "2", "3", "4", "5", "6", "8", "10", "12"]
 UPDATE_EVERY_S = 0.2          # throttle streamed UI updates (consumer time is excluded from timings)
 
@@ -35,9 +37,11 @@ def preset_fields(preset: str) -> dict:
     p = PRESETS.get(preset)
     if p is None:
         return {}
-    ngram = p.draft == "ngram"
-    return {"target": preset, "draft": "target-layers:2" if ngram else p.draft,
-            "drafter": NGRAM_CHOICE if ngram else MODEL_CHOICE}
+    if p.draft == "ngram":
+        return {"target": preset, "draft": "target-layers:2", "drafter": NGRAM_CHOICE}
+    if p.draft.startswith(LOOKUP_PREFIX):
+        return {"target": preset, "draft": p.draft[len(LOOKUP_PREFIX):], "drafter": COMBINED_CHOICE}
+    return {"target": preset, "draft": p.draft, "drafter": MODEL_CHOICE}
 
 
 def parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed) -> dict:
@@ -56,6 +60,8 @@ def pair_args(preset: str, target: str, draft: str, drafter: str) -> tuple[str, 
     draft = (draft or "").strip()
     if not draft:
         raise UserError(explain.ERRORS["no_draft"])
+    if drafter == COMBINED_CHOICE and not draft.startswith(LOOKUP_PREFIX):
+        return target, LOOKUP_PREFIX + draft
     return target, draft
 
 

@@ -8,6 +8,7 @@ from typing import Iterator, Optional
 
 from specdec_core.trace.decisions import DECISIONS
 from specdec_core.trace import cost_ratios, measured_speedup
+from specdec_core.trace.stats import speedup_why
 from specdec_core.trace import greedy_check as core_greedy_check
 
 from . import charts
@@ -50,7 +51,9 @@ def verdict_html(spec, plain) -> str:
     return (f'<div class="sd-verdict" id="sd-verdict"><span class="sd-speedup" style="color:{colour}">'
             f'{_fmt(s)}× speedup</span> <span>speculative {_fmt(spec.stats["tokens_per_s"], ".1f")} tok/s ÷ '
             f'plain {_fmt(plain.stats["tokens_per_s"], ".1f")} tok/s</span><br>'
-            f'<span id="sd-check">{html.escape(check_text)}</span></div>')
+            f'<span id="sd-check">{html.escape(check_text)}</span>'
+            + (f'<br><span id="sd-why" class="sd-why">{html.escape(why)}</span>' if (why := speedup_why(spec, plain)) else "")
+            + '</div>')
 
 
 def stats_markdown(spec, plain) -> str:

@@ -78,10 +78,15 @@ def _fmt(x: Optional[float], spec: str = ".3f") -> str:
     return "—" if x is None else format(x, spec)
 
 
-def draft_tooltip(t, position: int, decision: str, greedy: bool) -> str:
-    """p, q, p/q, u and the decision of one drafted token, as plain text."""
+SOURCES = {"lookup": "proposed by prompt lookup (copied from earlier text; q = 1 on it)",
+           "model": "proposed by the draft model"}
+
+
+def draft_tooltip(t, position: int, decision: str, greedy: bool, source: Optional[str] = None) -> str:
+    """p, q, p/q, u and the decision of one drafted token (and which source proposed it), as plain text."""
     ratio = t.p / t.q if t.q else None
     lines = [f"draft position {position} · {DECISIONS[decision].label} {DECISIONS[decision].mark}",
+             *([SOURCES.get(source, f"proposed by {source}")] if source else []),
              f"p (target) = {_fmt(t.p)}   q (draft) = {_fmt(t.q)}   p/q = {_fmt(ratio)}"]
     if decision == "discarded":
         lines.append("u: not drawn: a token before it was rejected, so it was never checked")
@@ -119,7 +124,8 @@ def round_pieces(trace, rnd, last_eos: bool = False) -> list[Piece]:
         decision = draft_decision(t)
         if decision == "accepted" and i >= n_committed:
             break
-        pieces.append(Piece(t.text, decision, rnd.index, draft_tooltip(t, i + 1, decision, greedy), position=i + 1))
+        pieces.append(Piece(t.text, decision, rnd.index, draft_tooltip(t, i + 1, decision, greedy, getattr(rnd, "draft_source", None)),
+                            position=i + 1))
     if n_committed > rnd.n_accepted:
         c = rnd.correction
         decision = correction_decision(c)

@@ -61,8 +61,8 @@ def layout(init: dict, init_files, default: dict, spec0, plain0) -> dict:
             C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=5, elem_id="sd-prompt")
             C["chat"] = gr.Checkbox(True, label="Apply the chat template")
             with gr.Row():
-                C["k"] = gr.Dropdown(handlers.K_CHOICES, value="4", label="k (draft length)",
-                                     info="'auto' adapts k per round")
+                C["k"] = gr.Dropdown(handlers.K_CHOICES, value="auto", label="k (draft length)",
+                                     info="'auto' (default) picks k each round from measured α, c and v(k)")
                 C["max_new_tokens"] = gr.Slider(1, 256, value=48, step=1, label="Max new tokens", elem_id="sd-max-new")
             with gr.Row():
                 C["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")

@@ -85,3 +85,25 @@ def test_malformed_files_give_clear_errors(traces, mutate, message):
     d = traces[0].to_dict()
     with pytest.raises(TraceFormatError, match=message):
         Trace.from_json(mutate(d))
+
+
+def test_the_verdict_explains_itself_from_the_two_traces():
+    """speedup_why: measured α, c, v(k) at the most used k, and the theory's speedup from them."""
+    from specdec_core import ModelPair, autoregressive_generate, speculative_generate
+    from specdec_core.costs.theory import predicted_speedup
+    from specdec_core.trace import cost_ratios
+    from specdec_core.trace.stats import speedup_reasons, speedup_why
+
+    from .conftest import tiny_llama
+    pair = ModelPair.from_models(tiny_llama(vocab_size=16, seed=0), tiny_llama(vocab_size=16, seed=1))
+    spec = speculative_generate(pair, [1, 2, 3], k=3, max_new_tokens=30)
+    plain = autoregressive_generate(pair, [1, 2, 3], max_new_tokens=30)
+    r = speedup_reasons(spec, plain)
+    costs = cost_ratios(spec, plain)
+    assert r["k"] == 3 and r["alpha"] == spec.stats["alpha"] and r["c"] == costs["c"] and r["v"] == costs["v"]["3"]
+    n_plain = spec.stats["rounds_by_k"].get("0", 0)   # the last round cannot draft past max_new_tokens
+    assert r["theory"] == predicted_speedup(r["alpha"], 3, r["c"], r["v"]) and r["plain_share"] == n_plain / len(spec.rounds)
+    text = speedup_why(spec, plain)
+    assert f"α = {r['alpha']:.2f}" in text and f"v(3) = {r['v']:.2f}" in text and f"{r['theory']:.2f}×" in text
+    plain_only = speculative_generate(pair, [1, 2, 3], k=3, max_new_tokens=8, k_schedule=[0] * 8)
+    assert speedup_reasons(plain_only, plain)["k"] is None and "plain target step" in speedup_why(plain_only, plain)

@@ -22,8 +22,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("prompt", nargs="?", help="the prompt text")
     ap.add_argument("--target", default=DEFAULT_PRESET, help=f"preset ({presets}), HF id or local dir")
     ap.add_argument("--draft", default=None,
-                    help="draft model id/dir, 'distilled[:DIR]', 'ngram', or 'target-layers:N' (default: the preset's)")
-    ap.add_argument("-k", "--k", default="4", help="draft length per round: an integer ≥ 1 or 'auto'")
+                    help="draft model id/dir, 'distilled[:DIR]', 'ngram', 'target-layers:N', or 'lookup+<draft>' (prompt lookup where the text repeats, <draft> elsewhere; default: the preset's)")
+    ap.add_argument("-k", "--k", default="auto", help="draft length per round: 'auto' (chosen each round from measured α, c, v(k); default) or an integer ≥ 1")
     ap.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     ap.add_argument("--top-k", type=int, default=0, help="0 = off")
     ap.add_argument("--top-p", type=float, default=1.0, help="1.0 = off")

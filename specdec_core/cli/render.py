@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..trace.decisions import DECISIONS, correction_decision, draft_decision, visible_whitespace
 from ..trace import Trace, greedy_check, measured_speedup
+from ..trace.stats import speedup_why
 
 _STYLE_CODES = {"plain": "", "strike": "\x1b[9m", "faded": "\x1b[2m", "underline": "\x1b[4m",
                 "overline": "\x1b[1m"}
@@ -69,6 +70,9 @@ def comparison_lines(spec: Trace, plain: Trace) -> list[str]:
              f"speculative decoding {_fmt(spec.stats['tokens_per_s'], '.1f')} tok/s "
              f"({spec.stats['new_tokens']} tokens, {spec.stats['wall_s']:.2f} s)",
              f"speedup              {_fmt(measured_speedup(spec, plain), '.2f')}×"]
+    why = speedup_why(spec, plain)
+    if why:
+        lines.append(f"                     {why}")
     if spec.config["temperature"] == 0:
         lines.append(f"greedy check         {greedy_check(plain, spec.output_ids).text()}")
     return lines

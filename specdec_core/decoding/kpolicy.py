@@ -37,7 +37,9 @@ PROBE_FIRST, PROBE_MAX = 8, 128
 PROBE_BUDGET = 0.02   # failed probes may cost at most this share of the plain decoding time
 STOP_MIN, STOP_MAX = 0.05, 0.6
 # What a decode remembers for the next one of the same pair (measured estimates, not state).
-_REMEMBERED = ("alpha_hot", "alpha_cold", "step_s", "draft_step_s", "verify_s", "gain", "n_spec")
+_REMEMBERED = ("alpha_hot", "alpha_cold", "step_s", "draft_step_s", "verify_s", "gain", "n_spec",
+               "lookup_alpha_hot", "lookup_alpha_cold", "lookup_step_s")
+LOOKUP = "lookup"     # the combined drafter's prompt-lookup source (drafters/combined.py)
 
 
 def _ema(old: Optional[float], new: float, w: float = EMA) -> float:
@@ -60,6 +62,12 @@ class AutoK:
     probe_every: int = PROBE_FIRST
     memory: Optional[dict] = field(default=None, repr=False)   # where update() saves estimates
     v_prior: dict = field(default_factory=dict)    # k -> v(k) from costs.measure.pass_costs
+    # Prompt-lookup rounds of a combined drafter have their own α (copying is all or nothing)
+    # and an almost free draft; they are estimated apart from the model's rounds.
+    lookup_alpha_hot: float = 0.8
+    lookup_alpha_cold: float = 0.5
+    lookup_hot: bool = False
+    lookup_step_s: Optional[float] = None
 
     @classmethod
     def for_decode(cls, pair, drafter, cfg) -> "AutoK":
@@ -101,13 +109,16 @@ class AutoK:
         """Stop drafting when the draft's top probability is below the cost of one more token."""
         return min(max(self.c + self.slope(), STOP_MIN), STOP_MAX)
 
-    def next_k(self) -> tuple[int, Optional[float], dict]:
+    def next_k(self, source: Optional[str] = None) -> tuple[int, Optional[float], dict]:
         """(k for this round, early-stop threshold, the decision as data for the trace:
         {"kind", "why", and the numbers it rests on}). Kinds: "measure" (first plain step),
         "best_k", "probe", "plain_alpha_below_c", "plain_predicted_below_margin",
-        "plain_measured_slower"."""
+        "plain_measured_slower"; "lookup_best_k" / "plain_lookup" when source is "lookup" (the
+        drafter said its prompt lookup proposes next)."""
         if self.step_s is None:
             return 0, None, {"kind": "measure", "why": "first round: plain step to measure the target's step time"}
+        if source == LOOKUP:
+            return self._lookup_k()
         a, c = self.alpha, self.c
         cost = self.cost_model()
         k, predicted = best_k(a, c, cost, K_MAX)
@@ -135,6 +146,19 @@ class AutoK:
         stop = self.stop_below()
         return k, stop, {"kind": kind, "why": f"best k: {why}", "stop_below": stop, **numbers}
 
+    def _lookup_k(self) -> tuple[int, Optional[float], dict]:
+        """Best k for a prompt-lookup round from the lookup's own α and (near zero) cost."""
+        a = self.lookup_alpha_hot if self.lookup_hot else self.lookup_alpha_cold
+        c = (self.lookup_step_s or 0.0) / self.step_s
+        cost = self.cost_model()
+        k, predicted = best_k(a, c, cost, K_MAX)
+        numbers = {"alpha": a, "c": c, "best_k": k, "v": cost(k), "predicted": predicted,
+                   "after_full_accept": self.lookup_hot, "source": LOOKUP}
+        why = f"prompt lookup: α≈{a:.2f}, c≈{c:.2f}, v({k})≈{cost(k):.2f} → predicted {predicted:.2f}×"
+        if k == 0 or predicted < MARGIN:
+            return 0, None, {"kind": "plain_lookup", "why": f"plain step: {why}", **numbers}
+        return k, None, {"kind": "lookup_best_k", "why": f"best k: {why}", **numbers}
+
     def probe_spacing(self) -> int:
         """Plain rounds between probes: a failed probe wastes c + v(1) − 1 steps, and probes may
         cost at most PROBE_BUDGET of the time."""
@@ -148,8 +172,19 @@ class AutoK:
             self.step_s = _ema(self.step_s, rnd.verify_s)
             self._remember()
             return
-        self.n_spec += 1
         self.verify_s[m] = _ema(self.verify_s.get(m), rnd.verify_s)
+        if getattr(rnd, "draft_source", None) == LOOKUP:
+            for t in rnd.drafted:
+                if t.evaluated and t.overlap is not None:
+                    if self.lookup_hot:
+                        self.lookup_alpha_hot = _ema(self.lookup_alpha_hot, t.overlap)
+                    else:
+                        self.lookup_alpha_cold = _ema(self.lookup_alpha_cold, t.overlap)
+            self.lookup_hot = rnd.n_accepted == m
+            self.lookup_step_s = _ema(self.lookup_step_s, rnd.draft_s / m)
+            self._remember()
+            return
+        self.n_spec += 1
         self.draft_step_s = _ema(self.draft_step_s, rnd.draft_s / m)
         overlaps = [t.overlap for t in rnd.drafted if t.evaluated and t.overlap is not None]
         for o in overlaps:

@@ -187,6 +187,7 @@ def decode_round(st: DecodeState, k: int, *, stop_below: Optional[float] = None,
                         accepted_flags, u, n_accepted, corr_id, new_ids, k)
     rnd.t_start, rnd.draft_s, rnd.verify_s = t_start, t_drafted - t_start, t_verified - t_drafted
     rnd.k_reason = k_reason or proposal.stop_reason
+    rnd.draft_source = proposal.source
     rnd.t_end = st.elapsed()
     rnd.overhead_s = rnd.t_end - t_verified
     st.trace.rounds.append(rnd)
@@ -273,7 +274,7 @@ def _run(pair, prompt_ids, k, *, mode, k_schedule=None, **settings) -> Iterator[
             if schedule is not None and len(st.trace.rounds) < len(schedule):   # a recorded schedule
                 k_round, stop_below, reason = schedule[len(st.trace.rounds)], None, "recorded schedule"
             elif policy is not None:
-                k_round, stop_below, decision = policy.next_k()
+                k_round, stop_below, decision = policy.next_k(st.drafter.next_source(st.committed))
                 reason = decision["why"]
             else:
                 k_round, stop_below, reason = k, None, None

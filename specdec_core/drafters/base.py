@@ -31,6 +31,7 @@ class Proposal:
     q_probs: torch.Tensor    # [m, V] the distributions they were drawn from (after warps)
     q_raw: torch.Tensor      # [m, V] raw temperature-1 distributions, for display
     stop_reason: Optional[str] = None  # why fewer than k were proposed, if so
+    source: Optional[str] = None       # which source proposed them (combined drafter), if several
 
 
 def empty_proposal(vocab_size: int, device) -> Proposal:
@@ -95,6 +96,10 @@ class Drafter:
 
     def start(self, prompt_ids: torch.Tensor) -> None:
         """prompt_ids [T]: the decode starts; forget any earlier state."""
+
+    def next_source(self, committed: torch.Tensor) -> Optional[str]:
+        """Which of its sources will propose after committed [L] (None: it has one source)."""
+        return None
 
     def propose(self, committed: torch.Tensor, k: int, cfg: SamplingConfig,
                 generator: Optional[torch.Generator], stop_below: Optional[float] = None) -> Proposal:

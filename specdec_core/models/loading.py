@@ -16,7 +16,7 @@ from ..kernels import fastpath
 from ..registry import REGISTRY
 from . import embedded
 from .pair import ModelPair, model_name
-from .presets import DEFAULT_PRESET, DISTILLED, LAYERS_PREFIX, NGRAM, PRESETS
+from .presets import DEFAULT_PRESET, DISTILLED, LAYERS_PREFIX, LOOKUP_PREFIX, NGRAM, PRESETS
 
 def resolve_device(device: str = "auto") -> str:
     if device == "auto":
@@ -199,6 +199,13 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Optional[str] = None, device:
     preset = PRESETS.get(target)
     target_ref = preset.target if preset else target
     draft_ref = draft if draft is not None else (preset.draft if preset else NGRAM)
+    # "lookup+<draft>": prompt lookup first, <draft> where the text does not repeat (combined.py).
+    lookup = draft_ref.startswith(LOOKUP_PREFIX)
+    if lookup:
+        draft_ref = draft_ref[len(LOOKUP_PREFIX):]
+        if draft_ref in (NGRAM, ""):
+            raise ModelLoadError(f"'{LOOKUP_PREFIX}' needs a model draft after it (e.g. {LOOKUP_PREFIX}{DISTILLED}); "
+                                 f"prompt lookup alone is '{NGRAM}'")
     if draft_ref in PRESETS:
         draft_ref = PRESETS[draft_ref].target
     model, tokenizer = load_model(target_ref, device, dtype, trust_remote_code=trust_remote_code,
@@ -226,4 +233,8 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Optional[str] = None, device:
     pair.target_name = target_name
     if isinstance(draft_model, torch.nn.Module) and not draft_ref.startswith(LAYERS_PREFIX):
         pair.draft_name = draft_ref
+    if lookup:
+        from ..drafters.combined import combined_factory
+        pair.make_drafter = combined_factory(pair.make_drafter)
+        pair.draft_name = LOOKUP_PREFIX + draft_ref
     return pair

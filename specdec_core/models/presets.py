@@ -30,7 +30,9 @@ PRESETS = {
 
 # Draft names that are not models: "ngram" (prompt lookup), "target-layers:N" (target's first N
 # layers), "distilled" / "distilled:DIR" (a feature-head draft trained by specdec_core.lab;
-# bare "distilled" is the one shipped in specdec_core/data/draft for the embedded target).
+# bare "distilled" is the one shipped in specdec_core/data/draft for the embedded target), and
+# "lookup+<draft>" for prompt lookup combined with any of the others (drafters/combined.py).
 NGRAM = "ngram"
 LAYERS_PREFIX = "target-layers:"
 DISTILLED = "distilled"
+LOOKUP_PREFIX = "lookup+"   # "lookup+<draft>": prompt lookup where the text repeats, <draft> elsewhere

@@ -61,6 +61,7 @@ class Round:
     committed: list[int]     # ids appended by this round, cut at EOS / max_new_tokens
     k_reason: Optional[str] = None   # why this k, in words (k policy, or why the drafter stopped early)
     k_policy: Optional[dict] = None  # optional: the k = "auto" decision as data ({"kind", "why", numbers})
+    draft_source: Optional[str] = None  # optional: which source proposed `drafted` ("lookup" | "model")
 
 
 @dataclass

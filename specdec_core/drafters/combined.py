@@ -1,0 +1,54 @@
+"""Prompt lookup and a model draft together: the lookup proposes when the recent text repeats an
+earlier n-gram (its proposal costs nothing and copied passages are long), the model otherwise.
+
+Still exact: each round's tokens come from one source, chosen from the committed text alone
+(before any draw), and q is the distribution they were drawn from — one-hot for a lookup, the
+model's q otherwise. Which source proposed is recorded per round (`Round.draft_source`).
+"""
+from __future__ import annotations
+
+from .base import Drafter
+from .ngram import NGramDrafter
+
+LOOKUP, MODEL = "lookup", "model"
+
+
+class CombinedDrafter(Drafter):
+    """Lookup first (a match of ≥ min_ngram tokens), else the model drafter; both stay in step."""
+
+    def __init__(self, model: Drafter, vocab_size: int, device="cpu", min_ngram: int = 3, max_ngram: int = 4):
+        super().__init__(vocab_size, device)
+        self.model = model
+        self.lookup = NGramDrafter(vocab_size, device, max_ngram=max_ngram, min_ngram=min_ngram)
+        self.name = f"lookup+{model.name}"
+        self.wants_hidden, self.kernels = model.wants_hidden, model.kernels
+
+    def next_source(self, committed) -> str:
+        """Which source proposes next, from the committed text alone (k = "auto" asks first)."""
+        return LOOKUP if self.lookup.lookup(committed.tolist(), 1) else MODEL
+
+    def start(self, prompt_ids):
+        self.model.start(prompt_ids)
+
+    def observe(self, hidden):
+        self.model.observe(hidden)     # the model keeps every feature, also in lookup rounds
+
+    def propose(self, committed, k, cfg, generator, stop_below=None):
+        proposal = self.lookup.propose(committed, k, cfg, generator)
+        if len(proposal.ids):
+            proposal.source = LOOKUP
+            return proposal
+        proposal = self.model.propose(committed, k, cfg, generator, stop_below)
+        proposal.source = MODEL
+        return proposal
+
+    def rollback(self, n_valid):
+        self.model.rollback(n_valid)
+
+
+def combined_factory(model_factory, min_ngram: int = 3):
+    """A ModelPair drafter factory: prompt lookup + the drafter model_factory(pair) makes."""
+    def factory(pair):
+        return CombinedDrafter(model_factory(pair), pair.vocab_size, pair.input_device, min_ngram)
+    factory.name = "lookup+" + getattr(model_factory, "name", "draft")
+    return factory

@@ -1,0 +1,90 @@
+"""Prompt lookup + a model draft (drafters/combined.py): exact (chi-square on tiny models, with a
+forced n-gram match and without), greedy-identical to plain decoding on the default target, the
+source of every round recorded and round-tripped through a trace file, and k = "auto" estimating
+the lookup apart from the model."""
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from specdec_core import ModelPair, Trace, autoregressive_generate, load_pair, speculative_generate
+from specdec_core.decoding.kpolicy import AutoK
+from specdec_core.drafters import ModelDrafter
+from specdec_core.drafters.combined import LOOKUP, MODEL, CombinedDrafter
+from specdec_core.errors import ModelLoadError
+from specdec_core.sampling import SamplingConfig
+
+from .conftest import tiny_llama
+from .test_exactness import check_exact
+
+REPEATING = [1, 5, 2, 7, 1, 5, 2]          # ends with "1 5 2", seen before: a 3-gram match
+FRESH = [1, 5, 2]                          # no earlier 3-gram: the model proposes
+
+
+def tiny_combined():
+    target, draft = tiny_llama(seed=0), tiny_llama(seed=1)
+    pair = ModelPair.from_models(target, draft)
+    return pair, lambda: CombinedDrafter(ModelDrafter(draft, pair.vocab_size), pair.vocab_size)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prompt, source", [(REPEATING, LOOKUP), (FRESH, MODEL)])
+def test_combined_drafter_is_exact(prompt, source):
+    pair, make = tiny_combined()
+    d = make()
+    assert d.next_source(torch.tensor(prompt)) == source
+    trace = speculative_generate(pair, prompt, k=3, temperature=1.0, max_new_tokens=4, seed=0, drafter=make())
+    assert trace.rounds[0].draft_source == source
+    assert check_exact(pair, 3, SamplingConfig(1.0), 4, prompt=prompt, drafter_factory=make) > 1e-3
+
+
+def test_combined_drafter_power_check(monkeypatch):
+    """The same test fails when the lookup's q is wrong (uniform instead of one-hot)."""
+    pair, make = tiny_combined()
+    from specdec_core.drafters import ngram
+    real = ngram.NGramDrafter.propose
+
+    def wrong_q(self, *a, **k):
+        p = real(self, *a, **k)
+        p.q_probs = torch.full_like(p.q_probs, 1.0 / p.q_probs.shape[-1])
+        return p
+    monkeypatch.setattr(ngram.NGramDrafter, "propose", wrong_q)
+    import tests.test_exactness as ex
+    monkeypatch.setattr(ex, "N_SAMPLES", 600)
+    assert check_exact(pair, 3, SamplingConfig(1.0), 4, prompt=REPEATING, drafter_factory=make) < 1e-3
+
+
+def test_combined_rounds_record_their_source_and_round_trip(default_pair):
+    pair = load_pair("smollm2-135m", draft="lookup+distilled", device="cpu")
+    assert pair.draft_name == "lookup+distilled"
+    text = ("Summarize the following meeting notes in three bullet points, reusing their wording.\n\n"
+            "Meeting notes: The team agreed that the release will move to Friday. Alice will update the "
+            "release notes. Bob will run the full test suite on Thursday.")
+    ids = pair.encode_prompt(text)
+    trace = speculative_generate(pair, ids, k=4, max_new_tokens=40)
+    plain = autoregressive_generate(pair, ids, max_new_tokens=40)
+    assert trace.output_ids == plain.output_ids                     # greedy: identical to plain
+    sources = [r.draft_source for r in trace.rounds if r.drafted]
+    assert LOOKUP in sources and MODEL in sources
+    back = Trace.from_json(trace.to_json())
+    assert [r.draft_source for r in back.rounds] == [r.draft_source for r in trace.rounds]
+    auto = speculative_generate(pair, ids, k="auto", max_new_tokens=40)
+    assert auto.output_ids == plain.output_ids
+    assert any(r.k_policy and r.k_policy.get("source") == LOOKUP for r in auto.rounds)
+
+
+def test_lookup_alone_is_not_a_combined_draft():
+    with pytest.raises(ModelLoadError, match="needs a model draft"):
+        load_pair("smollm2-135m", draft="lookup+ngram", device="cpu")
+
+
+def test_auto_keeps_lookup_estimates_apart():
+    policy = AutoK(step_s=0.1)
+    drafted = [SimpleNamespace(evaluated=True, overlap=1.0) for _ in range(4)]
+    for _ in range(6):   # lookup rounds: everything accepted, nearly free
+        policy.update(SimpleNamespace(drafted=drafted, verify_s=0.12, draft_s=0.0, n_accepted=4, t_start=0.0,
+                                      t_end=0.12, committed=[1] * 5, draft_source=LOOKUP))
+    assert policy.lookup_alpha_hot > 0.9 and policy.alpha_hot == AutoK().alpha_hot and policy.n_spec == 0
+    k_lookup, _, decision = policy.next_k(LOOKUP)
+    assert decision["kind"] == "lookup_best_k" and decision["source"] == LOOKUP and k_lookup >= 6
+    assert policy.next_k()[0] < k_lookup
