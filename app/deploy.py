@@ -9,6 +9,8 @@ operator allows it, caps model size and upload size. Every refusal is one line f
 | SPECDEC_UI_MAX_PARAMS | 2e9 on CPU, 16e9 with CUDA | largest model the page loads (parameters) |
 | SPECDEC_MAX_UPLOAD_MB | 10 | largest trace file accepted for upload |
 | SPECDEC_MAX_UPLOAD_FILES | 4 | trace files per upload |
+| SPECDEC_TRACE_MAX_AGE_S | 3600 | trace files written for download are removed after this age |
+| SPECDEC_TRACE_MAX_RUNS | 100 | and beyond this many runs' folders (oldest first) |
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ class Policy:
     max_params: int
     max_upload_bytes: int
     max_upload_files: int
+    trace_max_age_s: float = 3600.0
+    trace_max_runs: int = 100
 
     @classmethod
     def from_env(cls) -> "Policy":
@@ -35,7 +39,9 @@ class Policy:
         return cls(allow_local_paths=os.environ.get("SPECDEC_ALLOW_LOCAL_PATHS", "0") == "1",
                    max_params=int(float(os.environ.get("SPECDEC_UI_MAX_PARAMS", default_params))),
                    max_upload_bytes=int(float(os.environ.get("SPECDEC_MAX_UPLOAD_MB", 10)) * 2**20),
-                   max_upload_files=int(os.environ.get("SPECDEC_MAX_UPLOAD_FILES", 4)))
+                   max_upload_files=int(os.environ.get("SPECDEC_MAX_UPLOAD_FILES", 4)),
+                   trace_max_age_s=float(os.environ.get("SPECDEC_TRACE_MAX_AGE_S", 3600)),
+                   trace_max_runs=int(os.environ.get("SPECDEC_TRACE_MAX_RUNS", 100)))
 
 
 def is_local_path(ref: str) -> bool:

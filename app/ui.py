@@ -206,7 +206,8 @@ def build_demo() -> gr.Blocks:
     init = views.views(spec0, plain0, "example")
     init_files = views.write_files(spec0, plain0) if spec0 or plain0 else None
     default = handlers.preset_fields("smollm2-135m")
-    with gr.Blocks(title=explain.TITLE) as demo:
+    # Gradio copies returned files into its own cache: delete them hourly once a day old at most.
+    with gr.Blocks(title=explain.TITLE, delete_cache=(3600, 24 * 3600)) as demo:
         C = layout(init, init_files, default, spec0, plain0)
         listeners(C)
     return demo

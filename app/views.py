@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -75,17 +76,38 @@ def banner(spec, plain, kind: str, files: str = "") -> str:
     return template.format(**fields)
 
 
+def trace_dir() -> Path:
+    """Where runs' trace files are written for download: one folder per run."""
+    return Path(tempfile.gettempdir()) / "specdec-explainer"
+
+
+def prune_trace_files(base: Path, max_age_s: float, max_runs: int) -> int:
+    """Remove run folders older than max_age_s, then the oldest beyond max_runs; returns how many.
+    The disk used by downloads stays bounded however long the app serves."""
+    folders = sorted((p for p in base.glob("run-*") if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    now, removed = time.time(), 0
+    for i, folder in enumerate(folders):
+        if now - folder.stat().st_mtime > max_age_s or len(folders) - i > max_runs:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+    return removed
+
+
 def write_files(spec, plain) -> list[str]:
-    """The traces as JSON files in a fresh temporary folder (for the download component)."""
-    base = Path(tempfile.gettempdir()) / "specdec-explainer"
+    """The traces as JSON files in a fresh folder for the download component (older folders are
+    pruned first, by the deployment's age and count budget)."""
+    from .deploy import Policy
+    policy = Policy.from_env()
+    base = trace_dir()
     base.mkdir(exist_ok=True)
-    folder = Path(tempfile.mkdtemp(dir=base))
+    prune_trace_files(base, policy.trace_max_age_s, max(policy.trace_max_runs - 1, 0))
+    folder = Path(tempfile.mkdtemp(dir=base, prefix="run-"))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     paths = []
     for trace, name in ((spec, "speculative"), (plain, "plain")):
         if trace is not None:
             path = folder / f"{name}-{stamp}.trace.json"
-            trace.save(path)
+            trace.save(path)          # atomic: a crash never leaves a half-written trace
             paths.append(str(path))
     return paths
 

@@ -230,3 +230,42 @@ def test_cli_allows_local_folders(models):
                              "--draft", "ngram", "--no-chat", "--max-new-tokens", "4"],
                             capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_crash_while_writing_a_trace_leaves_no_file(tmp_path, monkeypatch):
+    """Trace.save is atomic: a failure mid-write leaves neither the file nor a temporary."""
+    from specdec_core import ModelPair, Trace, speculative_generate
+
+    from .conftest import tiny_llama
+    trace = speculative_generate(ModelPair.from_models(tiny_llama(), tiny_llama(seed=1)), [1, 2], k=2, max_new_tokens=4)
+    good = tmp_path / "good.trace.json"
+    trace.save(good)
+    assert Trace.load(good).output_ids == trace.output_ids
+
+    def broken(self, indent=None):
+        raise OSError("disk full")
+    monkeypatch.setattr(Trace, "to_json", broken)
+    with pytest.raises(OSError):
+        trace.save(tmp_path / "bad.trace.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.trace.json"]
+
+
+def test_download_folders_stay_within_the_age_and_count_budget(tmp_path, monkeypatch):
+    import os
+    import time
+
+    from app import views
+    monkeypatch.setattr(views.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setenv("SPECDEC_TRACE_MAX_RUNS", "3")
+    from specdec_core import ModelPair, speculative_generate
+
+    from .conftest import tiny_llama
+    trace = speculative_generate(ModelPair.from_models(tiny_llama(), tiny_llama(seed=1)), [1, 2], k=2, max_new_tokens=4)
+    for _ in range(6):
+        views.write_files(trace, None)
+    assert len(list(views.trace_dir().glob("run-*"))) == 3
+    old = next(iter(views.trace_dir().glob("run-*")))
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    monkeypatch.setenv("SPECDEC_TRACE_MAX_AGE_S", "3600")
+    views.write_files(trace, None)
+    assert not old.exists() and len(list(views.trace_dir().glob("run-*"))) == 3
