@@ -82,6 +82,7 @@ def start_decode(pair, prompt_ids, k, *, temperature=0.0, top_k=0, top_p=1.0, ma
     if k == "auto":   # the k policy's cost priors: measured once per target, before the clock starts
         pass_costs(pair.target, pair.vocab_size)
     st.t0 = time.perf_counter()
+    trace.wall_clock = {"start": time.time(), "end": time.time()}
     # The target cache holds every committed token but the last; the last is the first input of
     # the next verify pass, so every round scores [last, drafts] alike.
     if len(prompt) > 1:
@@ -191,6 +192,7 @@ def decode_round(st: DecodeState, k: int, *, stop_below: Optional[float] = None,
     rnd.t_end = st.elapsed()
     rnd.overhead_s = rnd.t_end - t_verified
     st.trace.rounds.append(rnd)
+    st.trace.wall_clock["end"] = time.time()
     if st.done:
         st.trace.finished, st.trace.stop_reason = True, stop_reason
     return rnd

@@ -76,6 +76,7 @@ class Trace:
     prefill_s: float = 0.0   # time of the prompt pass(es) before the first round
     finished: bool = False   # True once the decode stopped (EOS or max_new_tokens)
     stop_reason: Optional[str] = None  # "eos" | "max_new_tokens"
+    wall_clock: Optional[dict] = None  # optional: {"start", "end"} Unix seconds of the decode (lanes never overlap)
 
     @property
     def output_ids(self) -> list[int]:
@@ -113,7 +114,8 @@ class Trace:
             r["correction"] = Correction(**r["correction"])
             rounds.append(Round(**r))
         return cls(config=d["config"], prompt=d["prompt"], rounds=rounds, output=d["output"],
-                   prefill_s=d["prefill_s"], finished=d["finished"], stop_reason=d.get("stop_reason"))
+                   prefill_s=d["prefill_s"], finished=d["finished"], stop_reason=d.get("stop_reason"),
+                   wall_clock=d.get("wall_clock"))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Trace":
