@@ -99,6 +99,8 @@ ERRORS = {
     "no_draft": "“Draft model” needs a draft: type distilled, a model id, a local folder, or target-layers:N "
                 "(or choose the n-gram drafter).",
     "oom": "Out of memory while running {what}. Try a smaller pair, fewer new tokens, or k.",
+    "internal": "This run failed inside the decoder ({error}). The models are unharmed: press Run again; "
+                "if it keeps failing, please report it with the prompt and settings.",
 }
 
 

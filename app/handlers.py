@@ -4,6 +4,7 @@ Every handler returns/yields dicts keyed by view name; ui.py maps names to compo
 here decodes on its own: tokens, probabilities and timings all come from specdec_core's Traces."""
 from __future__ import annotations
 
+import logging
 import time
 from typing import Iterator, Optional
 
@@ -24,6 +25,7 @@ MODEL_CHOICE = "draft model"
 COMBINED_CHOICE = "prompt lookup + draft model"
 DRAFTERS = [COMBINED_CHOICE, MODEL_CHOICE, NGRAM_CHOICE]
 K_CHOICES = ["auto", "1", "2", "3", "4", "5", "6", "8", "10", "12"]
+LOG = logging.getLogger("specdec-explainer")
 UPDATE_EVERY_S = 0.2          # throttle streamed UI updates (consumer time is excluded from timings)
 
 
@@ -98,7 +100,8 @@ def decode_race(target_ref: str, draft_ref: str, device: str, prompt: str, chat:
     """All the model work of one Run, and nothing else (on a ZeroGPU Space `spaces.GPU` holds a
     GPU for exactly this): load, encode, warm up, then both lanes one after the other (order
     alternating by run number). Yields ("racing", None, None) once ready, then (lane, status,
-    trace) for each lane: trace None when the lane starts, then every UPDATE_EVERY_S and at its end."""
+    trace) for each lane: trace None when the lane starts, then after every round. Closing this
+    generator (Stop, a closed tab) ends the decode at that yield: within one round."""
     pair = load(target_ref, draft_ref, device, progress, notify)
     ids = pair.encode_prompt(prompt, chat=chat)
     settings = dict(settings)
@@ -110,12 +113,8 @@ def decode_race(target_ref: str, draft_ref: str, device: str, prompt: str, chat:
                   else stream_speculative(pair, ids, k, **settings))
         status = f"running ({'first' if n == 0 else 'second'})"
         yield (lane, status, None)
-        last = 0.0
         for trace in stream:
-            now = time.monotonic()
-            if now - last >= UPDATE_EVERY_S or trace.finished:
-                last = now
-                yield (lane, status if not trace.finished else "finished", trace)
+            yield (lane, status if not trace.finished else "finished", trace)
 
 
 def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
@@ -132,7 +131,7 @@ def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, to
     yield {"banner": f"▶ **Loading {target_ref} + {draft_ref}** and warming up (not timed)…",
            "plain_lane": plain_lane_html(None, status="waiting"), "spec_lane": spec_lane_html(None, status="waiting"),
            "verdict": race.verdict_html(None, None), "timeline": timeline_html(None)}
-    done = {"plain": None, "speculative": None}
+    done, last = {"plain": None, "speculative": None}, 0.0
     try:
         for lane, status, trace in decode_race(target_ref, draft_ref, device or "auto", prompt, bool(chat), settings,
                                                run_number, progress, notify):
@@ -141,19 +140,30 @@ def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, to
                        "banner": "▶ **Racing…** plain and speculative decoding, one after the other."}
                 continue
             done[lane] = trace
+            traces = {"traces": {"spec": done["speculative"], "plain": done["plain"]}}
+            now = time.monotonic()
+            if trace is not None and not trace.finished and now - last < UPDATE_EVERY_S:
+                # Nothing to redraw yet; yielding every round lets a Stop or a closed tab end the
+                # decode here, within one round (the State keeps the partial traces for Stop).
+                yield traces
+                continue
+            last = now
             update = _lane_update(lane, trace, status)
             if trace is None:   # a lane starts: the other one is finished or still to come
                 other = "plain" if lane == "speculative" else "speculative"
                 update.update(_lane_update(other, done[other], "finished" if done[other] else "waiting (runs next)"))
-            yield {**update, "traces": {"spec": done["speculative"], "plain": done["plain"]}}
+            yield {**update, **traces}
     except (ModelLoadError, ValueError, DecodeError) as e:
         raise UserError(str(e)) from None
     except MemoryError:
         raise UserError(explain.ERRORS["oom"].format(what=target_ref)) from None
-    except RuntimeError as e:   # torch.OutOfMemoryError is a RuntimeError
+    except Exception as e:     # torch.OutOfMemoryError is a RuntimeError
         if "out of memory" in str(e).lower():
             raise UserError(explain.ERRORS["oom"].format(what=target_ref)) from None
-        raise
+        # Anything else is a bug: the server log keeps the traceback, the page gets one line, and
+        # the shared models are untouched (a decode holds only per-request state), so the next run works.
+        LOG.exception("run failed")
+        raise UserError(explain.ERRORS["internal"].format(error=f"{type(e).__name__}: {e}")) from None
     spec, plain = done["speculative"], done["plain"]
     final = views.views(spec, plain, "run")
     final["files"] = views.write_files(spec, plain)
