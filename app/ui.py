@@ -61,7 +61,7 @@ def layout(init: dict, init_files, default: dict, spec0, plain0) -> dict:
             C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=5, elem_id="sd-prompt")
             C["chat"] = gr.Checkbox(True, label="Apply the chat template")
             with gr.Row():
-                C["k"] = gr.Dropdown(handlers.K_CHOICES, value="auto", label="k (draft length)",
+                C["k"] = gr.Dropdown(handlers.K_CHOICES, value="auto", label="k (draft length)", elem_id="sd-k",
                                      info="'auto' (default) picks k each round from measured α, c and v(k)")
                 C["max_new_tokens"] = gr.Slider(1, 256, value=48, step=1, label="Max new tokens", elem_id="sd-max-new")
             with gr.Row():

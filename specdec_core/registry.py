@@ -85,8 +85,8 @@ class Registry:
             if entry is None:
                 value = loader()
                 entry = self._entries[key] = _Entry(value, tensor_bytes(value[0]))
-                self._evict(keep=key)
             entry.last_used = time.monotonic()
+            self._evict(keep=key)     # on every access: a lowered bound takes effect at once
             return entry.value
 
     def loaded(self) -> list:

@@ -62,6 +62,13 @@ def _set_number(page, selector, value):
     box.blur()
 
 
+def _choose(page, selector, value):
+    box = page.locator(f"{selector} input")
+    box.click()
+    page.locator(f"ul[role=listbox] li[aria-label='{value}'], ul[role=listbox] li:text-is('{value}')").first.click()
+    page.wait_for_function(f"document.querySelector('{selector} input').value === '{value}'")
+
+
 def test_first_paint_is_the_recorded_example(page):
     page.wait_for_selector("#sd-timeline .sd-tok")
     banner = page.locator("#sd-banner").inner_text()
@@ -72,6 +79,7 @@ def test_first_paint_is_the_recorded_example(page):
 def test_run_race_timeline_charts_inspector_download_upload(page):
     page.wait_for_selector("#sd-timeline .sd-tok")
     _set_number(page, "#sd-max-new", 24)
+    _choose(page, "#sd-k", "4")          # a fixed k: every round drafts, so the timeline shows decisions
     page.locator("#sd-run").click()
     # both lanes finished and the final views rendered
     page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Your run')", timeout=300_000)
@@ -200,3 +208,44 @@ def test_bad_input_shows_one_line_and_the_next_run_works(page):
     page.locator("#sd-run").click()
     page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Your run')", timeout=300_000)
     assert page.locator("#sd-lane-spec .sd-count").inner_text() == "8"
+
+
+def test_defaults_on_a_typed_prompt_explain_their_verdict(page):
+    """A new user: types a question, keeps every default (k = auto, the preset's draft), presses Run,
+    and sees the speedup with one line saying why it is what it is."""
+    page.wait_for_selector("#sd-timeline .sd-tok")
+    assert page.locator("#sd-k input").input_value() == "auto"
+    page.locator("#sd-prompt textarea").fill("How do I keep basil alive on a windowsill?")
+    _set_number(page, "#sd-max-new", 24)
+    page.locator("#sd-run").click()
+    page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Your run')", timeout=300_000)
+    why = page.locator("#sd-why").inner_text()
+    assert why.startswith("Why:") and ("α =" in why or "plain target step" in why)
+    assert re.search(r"\d+\.\d\d× speedup", page.locator("#sd-verdict").inner_text())
+    page.locator("#sd-verdict").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "verdict.png"), full_page=False)
+
+
+def test_four_visitors_press_run_at_once_and_each_gets_their_own_answer(url, browser):
+    """Four browser sessions, four prompts, Run pressed together: all four finish, each showing the
+    answer to its own prompt (the greedy output of that prompt decoded alone)."""
+    from specdec_core import autoregressive_generate, load_pair
+    prompts = ["Name a red fruit.", "What is two plus two?", "Say hi to Anna.", "Name a big ocean."]
+    pages = []
+    for text in prompts:
+        pg = browser.new_context(viewport={"width": 1300, "height": 900}).new_page()
+        pg.set_default_timeout(60_000)
+        pg.goto(url)
+        pg.wait_for_selector("#sd-timeline .sd-tok")
+        pg.locator("#sd-prompt textarea").fill(text)
+        _set_number(pg, "#sd-max-new", 8)
+        pages.append(pg)
+    for pg in pages:
+        pg.locator("#sd-run").click()
+    pair = load_pair("smollm2-135m", device="cpu")
+    for text, pg in zip(prompts, pages):
+        pg.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Your run')", timeout=600_000)
+        want = pair.decode(autoregressive_generate(pair, pair.encode_prompt(text), max_new_tokens=8).output_ids)
+        shown = " ".join(pg.locator("#sd-lane-spec").inner_text().split())
+        assert " ".join(want.split())[:15] in shown, (text, want, shown)
+        pg.context.close()

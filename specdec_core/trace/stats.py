@@ -125,7 +125,7 @@ def speedup_why(spec: "Trace", plain: "Trace") -> Optional[str]:
         return ("Why: every round was a plain target step (k = auto predicted no gain, or the drafter had "
                 "nothing to propose), so both lanes do the same work.")
     text = (f"Why: α = {f(r['alpha'])} (acceptance), c = {f(r['c'])} (a draft step ÷ a target step), "
-            f"v({r['k']}) = {f(r['v'])} (a verify pass of {r['k']} drafts ÷ a target step) → theory "
+            f"v({r['k']}) = {f(r['v'])} (a verify pass of {r['k']} draft{'s' if r['k'] != 1 else ''} ÷ a target step) → theory "
             f"E[τ]/(k·c + v(k)) = {f(r['theory'])}× at k = {r['k']}")
     if r["plain_share"] > 0:
         text += f"; {r['plain_share']:.0%} of rounds were plain steps"
