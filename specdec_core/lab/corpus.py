@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .data import pending_shards
 from .instructions import check_disjoint, clean_question, make_instructions, self_instruct_prompts
 
 EOS = 2
@@ -99,13 +100,7 @@ def generate_answers(target, tok, folder: Path, items: list[dict], batch: int, m
     """The target's answers to items in shards of `batch` (alternately greedy and sampled); resumes."""
     t0, n_tok = time.time(), 0
     n_shards = (len(items) + batch - 1) // batch
-    for s in range(n_shards):
-        path = folder / f"gen_{s:04d}.npz"
-        if path.exists():
-            continue
-        if time.time() - t0 > minutes * 60:
-            log(f"time budget reached at shard {s}/{n_shards}")
-            return
+    for s, path in pending_shards(folder, "gen", n_shards, minutes, log):
         chunk = items[s * batch:(s + 1) * batch]
         prompts = [_chat(tok, it["text"]) for it in chunk]
         greedy = s % 2 == 0

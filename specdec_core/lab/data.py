@@ -60,6 +60,20 @@ def split(seqs: list[dict]) -> tuple[list[int], list[int]]:
     return rng.permutation(train).tolist(), test
 
 
+def pending_shards(folder: Path, stem: str, n_shards: int, minutes: float, log=print):
+    """(index, path) of the shards <folder>/<stem>_XXXX.npz still to write, until the time budget
+    is spent: existing shards are skipped, so an interrupted job resumes where it stopped."""
+    t0 = time.time()
+    for s in range(n_shards):
+        path = folder / f"{stem}_{s:04d}.npz"
+        if path.exists():
+            continue
+        if time.time() - t0 > minutes * 60:
+            log(f"time budget reached at shard {s}/{n_shards}")
+            return
+        yield s, path
+
+
 # -- teacher forcing -------------------------------------------------------------------------
 @torch.no_grad()
 def extract(target, seqs: list[dict], idx: list[int], out_dir: Path, shard_size: int = 32,
@@ -70,13 +84,7 @@ def extract(target, seqs: list[dict], idx: list[int], out_dir: Path, shard_size:
     out_dir.mkdir(parents=True, exist_ok=True)
     t0, done_tok = time.time(), 0
     n_shards = math.ceil(len(idx) / shard_size)
-    for s in range(n_shards):
-        path = out_dir / f"shard_{s:04d}.npz"
-        if path.exists():
-            continue
-        if time.time() - t0 > minutes * 60:
-            log(f"time budget reached after {s} shards")
-            return
+    for s, path in pending_shards(out_dir, "shard", n_shards, minutes, log):
         chunk = [seqs[i] for i in idx[s * shard_size:(s + 1) * shard_size]]
         order = sorted(range(len(chunk)), key=lambda j: len(chunk[j]["prompt"]) + len(chunk[j]["gen"]))
         ids, feats, lses = [None] * len(chunk), [None] * len(chunk), [None] * len(chunk)
