@@ -128,7 +128,10 @@ def cmd_ablate(a) -> None:
 def cmd_yardstick(a) -> None:
     """Per task type on the frozen held-out file: offline agreement of a head, and vocabulary coverage."""
     from ..drafters.feature_head import load_head
-    pair = _target()
+    from ..models import load_pair
+    # Stock kernels: the fast path folds the head's output rows into a prepacked matrix, and
+    # offline scoring needs them dense (the numbers are the same).
+    pair = load_pair("smollm2-135m", draft="ngram", device="cpu", fast_path=False)
     head = load_head(pair.target, a.head)
     print(yardstick_table(pair, head, a.max_new))
     if a.coverage:
