@@ -93,7 +93,7 @@ def test_cuda_speculative_greedy_equals_plain(gpu_pair, references, text, draft)
 
 def test_cuda_distilled_head_lives_on_the_gpu():
     from specdec_core.drafters.feature_head import load_head
-    pair = on_gpu(load_pair("smollm2-135m", device=CUDA))
+    pair = on_gpu(load_pair("smollm2-135m", draft="distilled", device=CUDA))
     head = load_head(pair.target)
     assert {t.device.type for t in list(head.parameters()) + list(head.buffers())} == {CUDA}
     trace = speculative_generate(pair, pair.encode_prompt("Write a haiku about trains."), k=4, temperature=0.7,

@@ -60,7 +60,7 @@ def test_decoder_sampler_and_drafters_name_their_device():
 
 @pytest.mark.model
 def test_the_distilled_head_names_its_device():
-    pair = load_pair("smollm2-135m", device="cpu")
+    pair = load_pair("smollm2-135m", draft="distilled", device="cpu")
     ids = pair.encode_prompt("Write a haiku about trains.")
     for settings in (dict(temperature=0.0), dict(temperature=0.8, seed=1)):
         assert decodes_clean(lambda: speculative_generate(pair, ids, k=3, max_new_tokens=8, **settings)) == []

@@ -139,7 +139,7 @@ def test_a_saved_head_loads_as_a_draft_from_its_folder(default_pair, tmp_path):
     pair = load_pair("smollm2-135m", draft=f"distilled:{tmp_path / 'head'}", device="cpu")
     ids = pair.encode_prompt("Write a haiku about trains.")
     mine = speculative_generate(pair, ids, k=3, max_new_tokens=16)
-    ref = speculative_generate(load_pair("smollm2-135m", device="cpu"), ids, k=3, max_new_tokens=16)
+    ref = speculative_generate(load_pair("smollm2-135m", draft="distilled", device="cpu"), ids, k=3, max_new_tokens=16)
     assert mine.output_ids == ref.output_ids
     assert [len(r.drafted) for r in mine.rounds] == [len(r.drafted) for r in ref.rounds]
 

@@ -115,10 +115,10 @@ def test_fast_tiny_model_matches_stock_and_generate():
 def test_layer_draft_and_distilled_head_share_the_fast_path(fast_pair):
     draft = draft_from_target_layers(fast_pair.target, 2)
     assert fastpath.kernels_of(draft) == fastpath.kernels_of(fast_pair.target)
-    distilled = load_pair("smollm2-135m", device="cpu", fast_path=True)
+    distilled = load_pair("smollm2-135m", draft="distilled", device="cpu", fast_path=True)
     trace = speculative_generate(distilled, distilled.encode_prompt("Say hi."), k=2, max_new_tokens=6)
     assert trace.config["kernels"]["draft"] == fastpath.FAST
-    stock = load_pair("smollm2-135m", device="cpu", fast_path=False)
+    stock = load_pair("smollm2-135m", draft="distilled", device="cpu", fast_path=False)
     assert speculative_generate(stock, stock.encode_prompt("Say hi."), k=2,
                                 max_new_tokens=6).config["kernels"]["draft"].startswith("stock")
 

@@ -68,7 +68,7 @@ def test_greedy_never_touches_an_rng(default_pair, references):
 def distilled_pair():
     """The default preset as users get it: the embedded target and its shipped distilled draft."""
     from specdec_core import load_pair
-    return load_pair("smollm2-135m", device="cpu")
+    return load_pair("smollm2-135m", draft="distilled", device="cpu")
 
 
 @pytest.mark.parametrize("text,k", [(PROMPTS[0], 3), (PROMPTS[1], 5), (PROMPTS[2], "auto")])

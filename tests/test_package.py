@@ -24,7 +24,7 @@ CHECK = textwrap.dedent('''
     assert data.file("examples", "example_speculative.trace.json").is_file()
     pair = load_pair("smollm2-135m", device="cpu")
     trace = speculative_generate(pair, pair.encode_prompt("Name three rivers."), k=3, max_new_tokens=12)
-    assert trace.config["draft"] == "distilled-feature-head" and trace.stats["new_tokens"] == 12
+    assert trace.config["draft"] == "lookup+distilled-feature-head" and trace.stats["new_tokens"] == 12
     print("OK", trace.stats["drafted"], specdec_core.__file__)
 ''')
 

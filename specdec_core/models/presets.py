@@ -16,9 +16,9 @@ class Preset:
 
 
 PRESETS = {
-    "smollm2-135m": Preset(embedded.NAME, "distilled",
-                           "SmolLM2-135M-Instruct (Q4_1 GGUF, embedded, offline) + its distilled "
-                           "feature-head draft (shipped in specdec_core/data/draft)"),
+    "smollm2-135m": Preset(embedded.NAME, "lookup+distilled",
+                           "SmolLM2-135M-Instruct (Q4_1 GGUF, embedded, offline) + prompt lookup where the "
+                           "text repeats, else its distilled feature-head draft (specdec_core/data/draft)"),
     "smollm2-1.7b": Preset("HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct",
                            "SmolLM2-1.7B-Instruct + SmolLM2-135M-Instruct (downloads from the Hub)"),
     "qwen2.5-1.5b": Preset("Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct",
