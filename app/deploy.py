@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from specdec_core.models.presets import LOOKUP_PREFIX
+
 HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?$")   # "gpt2", "org/name"
 
 
@@ -60,7 +62,7 @@ def is_local_path(ref: str) -> bool:
 def check_model_refs(policy: Policy, refs: list[str], presets) -> None:
     """Raise ValueError for a model reference the page may not load."""
     for ref in refs:
-        ref = ref.removeprefix("lookup+")     # prompt lookup + a draft: the draft is what loads
+        ref = ref.removeprefix(LOOKUP_PREFIX)     # prompt lookup + a draft: the draft is what loads
         if not ref or ref in presets or ref in ("ngram", "distilled") or ref.startswith("target-layers:"):
             continue
         if not policy.allow_local_paths and is_local_path(ref):

@@ -84,10 +84,10 @@ def trace_dir() -> Path:
 def prune_trace_files(base: Path, max_age_s: float, max_runs: int) -> int:
     """Remove run folders older than max_age_s, then the oldest beyond max_runs; returns how many.
     The disk used by downloads stays bounded however long the app serves."""
-    folders = sorted((p for p in base.glob("run-*") if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    folders = sorted((p.stat().st_mtime, p) for p in base.glob("run-*") if p.is_dir())
     now, removed = time.time(), 0
-    for i, folder in enumerate(folders):
-        if now - folder.stat().st_mtime > max_age_s or len(folders) - i > max_runs:
+    for i, (mtime, folder) in enumerate(folders):
+        if now - mtime > max_age_s or len(folders) - i > max_runs:
             shutil.rmtree(folder, ignore_errors=True)
             removed += 1
     return removed

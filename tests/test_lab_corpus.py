@@ -66,7 +66,7 @@ def test_plain_text_becomes_chat_answers_ending_in_eos(default_pair, monkeypatch
     fake = {"wordnet": lambda n, rng: [("Define dog.", "A domesticated canid.", "definition")] * n,
             "fortunes": lambda n, rng: [("Tell me a quote.", "Brevity is the soul of wit.", "fortune")] * n}
     monkeypatch.setattr(corpus, "TEXT_SOURCES", fake)
-    seqs = corpus.text_sequences(default_pair.tokenizer, per_source=3, max_tokens=4)
+    seqs = corpus.text_sequences(default_pair, per_source=3, max_tokens=4)
     assert len(seqs) == 6 and {s["task"] for s in seqs} == {"definition", "fortune"}
     for s in seqs:
         assert s["gen"][-1] == corpus.EOS and len(s["gen"]) <= 5

@@ -46,6 +46,17 @@ def _ema(old: Optional[float], new: float, w: float = EMA) -> float:
     return new if old is None else (1 - w) * old + w * new
 
 
+def _fold_alpha(alpha_hot: float, alpha_cold: float, was_hot: bool, overlaps: list) -> tuple[float, float]:
+    """Fold a round's measured overlaps into the α of the state it was drafted in (after a fully
+    accepted round, or after a rejection); returns the new (alpha_hot, alpha_cold)."""
+    for o in overlaps:
+        if was_hot:
+            alpha_hot = _ema(alpha_hot, o)
+        else:
+            alpha_cold = _ema(alpha_cold, o)
+    return alpha_hot, alpha_cold
+
+
 @dataclass
 class AutoK:
     """Per-decode adaptive-k policy: `next_k()` before a round, `update(round)` after it."""
@@ -173,25 +184,17 @@ class AutoK:
             self._remember()
             return
         self.verify_s[m] = _ema(self.verify_s.get(m), rnd.verify_s)
+        overlaps = [t.overlap for t in rnd.drafted if t.evaluated and t.overlap is not None]
         if getattr(rnd, "draft_source", None) == LOOKUP:
-            for t in rnd.drafted:
-                if t.evaluated and t.overlap is not None:
-                    if self.lookup_hot:
-                        self.lookup_alpha_hot = _ema(self.lookup_alpha_hot, t.overlap)
-                    else:
-                        self.lookup_alpha_cold = _ema(self.lookup_alpha_cold, t.overlap)
+            self.lookup_alpha_hot, self.lookup_alpha_cold = _fold_alpha(
+                self.lookup_alpha_hot, self.lookup_alpha_cold, self.lookup_hot, overlaps)
             self.lookup_hot = rnd.n_accepted == m
             self.lookup_step_s = _ema(self.lookup_step_s, rnd.draft_s / m)
             self._remember()
             return
         self.n_spec += 1
         self.draft_step_s = _ema(self.draft_step_s, rnd.draft_s / m)
-        overlaps = [t.overlap for t in rnd.drafted if t.evaluated and t.overlap is not None]
-        for o in overlaps:
-            if self.hot:
-                self.alpha_hot = _ema(self.alpha_hot, o)
-            else:
-                self.alpha_cold = _ema(self.alpha_cold, o)
+        self.alpha_hot, self.alpha_cold = _fold_alpha(self.alpha_hot, self.alpha_cold, self.hot, overlaps)
         self.hot = rnd.n_accepted == m
         seconds = rnd.t_end - rnd.t_start
         if seconds > 0 and self.step_s:

@@ -82,7 +82,8 @@ def start_decode(pair, prompt_ids, k, *, temperature=0.0, top_k=0, top_p=1.0, ma
     if k == "auto":   # the k policy's cost priors: measured once per target, before the clock starts
         pass_costs(pair.target, pair.vocab_size)
     st.t0 = time.perf_counter()
-    trace.wall_clock = {"start": time.time(), "end": time.time()}
+    now = time.time()
+    trace.wall_clock = {"start": now, "end": now}
     # The target cache holds every committed token but the last; the last is the first input of
     # the next verify pass, so every round scores [last, drafts] alike.
     if len(prompt) > 1:

@@ -77,9 +77,9 @@ def cmd_corpus(a) -> None:
     pair = _target()
     folder = cache_dir() / "corpus"
     folder.mkdir(parents=True, exist_ok=True)
-    items = corpus.build_instructions(pair.target, pair.tokenizer, folder, a.templated, a.invented, a.batch)
+    items = corpus.build_instructions(pair, folder, a.templated, a.invented, a.batch)
     print(f"{len(items)} instructions ({sum(it['task'] == 'invented' for it in items)} invented by the target)")
-    corpus.generate_answers(pair.target, pair.tokenizer, folder, items, a.batch, a.max_new, a.minutes)
+    corpus.generate_answers(pair, folder, items, a.batch, a.max_new, a.minutes)
 
 
 def cmd_extract(a) -> None:
@@ -93,7 +93,7 @@ def cmd_extract(a) -> None:
             seqs = corpus.load_corpus(cache_dir() / "corpus", "gen")
             train_idx = list(range(len(seqs) - len(seqs) % 32))   # whole shards only: the corpus may still grow
         else:
-            seqs = corpus.text_sequences(pair.tokenizer, a.text_per_source)
+            seqs = corpus.text_sequences(pair, a.text_per_source)
             train_idx = list(range(len(seqs)))
         extract(pair.target, seqs, train_idx, cache_dir() / f"train_{source}", minutes=a.minutes)
 

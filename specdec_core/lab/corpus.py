@@ -26,11 +26,6 @@ from .instructions import check_disjoint, clean_question, make_instructions, sel
 EOS = 2
 
 
-def _chat(tok, text: str) -> list[int]:
-    return tok.apply_chat_template([{"role": "user", "content": text}], tokenize=True, add_generation_prompt=True,
-                                   return_dict=False)
-
-
 @torch.no_grad()
 def generate_batch(target, prompts: list[list[int]], max_new: int, sample: bool, seed: int) -> list[np.ndarray]:
     """Left-padded batched generate; each row's new tokens up to and including the first EOS."""
@@ -75,19 +70,20 @@ def load_corpus(folder: Path, stem: str) -> list[dict]:
     return seqs
 
 
-def build_instructions(target, tok, folder: Path, n_templated: int, n_invented: int, batch: int, log=print) -> list[dict]:
+def build_instructions(pair, folder: Path, n_templated: int, n_invented: int, batch: int, log=print) -> list[dict]:
     """Templated instructions + questions the target invents at T = 1.0 (cached in questions_*.npz),
-    shuffled together once (fixed seed) so any prefix of the answers is a fair mix."""
+    shuffled together once (fixed seed) so any prefix of the answers is a fair mix. Prompts are
+    encoded by the pair, as the decoder encodes a user's prompt."""
     asks = self_instruct_prompts(n_invented)
     for s in range(len(_shards(folder, "questions")), (len(asks) + batch - 1) // batch):
-        chunk = asks[s * batch:(s + 1) * batch]
-        rows = generate_batch(target, [_chat(tok, a) for a in chunk], 48, 1.0, seed=10_000 + s)
-        _save(folder / f"questions_{s:04d}.npz", [dict(prompt=np.array(_chat(tok, a)), gen=r, task="invented", greedy=False)
-                                                  for a, r in zip(chunk, rows)])
+        prompts = [pair.encode_prompt(a) for a in asks[s * batch:(s + 1) * batch]]
+        rows = generate_batch(pair.target, prompts, 48, 1.0, seed=10_000 + s)
+        _save(folder / f"questions_{s:04d}.npz", [dict(prompt=np.array(p), gen=r, task="invented", greedy=False)
+                                                  for p, r in zip(prompts, rows)])
         log(f"questions {min(len(asks), (s + 1) * batch)}/{len(asks)}")
     invented = []
     for q in load_corpus(folder, "questions"):
-        text = clean_question(tok.decode(q["gen"], skip_special_tokens=True))
+        text = clean_question(pair.tokenizer.decode(q["gen"], skip_special_tokens=True))
         if text:
             invented.append({"task": "invented", "text": text})
     items = make_instructions(n_templated) + invented
@@ -95,16 +91,16 @@ def build_instructions(target, tok, folder: Path, n_templated: int, n_invented: 
     return [items[i] for i in np.random.default_rng(0).permutation(len(items))]
 
 
-def generate_answers(target, tok, folder: Path, items: list[dict], batch: int, max_new: int = 160,
+def generate_answers(pair, folder: Path, items: list[dict], batch: int, max_new: int = 160,
                      minutes: float = 1e9, log=print) -> None:
     """The target's answers to items in shards of `batch` (alternately greedy and sampled); resumes."""
     t0, n_tok = time.time(), 0
     n_shards = (len(items) + batch - 1) // batch
     for s, path in pending_shards(folder, "gen", n_shards, minutes, log):
         chunk = items[s * batch:(s + 1) * batch]
-        prompts = [_chat(tok, it["text"]) for it in chunk]
+        prompts = [pair.encode_prompt(it["text"]) for it in chunk]
         greedy = s % 2 == 0
-        rows = generate_batch(target, prompts, max_new, not greedy, seed=s)
+        rows = generate_batch(pair.target, prompts, max_new, not greedy, seed=s)
         _save(path, [dict(prompt=np.array(p), gen=r, task=it["task"], greedy=greedy)
                      for p, r, it in zip(prompts, rows, chunk)])
         n_tok += sum(len(r) for r in rows)
@@ -171,12 +167,12 @@ def _gcide(limit: int, rng) -> list[tuple[str, str, str]]:
 TEXT_SOURCES = {"wordnet": _wordnet, "gcide": _gcide, "fortunes": _fortunes, "python-docs": _python_docs}
 
 
-def text_sequences(tok, per_source: int, max_tokens: int = 256, seed: int = 0) -> list[dict]:
+def text_sequences(pair, per_source: int, max_tokens: int = 256, seed: int = 0) -> list[dict]:
     """Plain text from the installed Debian packages as chat answers (teacher forcing only)."""
     rng = np.random.default_rng(seed)
     seqs = []
     for name, read in TEXT_SOURCES.items():
         for ask, answer, task in read(per_source, rng):
-            gen = tok(answer, add_special_tokens=False)["input_ids"][:max_tokens] + [EOS]
-            seqs.append(dict(prompt=np.array(_chat(tok, ask)), gen=np.array(gen), task=task, greedy=False, source="text"))
+            gen = pair.tokenizer(answer, add_special_tokens=False)["input_ids"][:max_tokens] + [EOS]
+            seqs.append(dict(prompt=np.array(pair.encode_prompt(ask)), gen=np.array(gen), task=task, greedy=False, source="text"))
     return [seqs[i] for i in rng.permutation(len(seqs))]

@@ -147,9 +147,14 @@ def clean_question(text: str) -> str | None:
     return line if 4 <= len(words) <= 60 and line[-1:] in "?.!" else None
 
 
-def heldout_texts() -> list[str]:
+def heldout_prompts() -> list[dict]:
+    """The frozen yardstick: [{"name", "task", "text"}] from data/heldout_prompts.json."""
     from .. import data
-    return [p["text"] for p in json.loads(data.file("heldout_prompts.json").read_text())["prompts"]]
+    return json.loads(data.file("heldout_prompts.json").read_text())["prompts"]
+
+
+def heldout_texts() -> list[str]:
+    return [p["text"] for p in heldout_prompts()]
 
 
 def check_disjoint(texts) -> None:

@@ -6,20 +6,15 @@ cache); a head is then scored with the same rollout as training (train.evaluate)
 """
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import torch
 
-from .. import data as package_data
 from .data import cache_dir, extract, load_shards
+from .instructions import heldout_prompts
 from .train import evaluate
 
 COVERAGE_SIZES = (4096, 8192, 12288, 16384, 24576, 32768)
-
-
-def heldout_prompts() -> list[dict]:
-    return json.loads(package_data.file("heldout_prompts.json").read_text())["prompts"]
 
 
 def heldout_sequences(pair, max_new: int = 64) -> list[dict]:
