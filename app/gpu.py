@@ -1,7 +1,9 @@
 """`gpu`: Hugging Face ZeroGPU's `spaces.GPU` when the `spaces` package is importable, else identity.
 
-Applied to exactly one function, `handlers.decode_race` (loading, warm-up and both lanes): page
-rendering happens outside it, so a Space holds its GPU only while models run. Outside a ZeroGPU
+Applied to the model work only: `handlers.decode_race` (loading, warm-up and both lanes) and the
+teaching views' `teach.lab.lab_distributions` / `measured_cost_curve`. Page rendering (and the
+exactness lab's sampling from two vectors) happens outside them, so a Space holds its GPU only
+while models run. Outside a ZeroGPU
 Space, `spaces.GPU` returns the function unchanged (tested with `spaces` installed).
 """
 try:

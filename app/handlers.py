@@ -73,7 +73,7 @@ def load(target: str, draft: str, device: str, progress, notify) -> object:
     policy = deploy.Policy.from_env()
     deploy.check_model_refs(policy, [target, draft], PRESETS)
     if not is_loaded(target, device):
-        notify(explain.FIRST_LOAD_NOTE)
+        notify(explain.FIRST_LOAD_NOTE.replace("**", ""))      # a toast shows text, not markdown
     progress(0.0, desc=f"loading {target} + {draft}")
     pair = load_pair(target, draft=draft, device=device, max_params=policy.max_params,
                      progress=lambda frac, desc: progress(frac, desc=desc))
@@ -153,22 +153,29 @@ def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, to
                 other = "plain" if lane == "speculative" else "speculative"
                 update.update(_lane_update(other, done[other], "finished" if done[other] else "waiting (runs next)"))
             yield {**update, **traces}
-    except (ModelLoadError, ValueError, DecodeError) as e:
-        raise UserError(str(e)) from None
-    except MemoryError:
-        raise UserError(explain.ERRORS["oom"].format(what=target_ref)) from None
-    except Exception as e:     # torch.OutOfMemoryError is a RuntimeError
-        if "out of memory" in str(e).lower():
-            raise UserError(explain.ERRORS["oom"].format(what=target_ref)) from None
-        # Anything else is a bug: the server log keeps the traceback, the page gets one line, and
-        # the shared models are untouched (a decode holds only per-request state), so the next run works.
-        LOG.exception("run failed")
-        raise UserError(explain.ERRORS["internal"].format(error=f"{type(e).__name__}: {e}")) from None
+    except UserError:
+        raise
+    except Exception as e:
+        raise user_error(e, target_ref) from None
     spec, plain = done["speculative"], done["plain"]
     final = views.views(spec, plain, "run")
     final["files"] = views.write_files(spec, plain)
     final["traces"] = {"spec": spec, "plain": plain}
     yield final
+
+
+def user_error(e: Exception, what: str) -> UserError:
+    """The one line the page shows for an exception raised by model work on `what`."""
+    if isinstance(e, UserError):
+        return e
+    if isinstance(e, (ModelLoadError, ValueError, DecodeError)):
+        return UserError(str(e))
+    if isinstance(e, MemoryError) or "out of memory" in str(e).lower():   # torch.OutOfMemoryError is a RuntimeError
+        return UserError(explain.ERRORS["oom"].format(what=what))
+    # Anything else is a bug: the server log keeps the traceback, the page gets one line, and the
+    # shared models are untouched (a decode holds only per-request state), so the next run works.
+    LOG.error("model work failed", exc_info=e)
+    return UserError(explain.ERRORS["internal"].format(error=f"{type(e).__name__}: {e}"))
 
 
 def after_stop(traces: dict) -> dict:
@@ -194,14 +201,14 @@ def upload(paths) -> dict:
     return out
 
 
-def replay(traces: dict, fps: float = 10.0) -> Iterator[dict]:
-    """Both lanes on one shared clock at real speed."""
+def replay(traces: dict, fps: float = 10.0, speed: float = 1.0) -> Iterator[dict]:
+    """Both lanes on one shared clock, at real speed × `speed` (classroom mode: ¼)."""
     spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
     if spec is None and plain is None:
         raise UserError("nothing to replay yet: press Run first")
     start = time.monotonic()
-    for t, plain_html, spec_html in race.replay_frames(spec, plain, fps):
-        delay = start + t - time.monotonic()
+    for t, plain_html, spec_html in race.replay_frames(spec, plain, fps * speed):
+        delay = start + t / speed - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         yield {"plain_lane": plain_html, "spec_lane": spec_html}

@@ -6,6 +6,7 @@ import gradio as gr
 from specdec_core import PRESETS
 
 from . import deploy, explain, handlers, views
+from .teach import classroom, tab as teach_tab
 from .timeline import TIMELINE_CLICK_JS, legend_html, timeline_css
 
 MODEL_QUEUE = "model-work"     # one queue for everything that runs a model: lanes are never timed at once
@@ -14,9 +15,17 @@ MODEL_QUEUE = "model-work"     # one queue for everything that runs a model: lan
 VIEW_OUTPUTS = ("traces", "run_number", "banner", "plain_lane", "spec_lane", "verdict", "timeline", "stats",
                 "round", "position", "round_plot", "position_plot", *views.CHART_NAMES, "files")
 
-CSS = timeline_css() + """
+CSS = timeline_css() + classroom.CLASSROOM_CSS + """
 #sd-run-row button{min-height:48px}
 .sd-plot{min-height:330px}
+.sd-wt{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:16px;line-height:1.4;padding:8px;
+  border-radius:8px;background:var(--block-background-fill)}
+.sd-wt-ctx{color:var(--body-text-color-subdued);white-space:pre-wrap;margin-right:6px}
+.sd-wt-cell{display:inline-flex;flex-direction:column;align-items:center;margin:0 3px;vertical-align:top}
+.sd-wt-cell small{font-size:12px;color:var(--body-text-color-subdued);white-space:nowrap}
+.sd-wt-focus .sd-tok{outline:3px solid #000;outline-offset:1px}
+.sd-wt-q{margin:3px 0}
+.sd-wt-a{color:#0072B2;margin-left:8px}
 """
 
 
@@ -42,90 +51,96 @@ def _updates(C: dict, vals: dict) -> dict:
     return out
 
 
-def layout(init: dict, init_files, default: dict, spec0, plain0) -> dict:
+def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) -> dict:
     """Create the page's components (inside a gr.Blocks context); returns them by name."""
     C: dict = {}
     C["traces"] = gr.State({"spec": spec0, "plain": plain0})
     C["run_number"] = gr.State(0)
     gr.Markdown(explain.INTRO)
+    teach_tab.layout_controls(C)
     C["banner"] = gr.Markdown(init["banner"], elem_id="sd-banner", elem_classes="sd-banner")
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=1, min_width=330):
-            gr.Markdown("### Controls")
-            C["preset"] = gr.Dropdown(list(PRESETS), value="smollm2-135m", label="Model pair (preset)",
-                                      info=PRESETS["smollm2-135m"].description)
-            C["target"] = gr.Textbox(default["target"], label="Target (preset, HF id or local folder)",
-                             elem_id="sd-target")
-            C["drafter"] = gr.Radio(handlers.DRAFTERS, value=default["drafter"], label="Drafter", elem_id="sd-drafter")
-            C["draft"] = gr.Textbox(default["draft"], label="Draft model (distilled, HF id, folder, or target-layers:N)")
-            C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=5, elem_id="sd-prompt")
-            C["chat"] = gr.Checkbox(True, label="Apply the chat template")
-            with gr.Row():
-                C["k"] = gr.Dropdown(handlers.K_CHOICES, value="auto", label="k (draft length)", elem_id="sd-k",
-                                     info="'auto' (default) picks k each round from measured α, c and v(k)")
-                C["max_new_tokens"] = gr.Slider(1, 256, value=48, step=1, label="Max new tokens", elem_id="sd-max-new")
-            with gr.Row():
-                C["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
-                C["seed"] = gr.Number(0, precision=0, label="Seed")
-            with gr.Row():
-                C["top_k"] = gr.Number(0, precision=0, label="Top-k (0 = off)")
-                C["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p (1 = off)")
-            with gr.Accordion("Device", open=False):
-                C["device"] = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")
-            with gr.Row(elem_id="sd-run-row"):
-                C["run"] = gr.Button("▶ Run", variant="primary", elem_id="sd-run")
-                C["stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-stop")
-            gr.Markdown(explain.FIRST_LOAD_NOTE)
-            gr.Examples([[p] for _, p in explain.EXAMPLES], inputs=[C["prompt"]],
-                        example_labels=[label for label, _ in explain.EXAMPLES], label="Example prompts")
-        with gr.Column(scale=3):
-            gr.Markdown("### The race")
-            with gr.Row(equal_height=True):
-                C["plain_lane"] = gr.HTML(init["plain_lane"], elem_id="sd-plain")
-                C["spec_lane"] = gr.HTML(init["spec_lane"], elem_id="sd-spec")
-            C["verdict"] = gr.HTML(init["verdict"], elem_id="sd-verdict-box")
-            with gr.Row():
-                C["replay"] = gr.Button("⟲ Replay both lanes on one clock", size="sm", elem_id="sd-replay")
-            gr.Markdown(explain.RACE_HELP)
-            gr.Markdown("### Token timeline (speculative lane)")
-            gr.HTML(legend_html())
-            C["timeline"] = gr.HTML(init["timeline"], elem_id="sd-timeline-box", js_on_load=TIMELINE_CLICK_JS)
-            with gr.Accordion("How to read the timeline", open=False):
-                gr.Markdown(explain.TIMELINE_HELP)
-            gr.Markdown("### Stats")
-            C["stats"] = gr.Markdown(init["stats"], elem_id="sd-stats")
-            with gr.Accordion("What do these numbers mean?", open=False):
-                gr.Markdown(explain.metrics_markdown())
+    with gr.Tabs(selected="race") as C["tabs"]:
+        with gr.Tab("Race", id="race"):
+            with gr.Row(equal_height=False):
+                with gr.Column(scale=1, min_width=330):
+                    gr.Markdown("### Controls")
+                    C["preset"] = gr.Dropdown(list(PRESETS), value="smollm2-135m", label="Model pair (preset)",
+                                              info=PRESETS["smollm2-135m"].description)
+                    C["target"] = gr.Textbox(default["target"], label="Target (preset, HF id or local folder)",
+                                     elem_id="sd-target")
+                    C["drafter"] = gr.Radio(handlers.DRAFTERS, value=default["drafter"], label="Drafter", elem_id="sd-drafter")
+                    C["draft"] = gr.Textbox(default["draft"], label="Draft model (distilled, HF id, folder, or target-layers:N)")
+                    C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=5, elem_id="sd-prompt")
+                    C["chat"] = gr.Checkbox(True, label="Apply the chat template")
+                    with gr.Row():
+                        C["k"] = gr.Dropdown(handlers.K_CHOICES, value="auto", label="k (draft length)", elem_id="sd-k",
+                                             info="'auto' (default) picks k each round from measured α, c and v(k)")
+                        C["max_new_tokens"] = gr.Slider(1, 256, value=48, step=1, label="Max new tokens", elem_id="sd-max-new")
+                    with gr.Row():
+                        C["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
+                        C["seed"] = gr.Number(0, precision=0, label="Seed")
+                    with gr.Row():
+                        C["top_k"] = gr.Number(0, precision=0, label="Top-k (0 = off)")
+                        C["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p (1 = off)")
+                    with gr.Accordion("Device", open=False):
+                        C["device"] = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")
+                    with gr.Row(elem_id="sd-run-row"):
+                        C["run"] = gr.Button("▶ Run", variant="primary", elem_id="sd-run")
+                        C["stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-stop")
+                    gr.Markdown(explain.FIRST_LOAD_NOTE)
+                    gr.Examples([[p] for _, p in explain.EXAMPLES], inputs=[C["prompt"]],
+                                example_labels=[label for label, _ in explain.EXAMPLES], label="Example prompts")
+                with gr.Column(scale=3):
+                    gr.Markdown("### The race")
+                    with gr.Row(equal_height=True):
+                        C["plain_lane"] = gr.HTML(init["plain_lane"], elem_id="sd-plain")
+                        C["spec_lane"] = gr.HTML(init["spec_lane"], elem_id="sd-spec")
+                    C["verdict"] = gr.HTML(init["verdict"], elem_id="sd-verdict-box")
+                    with gr.Row():
+                        C["replay"] = gr.Button("⟲ Replay both lanes on one clock", size="sm", elem_id="sd-replay")
+                    gr.Markdown(explain.RACE_HELP)
+                    gr.Markdown("### Token timeline (speculative lane)")
+                    gr.HTML(legend_html())
+                    C["timeline"] = gr.HTML(init["timeline"], elem_id="sd-timeline-box", js_on_load=TIMELINE_CLICK_JS)
+                    with gr.Accordion("How to read the timeline", open=False):
+                        gr.Markdown(explain.TIMELINE_HELP)
+                    gr.Markdown("### Stats")
+                    C["stats"] = gr.Markdown(init["stats"], elem_id="sd-stats")
+                    with gr.Accordion("What do these numbers mean?", open=False):
+                        gr.Markdown(explain.metrics_markdown())
 
-    gr.Markdown("## Round inspector", elem_id="sd-inspector")
-    with gr.Row():
-        C["round"] = gr.Slider(0, max(init["round_max"], 1), value=init["round"], step=1,
-                               label="Round", elem_id="sd-round")
-        C["position"] = gr.Dropdown(init["position_choices"], value=init["position"],
-                                    label="Draft position in this round", elem_id="sd-position")
-    C["round_plot"] = gr.Plot(init["round_plot"], show_label=False, elem_classes="sd-plot", elem_id="sd-round-plot")
-    C["position_plot"] = gr.Plot(init["position_plot"], show_label=False, elem_classes="sd-plot",
-                                 elem_id="sd-position-plot")
-    gr.Markdown(explain.INSPECTOR_HELP)
+            gr.Markdown("## Round inspector", elem_id="sd-inspector")
+            with gr.Row():
+                C["round"] = gr.Slider(0, max(init["round_max"], 1), value=init["round"], step=1,
+                                       label="Round", elem_id="sd-round")
+                C["position"] = gr.Dropdown(init["position_choices"], value=init["position"],
+                                            label="Draft position in this round", elem_id="sd-position")
+            C["round_plot"] = gr.Plot(init["round_plot"], show_label=False, elem_classes="sd-plot", elem_id="sd-round-plot")
+            C["position_plot"] = gr.Plot(init["position_plot"], show_label=False, elem_classes="sd-plot",
+                                         elem_id="sd-position-plot")
+            gr.Markdown(explain.INSPECTOR_HELP)
 
-    gr.Markdown("## Charts")
-    with gr.Row():
-        for name in views.CHART_NAMES[:3]:
-            C[name] = gr.Plot(init[name], show_label=False, elem_classes="sd-plot")
-    with gr.Row():
-        for name in views.CHART_NAMES[3:]:
-            C[name] = gr.Plot(init[name], show_label=False, elem_classes="sd-plot")
+            gr.Markdown("## Charts")
+            with gr.Row():
+                for name in views.CHART_NAMES[:3]:
+                    C[name] = gr.Plot(init[name], show_label=False, elem_classes="sd-plot")
+            with gr.Row():
+                for name in views.CHART_NAMES[3:]:
+                    C[name] = gr.Plot(init[name], show_label=False, elem_classes="sd-plot")
 
-    with gr.Row():
-        with gr.Column(scale=3):
-            gr.Markdown("## Trace files\n" + explain.FILES_HELP)
-            C["upload"] = gr.UploadButton("⤒ Load trace file(s)", file_count="multiple", file_types=[".json"],
-                                          elem_id="sd-upload")
-        with gr.Column(scale=2):
-            C["files"] = gr.File(init_files, file_count="multiple", label="Download (JSON, specdec.trace/1)",
-                                 interactive=False, elem_id="sd-files")
-    with gr.Accordion("How speculative decoding works — step by step", open=False):
-        gr.Markdown(explain.walkthrough_markdown())
+            with gr.Row():
+                with gr.Column(scale=3):
+                    gr.Markdown("## Trace files\n" + explain.FILES_HELP)
+                    C["upload"] = gr.UploadButton("⤒ Load trace file(s)", file_count="multiple", file_types=[".json"],
+                                                  elem_id="sd-upload")
+                with gr.Column(scale=2):
+                    C["files"] = gr.File(init_files, file_count="multiple", label="Download (JSON, specdec.trace/1)",
+                                         interactive=False, elem_id="sd-files")
+
+        with gr.Tab("Walkthrough", id="walkthrough") as C["wt_tab"]:
+            teach_tab.layout_walkthrough(C, bundled)
+        with gr.Tab("Cost of a pass & exactness lab", id="teach"):
+            teach_tab.layout_teach(C)
     return C
 
 
@@ -159,9 +174,9 @@ def listeners(C: dict) -> None:
         except handlers.UserError as e:
             raise gr.Error(str(e)) from None
 
-    def on_replay(traces):
+    def on_replay(traces, on):
         try:
-            for vals in handlers.replay(traces):
+            for vals in handlers.replay(traces, speed=classroom.REPLAY_SPEED if on else 1.0):
                 yield _updates(C, vals)
         except handlers.UserError as e:
             raise gr.Warning(str(e)) from None
@@ -184,7 +199,7 @@ def listeners(C: dict) -> None:
     run_event = C["run"].click(on_run, run_inputs, view_outputs, concurrency_limit=1,
                                concurrency_id=MODEL_QUEUE, api_name="run",
                                show_progress_on=[C["verdict"]])
-    replay_event = C["replay"].click(on_replay, C["traces"], [C["plain_lane"], C["spec_lane"]],
+    replay_event = C["replay"].click(on_replay, [C["traces"], C["classroom"]], [C["plain_lane"], C["spec_lane"]],
                                      concurrency_limit=None, api_name="replay",
                                      show_progress="hidden")
     C["stop"].click(on_stop, C["traces"], view_outputs, cancels=[run_event, replay_event], api_name="stop")
@@ -208,6 +223,8 @@ def build_demo() -> gr.Blocks:
     default = handlers.preset_fields("smollm2-135m")
     # Gradio copies returned files into its own cache: delete them hourly once a day old at most.
     with gr.Blocks(title=explain.TITLE, delete_cache=(3600, 24 * 3600)) as demo:
-        C = layout(init, init_files, default, spec0, plain0)
+        C = layout(init, init_files, default, spec0, plain0, teach_tab.load_bundled())
+        C["demo"] = demo
         listeners(C)
+        teach_tab.listeners(C, MODEL_QUEUE)
     return demo

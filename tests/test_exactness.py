@@ -7,6 +7,7 @@ import torch
 
 from specdec_core import ModelPair, speculative_generate
 from specdec_core.decoding import speculative as spec_module
+from specdec_core.decoding.exactness import chi_square
 from specdec_core.drafters import NGramDrafter
 from specdec_core.sampling import SamplingConfig, warp_probs
 
@@ -28,18 +29,10 @@ def exact_two_token_distribution(target, prompt, cfg: SamplingConfig, vocab_size
 
 
 def chi_square_p_value(counts: torch.Tensor, expected_probs: torch.Tensor) -> float:
-    """Pearson chi-square goodness of fit; cells expected < 5 are pooled into one cell."""
-    counts, expected = counts.flatten().double(), expected_probs.flatten().double() * counts.sum()
-    # Counts where the exact probability is 0 must be 0: any such sample is an outright failure.
-    assert counts[expected == 0].sum() == 0, "sampled a token of probability 0"
-    big = expected >= 5
-    obs = torch.cat([counts[big], counts[~big].sum()[None]])
-    exp = torch.cat([expected[big], expected[~big].sum()[None]])
-    keep = exp > 0
-    obs, exp = obs[keep], exp[keep]
-    stat = ((obs - exp) ** 2 / exp).sum()
-    dof = len(obs) - 1
-    return float(torch.special.gammaincc(torch.tensor(dof / 2.0, dtype=torch.float64), stat / 2))
+    """The core's Pearson test; a sample of a probability-0 token fails outright."""
+    result = chi_square(counts, expected_probs)
+    assert result.impossible == 0, "sampled a token of probability 0"
+    return result.p_value
 
 
 def sample_two_tokens(pair, prompt, k, cfg, max_new_tokens, drafter_factory=None) -> torch.Tensor:

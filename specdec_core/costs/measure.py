@@ -108,6 +108,19 @@ def pass_costs(target, vocab_size: int) -> PassCosts:
     return REGISTRY.attachment(target, "pass_costs", lambda: measure_pass_costs(target, vocab_size))
 
 
+def cost_curve(target, vocab_size: int, n_max: int = 12, progress=None) -> dict:
+    """What the app's cost-of-a-pass chart shows, measured once per target module (cached):
+    {"costs": PassCosts.to_dict() over 1..n_max new tokens, "floor": step_vs_floor(...)}.
+    Seconds to a few seconds: call it where no lane is being timed."""
+    def make() -> dict:
+        costs = measure_pass_costs(target, vocab_size, n_max=n_max,
+                                   progress=(lambda f, d: progress(0.8 * f, d)) if progress else None)
+        if progress:
+            progress(0.85, "measuring the weight-streaming floor")
+        return {"costs": costs.to_dict(), "floor": step_vs_floor(target, vocab_size)}
+    return REGISTRY.attachment(target, f"cost_curve_{n_max}", make)
+
+
 def _sync(device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

@@ -20,6 +20,7 @@ from transformers import DynamicCache
 from ..costs.measure import pass_costs
 from .kpolicy import AutoK
 from ..drafters.base import Drafter, crop_cache, empty_proposal, fit_vocab
+from .rule import accept_drafts, correction_distribution
 from ..sampling import SamplingConfig, draw, raw_probs, warp_probs
 from ..errors import DecodeError
 from ..registry import REGISTRY
@@ -96,22 +97,6 @@ def start_decode(pair, prompt_ids, k, *, temperature=0.0, top_k=0, top_p=1.0, ma
     return st
 
 
-def correction_distribution(p_target: torch.Tensor, q_draft: torch.Tensor,
-                            n_accepted: torch.Tensor) -> torch.Tensor:
-    """The distribution of the token that follows the accepted prefix: [V].
-
-    p_target [m+1, V], q_draft [m, V], n_accepted: 0-d tensor. At a rejection (n < m) it is
-    norm(max(0, p_n − q_n)); past the last draft q is zero, so the same formula gives p_{m+1}
-    (the bonus). Indexing stays on the device: no host sync.
-    """
-    q_padded = torch.cat([q_draft, q_draft.new_zeros(1, q_draft.shape[-1])])
-    row = (p_target - q_padded).clamp_min(0).index_select(0, n_accepted[None])[0]
-    row_sum = row.sum()
-    # p == q at that position makes a rejection impossible in exact arithmetic; guard rounding.
-    return torch.where(row_sum > 0, row / row_sum.clamp_min(1e-30),
-                       p_target.index_select(0, n_accepted[None])[0])
-
-
 @torch.inference_mode()
 def decode_round(st: DecodeState, k: int, *, stop_below: Optional[float] = None,
                  k_reason: Optional[str] = None) -> Round:
@@ -144,12 +129,8 @@ def decode_round(st: DecodeState, k: int, *, stop_below: Optional[float] = None,
     q_draft = proposal.q_probs.to(p_target.device)               # [m, V]
     p_x = p_target[:m].gather(-1, draft_ids[:, None]).squeeze(-1)
     q_x = q_draft.gather(-1, draft_ids[:, None]).squeeze(-1)
-    if cfg.greedy or m == 0:
-        u = None
-        accepted = p_x >= 1.0
-    else:
-        u = torch.rand(m, generator=st.generator, device=p_target.device)
-        accepted = u < p_x / q_x.clamp_min(1e-30)
+    u = None if cfg.greedy or m == 0 else torch.rand(m, generator=st.generator, device=p_target.device)
+    accepted = accept_drafts(p_x, q_x, u)
     n_accepted_t = accepted.long().cumprod(0).sum()              # length of the accepted prefix
 
     # 4. Correction at the first rejected position (bonus from p when all passed).

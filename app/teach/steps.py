@@ -1,0 +1,83 @@
+"""The walkthrough's steps — data only. Each step names what the token strip shows and which
+chart goes with it; its text is a template filled with the round's real numbers
+(walkthrough.round_facts). `when` picks the steps that apply to a round: a round either has a
+rejection (step "rejection") or was fully accepted (step "bonus")."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class Step:
+    id: str
+    title: str
+    text: str                         # template, {names} from walkthrough.round_facts
+    strip: str                        # token strip stage: plain | drafted | questions | decided | corrected | committed
+    chart: str                        # figure: plain_steps | draft_q | verify_cost | accept_line | residual | bonus | committed | routes | theory
+    when: str = "always"              # always | rejection | all_accepted
+    text_greedy: Optional[str] = None  # replaces `text` at temperature 0, where no u is drawn
+
+
+STEPS = (
+    Step("plain", "Plain decoding: one target pass per token",
+         "Without speculation the target makes **one forward pass per token**: this round's {n_committed} "
+         "token(s) would cost {n_committed} pass(es). Every pass reads **all the weights** from memory "
+         "({weights}) to produce a single token — here one plain step took **{step_ms} ms**. That read, "
+         "not the arithmetic, is what makes decoding slow.",
+         strip="plain", chart="plain_steps"),
+    Step("draft", "The draft proposes k tokens",
+         "Round {round}: the draft ({draft}) guesses **k = {k}** token(s), one small pass each: {drafted}. "
+         "Each is drawn from the draft's distribution q; its q is under the token. Drafting this round "
+         "took {draft_ms} ms (c = {c}: one draft step costs {c} of a target step).",
+         strip="drafted", chart="draft_q"),
+    Step("verify", "The target checks all of them in one pass",
+         "The target reads the prefix plus all {k} drafts **in one forward pass** and so answers "
+         "**{n_questions} “what comes next?” questions at once** — after the prefix, after d₁, …, after "
+         "d₁…{last_d}. The weights are read once for all of them: this pass took **{verify_ms} ms**, "
+         "v = {v} plain steps, instead of {n_questions} steps for {n_questions} separate passes.",
+         strip="questions", chart="verify_cost"),
+    Step("accept", "Token by token: accept if u < p/q",
+         "Left to right, draft dᵢ is kept if a uniform draw **u < p(dᵢ)/q(dᵢ)** (always when p ≥ q). "
+         "{accept_lines}",
+         text_greedy="At temperature 0 p and q are one-hot: a draft is kept **iff it is the target's own "
+                     "top token** (p/q = 1), no random draw needed. {accept_lines}",
+         strip="decided", chart="accept_line"),
+    Step("rejection", "The first rejection: resample from the residual",
+         "**{rejected}** (draft position {rejected_pos}) fails: u = {rejected_u} ≥ p/q = {rejected_ratio}. "
+         "The round stops there; the {n_discarded} draft(s) after it are discarded unchecked. The "
+         "replacement is drawn from the **residual norm(max(0, p − q))** — the target's probability "
+         "where the draft proposed too little: **{correction}** (residual probability: {correction_residual}).",
+         text_greedy="**{rejected}** (draft position {rejected_pos}) is not the target's top token, so it "
+                     "is rejected; the {n_discarded} draft(s) after it are discarded unchecked. The "
+                     "replacement is the target's own top token there: **{correction}**.",
+         strip="corrected", chart="residual", when="rejection"),
+    Step("bonus", "All accepted: a bonus token for free",
+         "All {k} drafts passed. The verify pass also scored the position **after** the last draft, so "
+         "the target's next token comes for free: **{correction}**, drawn from p (p = {correction_p}).",
+         strip="corrected", chart="bonus", when="all_accepted"),
+    Step("committed", "What the round committed",
+         "This round committed **{n_committed} token(s)** — {committed} — for one target pass "
+         "({n_accepted} accepted draft(s) + 1 {correction_kind}). Worst case a round still commits one "
+         "token (the correction), so speculation never produces fewer tokens per target pass than "
+         "plain decoding. Over the run: **{tokens_per_round} tokens per round** on average.",
+         strip="committed", chart="committed"),
+    Step("exact", "Why the output is exactly the target's",
+         "A token reaches the output by two routes: drafted and kept (probability q·min(1, p/q) = "
+         "min(p, q)) or resampled after a rejection (the residual gives back exactly max(0, p − q), the "
+         "mass the draft under-proposed). min(p, q) + max(0, p − q) = p for every token: the chart adds "
+         "the two routes up at this round's position. {race_exact}",
+         strip="committed", chart="routes"),
+    Step("theory", "When does it pay? α, E[τ] and the choice of k",
+         "With acceptance α per draft, a round commits on average **E[τ] = (1 − α^(k+1)) / (1 − α)** "
+         "tokens. This run: α = {alpha}, so with k = {k} E[τ] = {expected_tau} (measured: "
+         "{tokens_per_round}). It pays when E[τ] beats the round's cost k·c + v(k): the chart shows "
+         "predicted speedup against k, with this run's point{measured_speedup}.",
+         strip="committed", chart="theory"),
+)
+
+
+def steps_for(has_rejection: bool) -> list[Step]:
+    """The steps that apply to a round: 8 of the 9, the rejection step or the bonus step."""
+    skip = "all_accepted" if has_rejection else "rejection"
+    return [s for s in STEPS if s.when != skip]

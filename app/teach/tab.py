@@ -1,0 +1,208 @@
+"""The teaching tabs' components and events: the Walkthrough tab, the Teach tab (cost of a pass,
+exactness lab), the classroom toggle and the share link. ui.py calls layout_* inside its Blocks
+and listeners() once everything exists; handlers here only render (model work: teach/lab.py)."""
+from __future__ import annotations
+
+import gradio as gr
+
+from specdec_core import Trace, data
+
+from .. import explain, handlers
+from . import classroom, figures, lab
+from .walkthrough import default_round, has_rejection, render_step
+
+BUNDLED, CURRENT = "recorded example", "this run"
+WALKTHROUGH_FILES = ("walkthrough_speculative.trace.json", "walkthrough_plain.trace.json")
+INTRO = ("One **real round** of speculative decoding, step by step, with its real tokens and numbers. "
+         "The recorded example was made with the default pair on a plain-text prompt (chat template off); "
+         "pick **this run** after a race to walk through your own. Rounds with a rejection show the "
+         "residual step, fully accepted rounds the bonus token.")
+COST_INTRO = ("Why speculation is cheap: a decoding step mostly **reads the weights**, and one read serves "
+              "every token in the pass. Measured here, on the machine this app runs on, with the core's pass-cost "
+              "measurement (a cached target forward over 1…12 new tokens, medians), through the same queue as the "
+              "races, so it never overlaps a timed lane.")
+EXACT_INTRO = ("Make “exactly the target's distribution” visible: the first token after a prompt is drawn "
+               "**N times** with plain sampling and with the speculative rejection rule, against a deliberately "
+               "weak draft (T = 1), using the core's own rule on the models' real p and q. A chi-square test "
+               "compares each histogram with the target's exact p. Below it, a **broken variant** (teaching "
+               "only: the residual replaced by p) shows what the residual is for.")
+
+
+def load_bundled() -> dict:
+    """The walkthrough's recorded (speculative, plain) traces shipped with specdec_core."""
+    out = []
+    for name in WALKTHROUGH_FILES:
+        file = data.file("examples", name)
+        out.append(Trace.from_json(file.read_bytes()) if file.is_file() else None)
+    return {"spec": out[0], "plain": out[1]}
+
+
+def round_choices(spec) -> list[tuple[str, int]]:
+    out = []
+    for r in (spec.rounds if spec is not None else []):
+        if not r.drafted:
+            label = "no drafts (a plain step)"
+        elif has_rejection(r):
+            label = f"rejection at d{r.n_accepted + 1}"
+        else:
+            label = f"all {len(r.drafted)} accepted + bonus"
+        out.append((f"round {r.index} · {label}", r.index))
+    return out
+
+
+def _traces(source, run_traces, bundled) -> dict:
+    return (run_traces or {}) if source == CURRENT else bundled
+
+
+def walkthrough_values(traces: dict, round_index, step: int, on: bool) -> dict:
+    """Walkthrough view values keyed by name (title+text, strip, chart, counter)."""
+    spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
+    v = render_step(spec, plain, round_index or 0, step, scale=classroom.FONT_SCALE if on else 1.0)
+    counter = f"Step **{v['step'] + 1}** of {v['n_steps']}" if v["n_steps"] else "—"
+    return {"wt_text": f"### {v['title']}\n\n{v['text']}", "wt_strip": v["strip"], "wt_chart": v["chart"],
+            "wt_counter": counter, "wt_step": v["step"], "wt_n": v["n_steps"]}
+
+
+def layout_controls(C: dict) -> None:
+    """The classroom toggle and the share link (above the tabs)."""
+    with gr.Row(equal_height=True):
+        C["classroom"] = gr.Checkbox(False, label="Classroom mode: large fonts, high contrast, ¼-speed replay, "
+                                                  "walkthrough first", elem_id="sd-classroom", scale=2)
+        C["share"] = gr.Button("Share link to these settings", size="sm", elem_id="sd-share", scale=1)
+        C["link"] = gr.Textbox(label="Link (prompt and settings)", buttons=["copy"], interactive=False,
+                               elem_id="sd-link", scale=3, placeholder="press Share")
+
+
+def layout_walkthrough(C: dict, bundled: dict) -> None:
+    spec = bundled.get("spec")
+    r0 = default_round(spec)
+    init = walkthrough_values(bundled, r0, 0, False)
+    C["bundled"] = gr.State(bundled)
+    C["wt_step"] = gr.State(0)
+    gr.Markdown(INTRO)
+    with gr.Row():
+        C["wt_source"] = gr.Radio([BUNDLED, CURRENT], value=BUNDLED, label="Trace", elem_id="sd-wt-source")
+        C["wt_round"] = gr.Dropdown(round_choices(spec), value=r0, label="Round", elem_id="sd-wt-round")
+    with gr.Row(equal_height=True):
+        C["wt_back"] = gr.Button("◀ Back", elem_id="sd-wt-back", size="sm")
+        C["wt_counter"] = gr.Markdown(init["wt_counter"], elem_id="sd-wt-counter")
+        C["wt_next"] = gr.Button("Next ▶", variant="primary", elem_id="sd-wt-next", size="sm")
+    C["wt_text"] = gr.Markdown(init["wt_text"], elem_id="sd-wt-text")
+    C["wt_strip"] = gr.HTML(init["wt_strip"], elem_id="sd-wt-strip-box")
+    C["wt_chart"] = gr.Plot(init["wt_chart"], show_label=False, elem_id="sd-wt-chart", elem_classes="sd-plot")
+    with gr.Accordion("The whole algorithm in six lines", open=False):
+        gr.Markdown(explain.walkthrough_markdown())
+
+
+def layout_teach(C: dict) -> None:
+    gr.Markdown("## The cost of one target pass\n" + COST_INTRO)
+    C["cost_run"] = gr.Button("Measure on this machine", elem_id="sd-cost-run")
+    C["cost_summary"] = gr.Markdown("", elem_id="sd-cost-summary")
+    C["cost_plot"] = gr.Plot(figures.cost_chart(None), show_label=False, elem_id="sd-cost-plot", elem_classes="sd-plot")
+    gr.Markdown("## Exactness lab\n" + EXACT_INTRO)
+    with gr.Row():
+        C["lab_prompt"] = gr.Textbox(lab.LAB_PROMPT, label="Prompt (the first token after it is drawn)",
+                                     elem_id="sd-lab-prompt", scale=3)
+        C["lab_chat"] = gr.Checkbox(False, label="Chat template", scale=1)
+        C["lab_draft"] = gr.Dropdown(lab.LAB_DRAFTS, value=lab.LAB_DRAFT, allow_custom_value=True,
+                                     label="Draft (weak on purpose)", elem_id="sd-lab-draft", scale=2)
+        C["lab_n"] = gr.Number(lab.N_DEFAULT, precision=0, label=f"N draws ({lab.N_MIN:,}–{lab.N_MAX:,})",
+                               elem_id="sd-lab-n", scale=1)
+        C["lab_seed"] = gr.Number(0, precision=0, label="Seed", scale=1)
+    with gr.Row():
+        C["lab_run"] = gr.Button("▶ Run the exactness lab", variant="primary", elem_id="sd-lab-run")
+        C["lab_stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-lab-stop")
+    C["lab_summary"] = gr.Markdown("", elem_id="sd-lab-summary")
+    C["lab_plot"] = gr.Plot(figures.exactness_figure(None), show_label=False, elem_id="sd-lab-plot",
+                            elem_classes="sd-plot")
+    C["lab_broken"] = gr.Plot(figures.exactness_figure(None, broken=True), show_label=False,
+                              elem_id="sd-lab-broken", elem_classes="sd-plot")
+
+
+def listeners(C: dict, queue: str) -> None:
+    """Wire the teaching components (ui.py's MODEL_QUEUE is `queue`: model work never overlaps a lane)."""
+    wt_out = [C[n] for n in ("wt_text", "wt_strip", "wt_chart", "wt_counter", "wt_step")]
+
+    def show(source, run_traces, bundled, round_index, step, on):
+        v = walkthrough_values(_traces(source, run_traces, bundled), round_index, step, on)
+        return [v["wt_text"], v["wt_strip"], v["wt_chart"], v["wt_counter"], v["wt_step"]]
+
+    def on_source(source, run_traces, bundled, on):
+        spec = _traces(source, run_traces, bundled).get("spec")
+        r = default_round(spec)
+        return [gr.Dropdown(choices=round_choices(spec), value=r)] + show(source, run_traces, bundled, r, 0, on)
+
+    wt_in = [C["wt_source"], C["traces"], C["bundled"], C["wt_round"]]
+    C["wt_source"].change(on_source, [C["wt_source"], C["traces"], C["bundled"], C["classroom"]],
+                          [C["wt_round"]] + wt_out, show_progress="hidden")
+    C["wt_round"].input(lambda s, t, b, r, on: show(s, t, b, r, 0, on), wt_in + [C["classroom"]], wt_out,
+                        show_progress="hidden")
+    C["wt_next"].click(lambda s, t, b, r, i, on: show(s, t, b, r, i + 1, on), wt_in + [C["wt_step"], C["classroom"]],
+                       wt_out, show_progress="hidden", api_name="walkthrough_next")
+    C["wt_back"].click(lambda s, t, b, r, i, on: show(s, t, b, r, max(i - 1, 0), on),
+                       wt_in + [C["wt_step"], C["classroom"]], wt_out, show_progress="hidden")
+
+    C["wt_tab"].select(lambda s, t, b, r, i, on: show(s, t, b, r, i, on), wt_in + [C["wt_step"], C["classroom"]],
+                       wt_out, show_progress="hidden")
+
+    # Classroom mode: page CSS class (JS), chart fonts (re-render), the walkthrough tab first.
+    def on_classroom(on, source, run_traces, bundled, round_index, step):
+        tabs = gr.Tabs(selected="walkthrough") if on else gr.Tabs()
+        return [tabs] + show(source, run_traces, bundled, round_index, step, on)
+    C["classroom"].change(on_classroom, [C["classroom"]] + wt_in + [C["wt_step"]], [C["tabs"]] + wt_out,
+                          js=classroom.TOGGLE_JS, show_progress="hidden")
+
+    def on_share(*values):
+        return classroom.share_query(dict(zip(classroom.SHARED_CONTROLS, values)))
+    C["share"].click(on_share, [C[n] for n in classroom.SHARED_CONTROLS], C["link"], show_progress="hidden").then(
+        None, C["link"], C["link"], js=classroom.LINK_JS)
+
+    def on_load(request: gr.Request):
+        params = dict(request.query_params) if request is not None else {}
+        if not params:
+            return {C["banner"]: gr.skip()}
+        values, problems = classroom.restore(params)
+        if problems:
+            gr.Warning("Link: " + "; ".join(problems))
+        out = {C[name]: value for name, value in values.items()}
+        out[C["banner"]] = ("**Settings restored from the link.** Press **Run** to race this prompt on this "
+                            "machine (same seed and k → the same tokens).")
+        return out
+    C["demo"].load(on_load, None, [C[n] for n in classroom.SHARED_CONTROLS] + [C["banner"]], show_progress="hidden")
+
+    def race_target():
+        return [C[n] for n in ("preset", "target", "draft", "drafter", "device")]
+
+    def on_cost(preset, target, draft, drafter, device, run_traces, on, progress=gr.Progress()):
+        target_ref = target or preset
+        try:
+            target_ref, draft_ref = handlers.pair_args(preset, target, draft, drafter)
+            curve = lab.measured_cost_curve(target_ref, draft_ref, device or "auto", progress, gr.Info)
+        except Exception as e:
+            raise gr.Error(str(handlers.user_error(e, target_ref))) from None
+        traces = run_traces or {}
+        return figures.cost_summary(curve), figures.cost_chart(curve, traces.get("spec"), traces.get("plain"),
+                                                               classroom.FONT_SCALE if on else 1.0)
+    C["cost_run"].click(on_cost, race_target() + [C["traces"], C["classroom"]], [C["cost_summary"], C["cost_plot"]],
+                        concurrency_limit=1, concurrency_id=queue, api_name="measure_cost",
+                        show_progress_on=[C["cost_plot"]])
+
+    def on_lab(preset, target, draft, drafter, device, prompt, chat, lab_draft, n, seed, on, progress=gr.Progress()):
+        target_ref, scale = target or preset, classroom.FONT_SCALE if on else 1.0
+        try:
+            target_ref, _ = handlers.pair_args(preset, target, draft, drafter)
+            for frac, result in lab.run_exactness(target_ref, (lab_draft or lab.LAB_DRAFT).strip(), device, prompt,
+                                                  chat, n, seed, progress, gr.Info):
+                if result is None:
+                    yield {C["lab_summary"]: f"Drawing… {frac:.0%}"}
+                else:
+                    yield {C["lab_summary"]: lab.summary_markdown(result),
+                           C["lab_plot"]: figures.exactness_figure(result, scale),
+                           C["lab_broken"]: figures.exactness_figure(result, scale, broken=True)}
+        except Exception as e:
+            raise gr.Error(str(handlers.user_error(e, target_ref))) from None
+    lab_event = C["lab_run"].click(
+        on_lab, race_target() + [C[n] for n in ("lab_prompt", "lab_chat", "lab_draft", "lab_n", "lab_seed", "classroom")],
+        [C["lab_summary"], C["lab_plot"], C["lab_broken"]], concurrency_limit=1, concurrency_id=queue,
+        api_name="exactness_lab", show_progress_on=[C["lab_plot"]])
+    C["lab_stop"].click(lambda: "■ Stopped.", None, C["lab_summary"], cancels=[lab_event])

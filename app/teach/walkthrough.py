@@ -1,0 +1,229 @@
+"""One real round, step by step: the facts of a round (its real tokens and numbers), the token
+strip each step shows, and the step's rendering. Pure functions of (speculative, plain) traces."""
+from __future__ import annotations
+
+import html
+from typing import Optional
+
+from specdec_core.costs import theory
+from specdec_core.trace import cost_ratios, measured_speedup
+from specdec_core.trace.decisions import correction_decision, draft_decision, visible_whitespace
+
+from .. import race
+from ..timeline import Piece, token_span
+from . import figures
+from .steps import Step, steps_for
+
+SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+CONTEXT_CHARS = 60   # how much of the text before the round the strip shows
+
+
+def _f(x: Optional[float], spec: str = ".2f") -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def _tok(text: str) -> str:
+    """A token for the markdown text: a code span, so model text never renders as HTML or markdown."""
+    shown = visible_whitespace(text) or "∅"
+    fence = "``" if "`" in shown else "`"
+    return f"{fence} {shown} {fence}" if fence == "``" else f"`{shown}`"
+
+
+def _tok_html(text: str) -> str:
+    return html.escape(f"“{visible_whitespace(text) or '∅'}”")
+
+
+def _d(i: int) -> str:
+    return "d" + str(i).translate(SUBSCRIPTS)
+
+
+def rounds_with(trace, kind: str) -> list[int]:
+    """Indices of rounds with drafts that had a rejection (kind="rejection") or were fully accepted
+    (kind="all_accepted")."""
+    if trace is None:
+        return []
+    out = []
+    for r in trace.rounds:
+        if not r.drafted:
+            continue
+        rejected = r.correction.kind == "resample"
+        if (kind == "rejection") == rejected:
+            out.append(r.index)
+    return out
+
+
+def default_round(trace) -> int:
+    """The round a walkthrough starts on: the first rejection after an accepted draft (the richest
+    round to narrate), else the first rejection, else the first round with drafts."""
+    richer = [r for r in rounds_with(trace, "rejection") if trace.rounds[r].n_accepted >= 1]
+    if richer:
+        return richer[0]
+    for kind in ("rejection", "all_accepted"):
+        found = rounds_with(trace, kind)
+        if found:
+            return found[0]
+    return 0
+
+
+def has_rejection(rnd) -> bool:
+    return rnd.correction.kind == "resample"
+
+
+def _accept_lines(rnd, greedy: bool) -> str:
+    lines = []
+    for i, t in enumerate(rnd.drafted, 1):
+        d = draft_decision(t)
+        if d == "discarded":
+            lines.append(f"- {_d(i)} {_tok(t.text)}: not checked (after the first rejection) → discarded")
+            continue
+        verdict = "✓ accepted" if d == "accepted" else "✗ rejected"
+        if greedy:
+            lines.append(f"- {_d(i)} {_tok(t.text)}: p = {_f(t.p)} (top token: {'yes' if t.p >= 1 else 'no'}) → {verdict}")
+        else:
+            ratio = t.p / t.q if t.q else 0.0
+            lines.append(f"- {_d(i)} {_tok(t.text)}: p = {_f(t.p, '.3f')}, q = {_f(t.q, '.3f')}, "
+                         f"p/q = {_f(ratio, '.3f')}, u = {_f(t.u, '.3f')} → {verdict}")
+    return "\n\n" + "\n".join(lines)
+
+
+def _prob_of(top, token_id) -> Optional[float]:
+    return next((row[2] for row in top or [] if row[0] == token_id), None)
+
+
+def _race_exact(spec, plain) -> str:
+    check = race.greedy_check(spec, plain)
+    if check is not None:
+        return f"**In this race (temperature 0):** {check['text']}."
+    if float(spec.config.get("temperature") or 0) == 0:
+        return "At temperature 0 the speculative text equals plain decoding's token for token (run a race to see the check)."
+    return ("At temperature > 0 the two lanes draw different random numbers, so their texts differ while "
+            "their distributions are the same: the **Exactness lab** draws thousands of samples to show it.")
+
+
+def round_facts(spec, plain, round_index: int, weight_bytes: Optional[int] = None) -> dict:
+    """The names a step's text template may use, with this round's real values (formatted)."""
+    rnd = spec.rounds[round_index]
+    greedy = float(spec.config.get("temperature") or 0.0) == 0.0
+    stats, k = spec.stats, len(rnd.drafted)
+    step_s = plain.stats["step_s"] if plain is not None else None
+    ratios = cost_ratios(spec, plain) if plain is not None else {"c": None, "v": {}}
+    c = rnd.correction
+    n_rej = rnd.n_accepted if has_rejection(rnd) else None
+    rej = rnd.drafted[n_rej] if n_rej is not None and n_rej < k else None
+    alpha = stats["alpha"]
+    speedup = measured_speedup(spec, plain) if plain is not None else None
+    return {
+        "round": round_index, "k": k, "draft": spec.config.get("draft", "?"),
+        "drafted": ", ".join(f"{_d(i)} = {_tok(t.text)}" for i, t in enumerate(rnd.drafted, 1)) or "nothing",
+        "draft_ms": _f(rnd.draft_s * 1e3, ".1f"), "c": _f(ratios["c"]),
+        "step_ms": _f(step_s * 1e3 if step_s else None, ".1f"),
+        "weights": (f"≈ {weight_bytes / 1e6:.0f} MB of weight matrices" if weight_bytes else "every weight matrix"),
+        "n_questions": k + 1, "last_d": _d(k), "verify_ms": _f(rnd.verify_s * 1e3, ".1f"),
+        "v": _f(rnd.verify_s / step_s if step_s else None),
+        "accept_lines": _accept_lines(rnd, greedy),
+        "rejected": _tok(rej.text) if rej else "—", "rejected_pos": (n_rej + 1) if rej else "—",
+        "rejected_u": _f(rej.u, ".3f") if rej else "—",
+        "rejected_ratio": _f(min(rej.p / rej.q, 1.0) if rej and rej.q else None, ".3f"),
+        "n_discarded": (k - n_rej - 1) if rej else 0,
+        "correction": _tok(c.text), "correction_kind": "resampled token" if has_rejection(rnd) else "bonus token",
+        "correction_residual": (_f(_prob_of(c.residual_top, c.id), ".3f") if _prob_of(c.residual_top, c.id) is not None
+                                else "outside the residual's top 5: a less likely draw"),
+        "correction_p": _f(_prob_of(c.p_top, c.id), ".3f"),
+        "n_committed": len(rnd.committed), "n_accepted": rnd.n_accepted,
+        "committed": " ".join(_tok(t.text) for t in rnd.drafted[: rnd.n_accepted]) + " " + _tok(c.text),
+        "tokens_per_round": _f(stats["mean_committed_per_round"]),
+        "race_exact": _race_exact(spec, plain),
+        "alpha": _f(alpha), "expected_tau": _f(theory.expected_tokens(alpha, k) if alpha is not None and k else None),
+        "measured_speedup": f" (measured here: {speedup:.2f}×)" if speedup else "",
+    }
+
+
+def _context(spec, round_index: int) -> str:
+    """The text committed before this round (prompt tail included), last CONTEXT_CHARS characters."""
+    before = [t for r in spec.rounds[:round_index] for t in r.committed]
+    from_rounds = "".join(_texts_of(spec, before))
+    text = (spec.prompt.get("text", "") + from_rounds)[-CONTEXT_CHARS:]
+    return html.escape(visible_whitespace(text))
+
+
+def _texts_of(spec, ids: list[int]) -> list[str]:
+    """Token texts of committed ids, read back from the rounds (the trace stores every token's text)."""
+    texts = {}
+    for r in spec.rounds:
+        for t in r.drafted:
+            texts[t.id] = t.text
+        texts[r.correction.id] = r.correction.text
+    return [texts.get(i, "") for i in ids]
+
+
+def _span(text: str, decision: str, below: str = "", focus: bool = False, rnd: int = 0, pos: int = 0) -> str:
+    span = token_span(Piece(text, decision, rnd, below or decision, position=pos))
+    cls = "sd-wt-cell sd-wt-focus" if focus else "sd-wt-cell"
+    lines = "<br>".join(html.escape(line) for line in below.split("\n"))
+    return f'<span class="{cls}">{span}<small>{lines}</small></span>'
+
+
+def strip_html(spec, round_index: int, stage: str) -> str:
+    """The round's tokens as the step shows them: stage is one of plain | drafted | questions |
+    decided | corrected | committed (see steps.py)."""
+    rnd = spec.rounds[round_index]
+    greedy = float(spec.config.get("temperature") or 0.0) == 0.0
+    ctx = f'<span class="sd-wt-ctx">…{_context(spec, round_index)}</span>'
+    cells = []
+    if stage == "plain":
+        texts = _texts_of(spec, rnd.committed)
+        cells = [_span(t, "bonus", f"target pass {i}", rnd=rnd.index) for i, t in enumerate(texts, 1)]
+    elif stage == "questions":
+        rows = []
+        for i in range(len(rnd.drafted) + 1):
+            shown = "".join(_span(t.text, "discarded", _d(j + 1)) for j, t in enumerate(rnd.drafted[:i]))
+            top = rnd.drafted[i].p_top if i < len(rnd.drafted) else (rnd.correction.p_top if rnd.correction.kind == "bonus" else None)
+            answer = (f"target's top: {_tok_html(top[0][1])} (p = {top[0][2]:.2f})" if top
+                      else "not needed: an earlier draft was rejected")
+            rows.append(f'<div class="sd-wt-q">{ctx}{shown} <b>→ ?</b> <span class="sd-wt-a">{answer}</span></div>')
+        return f'<div class="sd-wt" id="sd-wt-strip" data-stage="{stage}">{"".join(rows)}</div>'
+    else:
+        for i, t in enumerate(rnd.drafted, 1):
+            if stage == "drafted":
+                cells.append(_span(t.text, "discarded", f"q = {t.q:.2f}", focus=True, rnd=rnd.index, pos=i))
+                continue
+            d = draft_decision(t)
+            if stage == "decided":
+                below = ("not checked" if d == "discarded" else
+                         f"p/q = {min(t.p / t.q, 1) if t.q else 0:.2f}" + ("" if greedy or t.u is None else f"\nu = {t.u:.2f}"))
+            else:
+                below = {"accepted": "kept", "rejected": "rejected", "discarded": "discarded"}[d]
+            cells.append(_span(t.text, d, below, focus=stage == "decided" and d != "discarded", rnd=rnd.index, pos=i))
+        if stage in ("corrected", "committed"):
+            c = rnd.correction
+            label = "resampled" if c.kind == "resample" else "bonus"
+            cells.append(_span(c.text, correction_decision(c), label, focus=stage == "corrected", rnd=rnd.index))
+    return f'<div class="sd-wt" id="sd-wt-strip" data-stage="{stage}">{ctx}{"".join(cells)}</div>'
+
+
+def step_text(step: Step, facts: dict, greedy: bool) -> str:
+    template = step.text_greedy if greedy and step.text_greedy else step.text
+    return template.format(**facts)
+
+
+def render_step(spec, plain, round_index: int, step_index: int, weight_bytes: Optional[int] = None,
+                scale: float = 1.0) -> dict:
+    """Everything the walkthrough shows for one step of one round:
+    {"title", "text" (markdown), "strip" (html), "chart" (figure), "step", "n_steps", "step_id"}."""
+    if spec is None or not spec.rounds:
+        return {"title": "No trace", "text": "Run a race or load a trace first.", "strip": "",
+                "chart": figures.empty("no trace"), "step": 0, "n_steps": 0, "step_id": ""}
+    round_index = min(max(int(round_index), 0), len(spec.rounds) - 1)
+    rnd = spec.rounds[round_index]
+    steps = steps_for(has_rejection(rnd))
+    step_index = min(max(int(step_index), 0), len(steps) - 1)
+    step = steps[step_index]
+    greedy = float(spec.config.get("temperature") or 0.0) == 0.0
+    if not rnd.drafted and step.id not in ("plain", "committed", "theory"):
+        text = (f"Round {round_index} drafted nothing (k = auto chose a plain step, or the drafter had "
+                f"nothing to propose): pick a round with drafts.")
+    else:
+        text = step_text(step, round_facts(spec, plain, round_index, weight_bytes), greedy)
+    return {"title": step.title, "text": text, "strip": strip_html(spec, round_index, step.strip),
+            "chart": figures.step_chart(step.chart, spec, plain, round_index, scale),
+            "step": step_index, "n_steps": len(steps), "step_id": step.id}

@@ -1,0 +1,84 @@
+"""The exactness experiment: draw one token many times with plain sampling and with the rejection
+rule, and test both against the target's exact distribution.
+
+For the first generated token everything is known exactly: the target's p and the draft's q after
+the prompt. One target pass and one draft step give both; then every trial is one speculative
+round with k = 1 at that position (x ~ q, keep it if u < p(x)/q(x), else draw from
+norm(max(0, p − q))), through `rule.py`, the functions the round loop itself calls. Trials are
+vectorised: thousands take milliseconds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..drafters.base import fit_vocab
+from ..sampling import warp_probs
+from .rule import accept_drafts, correction_distribution
+from .speculative import start_decode
+
+
+@torch.inference_mode()
+def first_token_distributions(pair, prompt_ids, temperature: float = 1.0, top_k: int = 0,
+                              top_p: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(p_target [V], q_draft [V]) of the first generated token, on the CPU, float64-summable.
+
+    The decoder's own prefill and drafter give them, as in round 0 of a decode with k = 1. Raises
+    ValueError when the drafter proposes nothing there (prompt lookup without a match)."""
+    st = start_decode(pair, prompt_ids, 1, temperature=temperature, top_k=top_k, top_p=top_p,
+                      max_new_tokens=2, seed=0)
+    proposal = st.drafter.propose(st.committed, 1, st.cfg, st.generator)
+    if len(proposal.ids) == 0:
+        raise ValueError("the drafter proposes nothing after this prompt: pick a model draft")
+    out = pair.target(st.committed[-1:][None], past_key_values=st.cache, use_cache=True)
+    p_target = warp_probs(fit_vocab(out.logits[0, -1], pair.vocab_size), st.cfg)
+    return p_target.float().cpu(), proposal.q_probs[0].float().cpu()
+
+
+def sample_plain(p_target: torch.Tensor, n: int, generator: torch.Generator) -> torch.Tensor:
+    """n independent draws from p_target [V] -> [n] token ids."""
+    return torch.multinomial(p_target, n, replacement=True, generator=generator)
+
+
+def sample_speculative(p_target: torch.Tensor, q_draft: torch.Tensor, n: int,
+                       generator: torch.Generator) -> torch.Tensor:
+    """n independent one-draft rounds at one position -> [n] token ids (each ~ p_target exactly).
+
+    p_target, q_draft [V] (q may be one-hot: prompt lookup)."""
+    # 1. The draft proposes x ~ q in every trial.
+    x = torch.multinomial(q_draft, n, replacement=True, generator=generator)
+    # 2. Keep x if u < p(x)/q(x): the round loop's rule.
+    u = torch.rand(n, generator=generator)
+    kept = accept_drafts(p_target[x], q_draft[x], u)
+    # 3. Otherwise the token comes from norm(max(0, p − q)) (correction after 0 accepted drafts).
+    residual = correction_distribution(torch.stack([p_target, p_target]), q_draft[None], torch.tensor(0))
+    resampled = torch.multinomial(residual, n, replacement=True, generator=generator)
+    return torch.where(kept, x, resampled)
+
+
+@dataclass
+class ChiSquare:
+    statistic: float
+    dof: int
+    p_value: float          # P(a statistic this large | the samples follow the expected distribution)
+    impossible: int = 0     # samples of tokens whose expected probability is 0 (p_value is then 0)
+
+
+def chi_square(counts: torch.Tensor, expected_probs: torch.Tensor, min_expected: float = 5.0) -> ChiSquare:
+    """Pearson goodness of fit of counts [B] against expected_probs [B] (any shape, flattened).
+
+    Cells expected below `min_expected` are pooled into one cell, as the test requires. A sample of
+    a token whose probability is 0 is an outright failure (p = 0)."""
+    counts, expected = counts.flatten().double(), expected_probs.flatten().double() * counts.sum()
+    impossible = int(counts[expected == 0].sum())
+    big = expected >= min_expected
+    obs = torch.cat([counts[big], counts[~big].sum()[None]])
+    exp = torch.cat([expected[big], expected[~big].sum()[None]])
+    keep = exp > 0
+    obs, exp = obs[keep], exp[keep]
+    stat = float(((obs - exp) ** 2 / exp).sum())
+    dof = max(len(obs) - 1, 1)
+    p_value = float(torch.special.gammaincc(torch.tensor(dof / 2.0, dtype=torch.float64),
+                                            torch.tensor(stat / 2, dtype=torch.float64)))
+    return ChiSquare(stat, dof, 0.0 if impossible else p_value, impossible)
