@@ -11,6 +11,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.model]
 TITLE = "document.querySelector('#sd-wt-text h3') && document.querySelector('#sd-wt-text h3').innerText"
 
 
+def _no_toasts(page):
+    """Close info toasts (the first model load shows one) so screenshots show the views."""
+    for button in page.locator(".toast-close").all():
+        if button.is_visible():
+            button.click()
+    page.wait_for_timeout(300)
+
+
 def _open(page, tab):
     page.wait_for_selector("#sd-timeline .sd-tok")
     page.get_by_role("tab", name=tab).click()
@@ -78,12 +86,14 @@ def test_exactness_lab_and_cost_of_a_pass(page):
     assert "plain sampling (χ² p =" in page.locator("#sd-lab-plot").inner_text()
     assert "BROKEN VARIANT" in page.locator("#sd-lab-broken").inner_text()
     page.locator("#sd-lab-plot").scroll_into_view_if_needed()
+    _no_toasts(page)
     page.screenshot(path=str(ARTIFACTS / "exactness-lab.png"), full_page=False)
     page.locator("#sd-cost-run").click()
     page.wait_for_function("document.querySelector('#sd-cost-summary').innerText.includes('One pass over 1 token')",
                            timeout=300_000)
     assert "measured pass" in page.locator("#sd-cost-plot").inner_text()
     page.locator("#sd-cost-plot").scroll_into_view_if_needed()
+    _no_toasts(page)
     page.screenshot(path=str(ARTIFACTS / "cost-of-a-pass.png"), full_page=False)
 
 

@@ -57,13 +57,17 @@ def measure_pass_costs(target, vocab_size: int, n_max: int = N_MAX, context: int
     """Time one target forward over n = 1..n_max new tokens on a `context`-token KV cache.
 
     Random token ids (the cost does not depend on which tokens); the cache is cropped back after
-    every pass. One warm-up round, then `reps` rounds over all n; each n keeps its median."""
+    every pass. One warm-up round, then `reps` rounds over all n (each starting at another n); each n
+    keeps its median."""
     cache, gen = _primed_cache(target, vocab_size, context, seed=0)
     inputs = {n: _random_ids(target, gen, vocab_size, n) for n in range(1, n_max + 1)}
     times = defaultdict(list)
+    ns = list(inputs)
     for rep in range(reps + 1):
-        for n, x in inputs.items():
-            seconds = _timed_pass(target, x, cache, context)
+        # Each rep starts at another length: whatever runs between reps (a progress update, a
+        # page redraw) does not always land on the same n.
+        for n in ns[rep % len(ns):] + ns[: rep % len(ns)]:
+            seconds = _timed_pass(target, inputs[n], cache, context)
             if rep > 0:                                          # round 0 warms up
                 times[n].append(seconds)
         if progress:
@@ -113,7 +117,7 @@ def cost_curve(target, vocab_size: int, n_max: int = 12, progress=None) -> dict:
     {"costs": PassCosts.to_dict() over 1..n_max new tokens, "floor": step_vs_floor(...)}.
     Seconds to a few seconds: call it where no lane is being timed."""
     def make() -> dict:
-        costs = measure_pass_costs(target, vocab_size, n_max=n_max,
+        costs = measure_pass_costs(target, vocab_size, n_max=n_max, reps=7,
                                    progress=(lambda f, d: progress(0.8 * f, d)) if progress else None)
         if progress:
             progress(0.85, "measuring the weight-streaming floor")
