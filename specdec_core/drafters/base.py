@@ -89,6 +89,7 @@ class Drafter:
     name = "none"
     wants_hidden = False
     kernels: Optional[str] = None      # matrix kernels of the drafter's model (fastpath.py), if any
+    proposable: Optional[torch.Tensor] = None  # target ids its model can ever propose (None: any)
 
     def __init__(self, vocab_size: int, device="cpu"):
         self.vocab_size = vocab_size

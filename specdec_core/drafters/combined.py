@@ -22,6 +22,7 @@ class CombinedDrafter(Drafter):
         self.lookup = NGramDrafter(vocab_size, device, max_ngram=max_ngram, min_ngram=min_ngram)
         self.name = f"lookup+{model.name}"
         self.wants_hidden, self.kernels = model.wants_hidden, model.kernels
+        self.proposable = model.proposable     # the model's; lookup copies tokens from the context
 
     def next_source(self, committed) -> str:
         """Which source proposes next, from the committed text alone (k = "auto" asks first)."""

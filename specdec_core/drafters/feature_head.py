@@ -230,6 +230,7 @@ class FeatureDrafter(Drafter):
         super().__init__(vocab_size, device)
         self.head = head
         self.kernels = fastpath.kernels_of(head).label()
+        self.proposable = head.vocab_ids[head.vocab_ids < vocab_size]     # a truncated vocabulary
         self.feats = torch.zeros(0, head.fc.out_features, device=self.device)
         self.cache, self.n_true = None, 0
 

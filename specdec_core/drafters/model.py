@@ -19,6 +19,9 @@ class ModelDrafter(Drafter):
         self.model = model
         self.name = name
         self.kernels = fastpath.kernels_of(model).label()
+        n_draft = model.get_output_embeddings().weight.shape[0]
+        if n_draft < vocab_size:   # a smaller vocabulary: the ids past it get q = 0 (fit_vocab)
+            self.proposable = torch.arange(n_draft)
         self.cache: Optional[DynamicCache] = None
         self.n_cached = 0
 

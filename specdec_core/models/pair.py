@@ -113,6 +113,7 @@ class ModelPair:
         import transformers
 
         from .. import __version__
+        from ..trace.tokens import encode_vocab
         return {"kernels": self.kernels(None if mode == "autoregressive" else drafter),
                 "target": self.target_name, "draft": None if mode == "autoregressive" else drafter.name,
                 "k": k, "temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p,
@@ -120,7 +121,9 @@ class ModelPair:
                 "dtype": str(self.dtype).replace("torch.", ""), "mode": mode,
                 "eos_ids": sorted(self.eos_ids),
                 "versions": {"specdec_core": __version__, "torch": torch.__version__,
-                             "transformers": transformers.__version__}}
+                             "transformers": transformers.__version__},
+                **({"draft_vocab": encode_vocab(drafter.proposable.tolist(), self.vocab_size)}
+                   if mode != "autoregressive" and getattr(drafter, "proposable", None) is not None else {})}
 
 
 def _ngram_factory(pair: ModelPair) -> Drafter:

@@ -1,0 +1,149 @@
+"""Why a draft/target pair accepts badly, from its traces: every checked draft position with its
+total-variation distance and min(1, p/q), the drafted tokens the target disliked most, the target
+tokens the draft missed (and which of them it could never propose), acceptance by token category,
+and, for a greedy run whose texts differ, the first difference explained. Pure functions of
+traces; rows are plain dicts (`to_csv` writes any list of them).
+
+TV(p, q) = ½ Σ |p − q| = 1 − Σ min(p, q): the trace records Σ min(p, q) at every checked position
+(`DraftToken.overlap`, the acceptance probability), so TV needs no full distributions.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections import defaultdict
+from typing import TYPE_CHECKING, Optional
+
+from .compare import first_mismatch, greedy_check
+from .decisions import draft_decision
+from .tokens import CATEGORIES, category, decode_vocab
+
+if TYPE_CHECKING:
+    from .record import Trace
+
+CONTEXT_CHARS = 40
+
+
+def _token_texts(trace: "Trace") -> dict:
+    texts = {}
+    for r in trace.rounds:
+        for t in r.drafted:
+            texts[t.id] = t.text
+        texts[r.correction.id] = r.correction.text
+    return texts
+
+
+def positions(trace: "Trace") -> list[dict]:
+    """Every checked drafted token in time order: round, position (1-based), token, category,
+    p, q, min(1, p/q), TV(p, q), decision, and the text before it (context)."""
+    eos = set(trace.config.get("eos_ids") or [])
+    texts = _token_texts(trace)
+    before = trace.prompt.get("text", "")
+    rows = []
+    for r in trace.rounds:
+        so_far = before
+        for i, t in enumerate(r.drafted, 1):
+            if t.evaluated:
+                rows.append({"round": r.index, "position": i, "token": t.text, "token_id": t.id,
+                             "category": category(t.text, t.id in eos), "p": t.p, "q": t.q,
+                             "ratio": min(t.p / t.q, 1.0) if t.q > 0 else 0.0,
+                             "tv": None if t.overlap is None else max(0.0, 1.0 - t.overlap),
+                             "decision": draft_decision(t), "context": so_far[-CONTEXT_CHARS:]})
+            so_far += t.text
+        before += "".join(texts.get(i, "") for i in r.committed)
+    return rows
+
+
+def disliked(trace: "Trace", n: int = 10) -> list[dict]:
+    """Drafted tokens with the largest q − p (the draft was surest where the target was not),
+    grouped by token: times drafted and rejected, mean and largest q − p, the context of the largest."""
+    groups: dict = defaultdict(list)
+    for row in positions(trace):
+        groups[row["token_id"]].append(row)
+    out = []
+    for rows in groups.values():
+        worst = max(rows, key=lambda r: r["q"] - r["p"])
+        out.append({"token": worst["token"], "token_id": worst["token_id"], "category": worst["category"],
+                    "drafted": len(rows), "rejected": sum(r["decision"] == "rejected" for r in rows),
+                    "mean_q_minus_p": sum(r["q"] - r["p"] for r in rows) / len(rows),
+                    "max_q_minus_p": worst["q"] - worst["p"], "context": worst["context"]})
+    out.sort(key=lambda r: (-r["max_q_minus_p"], -r["drafted"]))
+    return out[:n]
+
+
+def missed(trace: "Trace", n: int = 10) -> list[dict]:
+    """The target's tokens at rejections (what it wanted where the draft proposed something else),
+    most frequent first; `outside_draft_vocab` marks those the draft could never have proposed."""
+    vocab = decode_vocab(trace.config.get("draft_vocab"))
+    eos = set(trace.config.get("eos_ids") or [])
+    rows_by_pos = {(r["round"], r["position"]): r for r in positions(trace)}
+    groups: dict = {}
+    for r in trace.rounds:
+        if r.correction.kind != "resample" or r.n_accepted >= len(r.drafted):
+            continue
+        c, proposed = r.correction, r.drafted[r.n_accepted]
+        g = groups.setdefault(c.id, {"token": c.text, "token_id": c.id, "category": category(c.text, c.id in eos),
+                                     "missed": 0, "outside_draft_vocab": vocab is not None and c.id not in vocab,
+                                     "draft_proposed": defaultdict(int), "context": ""})
+        g["missed"] += 1
+        g["draft_proposed"][proposed.text] += 1
+        g["context"] = g["context"] or rows_by_pos.get((r.index, r.n_accepted + 1), {}).get("context", "")
+    out = []
+    for g in groups.values():
+        top = sorted(g["draft_proposed"].items(), key=lambda kv: -kv[1])[:3]
+        out.append({**g, "draft_proposed": ", ".join(f"{t!r}×{k}" for t, k in top)})
+    out.sort(key=lambda g: (-g["missed"], g["token_id"]))
+    return out[:n]
+
+
+def by_category(trace: "Trace") -> list[dict]:
+    """Checked drafts, accepted drafts and acceptance rate per token category (CATEGORIES order)."""
+    counts = {c: [0, 0] for c in CATEGORIES}
+    for row in positions(trace):
+        counts[row["category"]][0] += 1
+        counts[row["category"]][1] += row["decision"] == "accepted"
+    return [{"category": c, "checked": n, "accepted": a, "rate": a / n if n else None}
+            for c, (n, a) in counts.items()]
+
+
+def _top2_at(trace: "Trace", position: int) -> Optional[list]:
+    """The target's raw top-2 [(text, log-prob)] at output position `position` of a trace."""
+    pos = 0
+    for r in trace.rounds:
+        tops = [t.p_top_raw for t in r.drafted[: r.n_accepted]] + [r.correction.p_top_raw]
+        if position < pos + len(r.committed):
+            top = tops[position - pos]
+            return [(row[1], math.log(row[2])) for row in top[:2] if row[2] > 0] or None
+        pos += len(r.committed)
+    return None
+
+
+def greedy_diff(spec: "Trace", plain: "Trace") -> Optional[dict]:
+    """For a greedy run whose outputs differ: the first differing position, each lane's token there,
+    the target's top-2 log-probabilities from the verify pass (speculative) and from the single-token
+    pass (plain) — their gap is the logit gap — and the core's greedy verdict. None when the check
+    does not apply (sampling) or the outputs are identical."""
+    if float(spec.config.get("temperature") or 0.0) != 0.0:
+        return None
+    pos = first_mismatch(plain.output_ids, spec.output_ids)
+    if pos is None:
+        return None
+    verdict = greedy_check(plain, spec.output_ids)
+    texts = {**_token_texts(plain), **_token_texts(spec)}
+    tok = lambda ids: texts.get(ids[pos]) if pos < len(ids) else None
+    return {"position": pos, "plain_token": tok(plain.output_ids), "speculative_token": tok(spec.output_ids),
+            "verify_top2": _top2_at(spec, pos), "single_top2": _top2_at(plain, pos),
+            "logit_gap": verdict.logit_gap, "tolerance": verdict.tolerance, "verdict": verdict.kind,
+            "text": verdict.text()}
+
+
+def to_csv(rows: list[dict]) -> str:
+    """Any of the tables above as CSV text (columns in the rows' key order)."""
+    if not rows:
+        return ""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
