@@ -6,6 +6,7 @@ import gradio as gr
 from specdec_core import PRESETS
 
 from . import deploy, explain, handlers, views
+from .debug import tab as debug_tab
 from .teach import classroom, tab as teach_tab
 from .timeline import TIMELINE_CLICK_JS, legend_html, timeline_css
 
@@ -25,6 +26,11 @@ CSS = timeline_css() + classroom.CLASSROOM_CSS + """
 .sd-wt-cell small{font-size:12px;color:var(--body-text-color-subdued);white-space:nowrap}
 .sd-wt-focus .sd-tok{outline:3px solid #000;outline-offset:1px}
 .sd-wt-q{margin:3px 0}
+.sd-align{overflow-x:auto;font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:13px}
+.sd-align table{border-collapse:separate;border-spacing:2px 4px}
+.sd-align th{text-align:right;padding-right:8px;white-space:nowrap}
+.sd-align td.sd-tok{display:table-cell;white-space:pre}
+.sd-align td.sd-align-start{border-left:3px solid #444}
 .sd-wt-a{color:#0072B2;margin-left:8px}
 """
 
@@ -141,6 +147,8 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) 
             teach_tab.layout_walkthrough(C, bundled)
         with gr.Tab("Cost of a pass & exactness lab", id="teach"):
             teach_tab.layout_teach(C)
+        with gr.Tab("Debugger", id="debug") as C["dbg_tab"]:
+            debug_tab.layout(C)
     return C
 
 
@@ -227,4 +235,5 @@ def build_demo() -> gr.Blocks:
         C["demo"] = demo
         listeners(C)
         teach_tab.listeners(C, MODEL_QUEUE)
+        debug_tab.listeners(C, MODEL_QUEUE)
     return demo

@@ -1,6 +1,6 @@
 """The Hugging Face Space path, on CPU outside a Space, with the `spaces` package installed:
-`spaces.GPU` wraps exactly the model work (handlers.decode_race, and the teaching views' two model
-calls in app/teach/lab.py), the app builds, and a race runs
+`spaces.GPU` wraps exactly the model work (handlers.decode_race, the teaching views' two model calls
+in app/teach/lab.py, the Debugger's sweep and two-draft runs in app/debug/runs.py), the app builds, and a race runs
 through the wrapped function to its verdict. A fresh interpreter, so app/gpu.py's import-time
 choice is the one a Space makes."""
 import json
@@ -44,7 +44,8 @@ def test_spaces_gpu_wraps_only_the_model_work_and_a_race_runs():
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     # the model work only (not on_run / the lab's sampling: rendering and drawing stay outside the GPU)
-    assert sorted(result["wrapped"]) == ["decode_race", "lab_distributions", "measured_cost_curve"]
+    assert sorted(result["wrapped"]) == ["decode_race", "lab_distributions", "measured_cost_curve", "sweep",
+                                         "two_drafts"]
     assert result["is_identity"] and result["verdict"] and result["same"] and result["tokens"] == 12
 
 

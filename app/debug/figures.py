@@ -1,0 +1,196 @@
+"""Figures and tables of the Debugger: pure functions of traces (and of a sweep's summary)."""
+from __future__ import annotations
+
+import html
+from typing import Optional
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from specdec_core.bench.sweep import k_label
+from specdec_core.trace import measured_speedup, mismatch
+from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
+                                          correction_decision, draft_decision, visible_whitespace)
+
+from ..charts import _empty, _layout
+
+
+def _vis(text: str) -> str:
+    return visible_whitespace(text) or "∅"
+
+
+def heatmaps(spec) -> go.Figure:
+    """Rounds (x, in time order) × draft position (y): TV(p, q) and min(1, p/q) of every checked
+    draft, the token and its context on hover."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
+                        subplot_titles=("total variation TV(p, q) = 1 − Σ min(p, q)  (0 = same distribution)",
+                                        "min(1, p/q) of the drafted token  (its acceptance probability)"))
+    fig.update_layout(height=460, template="plotly_white", margin=dict(l=60, r=20, t=50, b=50))
+    rows = mismatch.positions(spec) if spec is not None else []
+    if not rows:
+        return _empty(fig, "no checked drafts: run with a drafter, or load a speculative trace")
+    n_rounds = max(r["round"] for r in rows) + 1
+    k = max(r["position"] for r in rows)
+    for i, (key, scale) in enumerate((("tv", "Reds"), ("ratio", "Greens")), 1):
+        z = [[None] * n_rounds for _ in range(k)]
+        text = [[""] * n_rounds for _ in range(k)]
+        for r in rows:
+            z[r["position"] - 1][r["round"]] = r[key]
+            text[r["position"] - 1][r["round"]] = (f"{html.escape(_vis(r['token']))} ({r['decision']})<br>"
+                                                   f"after …{html.escape(_vis(r['context'][-30:]))}<br>"
+                                                   f"p = {r['p']:.3f}, q = {r['q']:.3f}")
+        fig.add_heatmap(z=z, x=list(range(n_rounds)), y=[f"d{j}" for j in range(1, k + 1)], text=text, zmin=0, zmax=1,
+                        colorscale=scale, hovertemplate="round %{x}, %{y}: %{z:.2f}<br>%{text}<extra></extra>",
+                        colorbar=dict(len=0.42, y=0.79 if i == 1 else 0.21), row=i, col=1)
+    fig.update_xaxes(title_text="round (time →)", row=2, col=1)
+    return fig
+
+
+def category_chart(spec) -> go.Figure:
+    fig = _layout(go.Figure(), "Acceptance by token category", "token category (of the drafted token)",
+                  "acceptance rate")
+    rows = [r for r in mismatch.by_category(spec) if r["checked"]] if spec is not None else []
+    if not rows:
+        return _empty(fig, "no checked drafts")
+    fig.add_bar(x=[r["category"] for r in rows], y=[r["rate"] for r in rows], marker_color=DECISIONS["accepted"].colour,
+                text=[f"{r['accepted']}/{r['checked']}" for r in rows], textposition="outside",
+                hovertemplate="%{x}: %{y:.2f}<extra></extra>")
+    fig.update_yaxes(range=[0, 1.15])
+    return fig
+
+
+def table(rows: list[dict], columns: dict) -> pd.DataFrame:
+    """rows -> a DataFrame with the given {key: header} columns; token texts made visible."""
+    out = []
+    for r in rows:
+        line = {}
+        for key, header in columns.items():
+            v = r.get(key)
+            if key in ("token", "context"):
+                v = _vis(v or "")
+            elif isinstance(v, float):
+                v = round(v, 3)
+            line[header] = v
+        out.append(line)
+    return pd.DataFrame(out, columns=list(columns.values()))
+
+
+DISLIKED_COLUMNS = {"token": "drafted token", "category": "category", "drafted": "drafted", "rejected": "rejected",
+                    "max_q_minus_p": "largest q − p", "mean_q_minus_p": "mean q − p", "context": "context (before)"}
+MISSED_COLUMNS = {"token": "target's token", "category": "category", "missed": "times missed",
+                  "outside_draft_vocab": "outside draft vocab", "draft_proposed": "draft proposed instead",
+                  "context": "context (before)"}
+POSITION_COLUMNS = {"round": "round", "position": "draft position", "token": "token", "category": "category",
+                    "p": "p", "q": "q", "ratio": "min(1, p/q)", "tv": "TV(p, q)", "decision": "decision",
+                    "context": "context (before)"}
+
+
+def greedy_markdown(spec, plain) -> str:
+    """'Why do my outputs differ?' for a greedy run: the first difference and its verdict."""
+    if spec is None or plain is None:
+        return "Needs a speculative and a plain lane (run a race, or load both trace files)."
+    if float(spec.config.get("temperature") or 0.0) != 0.0:
+        return ("Temperature > 0: the two lanes are different samples of the same distribution, so their texts "
+                "may differ. Run at temperature 0 to compare token for token.")
+    d = mismatch.greedy_diff(spec, plain)
+    if d is None:
+        return f"✓ Greedy outputs identical token for token ({len(plain.output_ids)} tokens): nothing to explain."
+    fmt = lambda top: ", ".join(f"`{_vis(t)}` {lp:.4f}" for t, lp in top) if top else "not recorded"
+    return (f"**First difference at output token {d['position']}**: plain `{_vis(d['plain_token'] or '∅')}` vs "
+            f"speculative `{_vis(d['speculative_token'] or '∅')}`.\n\n"
+            f"- target's top-2 log-probabilities in the **single-token pass** (plain): {fmt(d['single_top2'])}\n"
+            f"- in the **verify pass** (speculative): {fmt(d['verify_top2'])}\n"
+            f"- verdict (the core's greedy check, tie below {d['tolerance']:g}): **{d['text']}**\n\n"
+            "A verify pass sums in another order than a single-token step, so logits differ by rounding: "
+            "where the top two are closer than that, the argmax may flip — a numerics tie, not a bug.")
+
+
+# -- k sweep ----------------------------------------------------------------------------------------
+def sweep_figure(summary: Optional[dict]) -> go.Figure:
+    """Measured tokens/s (median, min–max) and acceptance vs k, the theory's curve and best k."""
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    _layout(fig, "k sweep: measured tokens/s and acceptance vs k (this machine)", "draft length k",
+            "tokens per second", height=400)
+    if not summary or not summary["rows"]:
+        return _empty(fig, "press “Run the k sweep”")
+    rows = [r for r in summary["rows"] if r["k"] != 0]
+    xs = [str(r["k"]) for r in rows]
+    fig.add_scatter(x=xs, y=[r["tokens_per_s"] for r in rows], mode="markers+lines", name="measured (median)",
+                    line=dict(color=TARGET_COLOUR), error_y=dict(type="data", symmetric=False,
+                    array=[r["max"] - r["tokens_per_s"] for r in rows],
+                    arrayminus=[r["tokens_per_s"] - r["min"] for r in rows]),
+                    hovertemplate="k = %{x}: %{y:.1f} tok/s<extra>median, bars: min–max</extra>")
+    if summary["theory"]:
+        fig.add_scatter(x=[str(k) for k in summary["theory"]], y=list(summary["theory"].values()), mode="lines",
+                        name=f"theory (α = {summary['alpha']:.2f}, c = {summary['c']:.3f}, v(k) measured)",
+                        line=dict(color=THEORY_COLOUR, dash="dash"))
+    if summary["plain_tokens_per_s"]:
+        fig.add_hline(y=summary["plain_tokens_per_s"], line=dict(color=PLAIN_COLOUR, dash="dot"),
+                      annotation_text=f"plain {summary['plain_tokens_per_s']:.1f} tok/s")
+    fig.add_scatter(x=xs, y=[r["acceptance"] for r in rows], mode="markers", name="acceptance rate (right)",
+                    marker=dict(color=DRAFT_COLOUR, symbol="diamond", size=10), secondary_y=True)
+    best = summary["best_measured"]
+    if best not in (None, 0):
+        row = next(r for r in rows if r["k"] == best)
+        fig.add_scatter(x=[str(best)], y=[row["tokens_per_s"]], mode="markers", name=f"best measured: k = {best}",
+                        marker=dict(color=DECISIONS["rejected"].colour, size=18, symbol="star"))
+    fig.update_yaxes(title_text="acceptance rate", range=[0, 1.05], secondary_y=True)
+    fig.update_xaxes(type="category")
+    return fig
+
+
+def sweep_table(summary: Optional[dict]) -> pd.DataFrame:
+    rows = (summary or {}).get("rows", [])
+    return pd.DataFrame([{"k": k_label(r["k"]), "runs": r["runs"], "tok/s (median)": round(r["tokens_per_s"], 2),
+                          "min": round(r["min"], 2), "max": round(r["max"], 2),
+                          "speedup": None if r["speedup"] is None else round(r["speedup"], 2),
+                          "acceptance": None if r["acceptance"] is None else round(r["acceptance"], 3)}
+                         for r in rows], columns=["k", "runs", "tok/s (median)", "min", "max", "speedup", "acceptance"])
+
+
+# -- two drafts side by side -------------------------------------------------------------------
+def compare_figure(a, b, names: tuple[str, str]) -> go.Figure:
+    fig = _layout(go.Figure(), "Acceptance by draft position: two drafts", "draft position i", "acceptance rate")
+    for trace, name, colour in ((a, names[0], TARGET_COLOUR), (b, names[1], DRAFT_COLOUR)):
+        rates = trace.stats["acceptance_by_position"] if trace is not None else []
+        if rates:
+            fig.add_bar(x=list(range(1, len(rates) + 1)), y=[r or 0 for r in rates], name=name, marker_color=colour)
+    if not fig.data:
+        return _empty(fig, "press “Compare”")
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(range=[0, 1.05])
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def compare_table(a, b, plain, names: tuple[str, str]) -> pd.DataFrame:
+    from specdec_core.trace import cost_ratios
+    rows = []
+    for trace, name in ((a, names[0]), (b, names[1])):
+        s = trace.stats
+        c = cost_ratios(trace, plain)["c"] if plain is not None else None
+        sp = measured_speedup(trace, plain) if plain is not None else None
+        rows.append({"draft": name, "acceptance": round(s["acceptance_rate"] or 0, 3),
+                     "α": None if s["alpha"] is None else round(s["alpha"], 3),
+                     "tokens / round": round(s["mean_committed_per_round"] or 0, 2),
+                     "c": None if c is None else round(c, 3), "tok/s": round(s["tokens_per_s"] or 0, 2),
+                     "speedup vs plain": None if sp is None else round(sp, 2)})
+    return pd.DataFrame(rows)
+
+
+def aligned_html(traces: list, names: list[str]) -> str:
+    """Both drafts' committed tokens in one grid, one column per output position: where each
+    draft's rounds break, and how each token came (accepted / resampled / bonus)."""
+    lines = []
+    for trace, name in zip(traces, names):
+        cells = []
+        for r in trace.rounds:
+            kinds = [draft_decision(t) for t in r.drafted[: r.n_accepted]] + [correction_decision(r.correction)]
+            texts = [t.text for t in r.drafted[: r.n_accepted]] + [r.correction.text]
+            for j, (kind, text) in enumerate(zip(kinds, texts)):
+                start = " sd-align-start" if j == 0 else ""
+                cells.append(f'<td class="sd-tok sd-{kind}{start}" title="round {r.index}: {kind}">'
+                             f'{html.escape(_vis(text))}</td>')
+        lines.append(f'<tr><th>{html.escape(name)}</th>{"".join(cells)}</tr>')
+    return f'<div class="sd-align"><table>{"".join(lines)}</table></div>'

@@ -1,0 +1,184 @@
+"""The Debugger tab's components and events (ui.py calls layout() inside its Blocks and
+listeners() once every component exists). Views come from debug/figures.py; model work from
+debug/runs.py through the model queue."""
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import gradio as gr
+
+from specdec_core.bench.sweep import best_k_text, summarise
+from specdec_core.trace import mismatch
+
+from .. import handlers, views
+from ..deploy import Policy
+from . import figures, runs
+
+INTRO = ("Why does this pair accept badly? Everything here is computed from the **current run's traces** "
+         "(or the trace files you loaded on the Race tab): open this tab after a run. The k sweep and the "
+         "two-draft comparison run the models again, through the same queue as the races.")
+OWN_PAIR = """\
+**Your own pair.** Without internet these load: the embedded target (`smollm2-135m`), its distilled
+draft (`distilled`), prompt lookup (`ngram`, or `lookup+<draft>`), the target's first N layers
+(`target-layers:N`), and local folders where the deployment allows them
+(`SPECDEC_ALLOW_LOCAL_PATHS=1`). Any Hugging Face causal LM pair whose tokenizers agree (same
+vocabulary: the draft's q must be over the target's tokens) loads where the Hub is reachable — e.g.
+target `Qwen/Qwen2.5-1.5B-Instruct` with draft `Qwen/Qwen2.5-0.5B-Instruct`; where it is not, the
+Run says so in one line (“a Hugging Face id needs internet”). Models that need their own code
+(`trust_remote_code`) are refused."""
+VIEW_NAMES = ("dbg_heatmap", "dbg_disliked", "dbg_missed", "dbg_category", "dbg_greedy", "dbg_positions")
+
+
+def debugger_values(traces: dict) -> dict:
+    spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
+    rows = mismatch.positions(spec) if spec is not None else []
+    return {"dbg_heatmap": figures.heatmaps(spec),
+            "dbg_disliked": figures.table(mismatch.disliked(spec) if spec else [], figures.DISLIKED_COLUMNS),
+            "dbg_missed": figures.table(mismatch.missed(spec) if spec else [], figures.MISSED_COLUMNS),
+            "dbg_category": figures.category_chart(spec),
+            "dbg_greedy": figures.greedy_markdown(spec, plain),
+            "dbg_positions": figures.table(rows, figures.POSITION_COLUMNS)}
+
+
+def export_csv(traces: dict) -> list[str]:
+    """The Debugger's tables as CSV files in a fresh folder (pruned like the trace downloads)."""
+    spec = (traces or {}).get("spec")
+    if spec is None:
+        raise handlers.UserError("nothing to export yet: run a race or load a trace")
+    policy = Policy.from_env()
+    base = views.trace_dir()
+    base.mkdir(exist_ok=True)
+    views.prune_trace_files(base, policy.trace_max_age_s, max(policy.trace_max_runs - 1, 0))
+    folder = Path(tempfile.mkdtemp(dir=base, prefix="run-"))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    tables = {"positions": mismatch.positions(spec), "disliked": mismatch.disliked(spec, n=10**6),
+              "missed": mismatch.missed(spec, n=10**6), "categories": mismatch.by_category(spec)}
+    paths = []
+    for name, rows in tables.items():
+        path = folder / f"{name}-{stamp}.csv"
+        path.write_text(mismatch.to_csv(rows) or "(no rows)\n", encoding="utf-8")
+        paths.append(str(path))
+    return paths
+
+
+def layout(C: dict) -> None:
+    init = debugger_values(C["traces"].value if hasattr(C["traces"], "value") else {})
+    gr.Markdown(INTRO)
+    C["dbg_refresh"] = gr.Button("↻ Refresh from the current run", size="sm", elem_id="sd-dbg-refresh")
+    gr.Markdown("### Where the draft fails")
+    C["dbg_heatmap"] = gr.Plot(init["dbg_heatmap"], show_label=False, elem_id="sd-dbg-heatmap", elem_classes="sd-plot")
+    with gr.Row():
+        C["dbg_disliked"] = gr.Dataframe(init["dbg_disliked"], label="Drafts the target disliked most (largest q − p)",
+                                         elem_id="sd-dbg-disliked", interactive=False)
+        C["dbg_missed"] = gr.Dataframe(init["dbg_missed"], label="Target tokens the draft missed (at rejections)",
+                                       elem_id="sd-dbg-missed", interactive=False)
+    C["dbg_category"] = gr.Plot(init["dbg_category"], show_label=False, elem_id="sd-dbg-category",
+                                elem_classes="sd-plot")
+    gr.Markdown("Categories (one definition, `specdec_core/trace/tokens.py`): whitespace/newline, punctuation, "
+                "digits, word-start pieces (a leading space), word-continuation pieces, code symbols, special/end.")
+    gr.Markdown("### Why do my outputs differ?")
+    C["dbg_greedy"] = gr.Markdown(init["dbg_greedy"], elem_id="sd-dbg-greedy")
+    with gr.Accordion("Every checked draft position (table)", open=False):
+        C["dbg_positions"] = gr.Dataframe(init["dbg_positions"], elem_id="sd-dbg-positions", interactive=False,
+                                          max_height=400)
+    with gr.Row():
+        C["dbg_export"] = gr.Button("Export these tables as CSV", size="sm", elem_id="sd-dbg-export")
+        C["dbg_files"] = gr.File(label="CSV", file_count="multiple", interactive=False, elem_id="sd-dbg-files")
+
+    gr.Markdown("### Which k is best on this machine?\nThe speculative lane on the current prompt and settings "
+                "for k = 1…8 and auto, each repeated, with plain runs between (medians; bars: min–max).")
+    with gr.Row():
+        C["sweep_repeats"] = gr.Number(runs.REPEATS_DEFAULT, precision=0, label=f"repeats ({runs.REPEATS_MIN}–{runs.REPEATS_MAX})",
+                                       elem_id="sd-sweep-repeats")
+        C["sweep_run"] = gr.Button("▶ Run the k sweep", variant="primary", elem_id="sd-sweep-run")
+        C["sweep_stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-sweep-stop")
+    C["sweep_text"] = gr.Markdown("", elem_id="sd-sweep-text")
+    C["sweep_plot"] = gr.Plot(figures.sweep_figure(None), show_label=False, elem_id="sd-sweep-plot",
+                              elem_classes="sd-plot")
+    C["sweep_table"] = gr.Dataframe(figures.sweep_table(None), interactive=False, elem_id="sd-sweep-table")
+
+    gr.Markdown("### Two drafts side by side\nThe same prompt, seed and settings with two drafters (the target "
+                "of the Race tab).")
+    with gr.Row():
+        C["cmp_a"] = gr.Textbox("distilled", label="Draft A", elem_id="sd-cmp-a")
+        C["cmp_b"] = gr.Textbox("ngram", label="Draft B", elem_id="sd-cmp-b")
+        C["cmp_run"] = gr.Button("Compare", variant="primary", elem_id="sd-cmp-run")
+    C["cmp_table"] = gr.Dataframe(None, interactive=False, elem_id="sd-cmp-table")
+    C["cmp_plot"] = gr.Plot(figures.compare_figure(None, None, ("A", "B")), show_label=False, elem_id="sd-cmp-plot",
+                            elem_classes="sd-plot")
+    C["cmp_align"] = gr.HTML("", elem_id="sd-cmp-align")
+    gr.Markdown(OWN_PAIR)
+
+
+def listeners(C: dict, queue: str) -> None:
+    outs = [C[n] for n in VIEW_NAMES]
+
+    def refresh(traces):
+        v = debugger_values(traces)
+        return [v[n] for n in VIEW_NAMES]
+    C["dbg_tab"].select(refresh, C["traces"], outs, show_progress="hidden")
+    C["dbg_refresh"].click(refresh, C["traces"], outs, show_progress="hidden", api_name="debugger")
+
+    def on_export(traces):
+        try:
+            return export_csv(traces)
+        except handlers.UserError as e:
+            raise gr.Error(str(e)) from None
+    C["dbg_export"].click(on_export, C["traces"], C["dbg_files"])
+
+    race_in = [C[n] for n in ("preset", "target", "draft", "drafter", "device", "prompt", "chat", "k", "temperature",
+                              "top_k", "top_p", "max_new_tokens", "seed")]
+
+    def settings_of(k, temperature, top_k, top_p, max_new_tokens, seed) -> dict:
+        return handlers.parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed)
+
+    def on_sweep(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p, max_new, seed,
+                 repeats, progress=gr.Progress()):
+        target_ref = target or preset
+        try:
+            repeats = int(repeats or 0)
+            if not runs.REPEATS_MIN <= repeats <= runs.REPEATS_MAX:
+                raise handlers.UserError(f"repeats must be between {runs.REPEATS_MIN} and {runs.REPEATS_MAX}")
+            if not (prompt or "").strip():
+                raise handlers.UserError("the prompt is empty: type one on the Race tab")
+            target_ref, draft_ref = handlers.pair_args(preset, target, draft, drafter)
+            settings = settings_of(k, temperature, top_k, top_p, max_new, seed)
+            done = []
+            for run in runs.sweep(target_ref, draft_ref, device or "auto", prompt, bool(chat), settings, repeats,
+                                  progress, gr.Info):
+                done.append(run)
+                progress(run["done"] / run["total"], desc=f"k sweep: run {run['done']} of {run['total']}")
+                summary = summarise(done)
+                yield {C["sweep_text"]: f"{run['done']} of {run['total']} runs… " + (best_k_text(summary) or ""),
+                       C["sweep_plot"]: figures.sweep_figure(summary), C["sweep_table"]: figures.sweep_table(summary)}
+            yield {C["sweep_text"]: best_k_text(summarise(done)) or ""}
+        except Exception as e:
+            raise gr.Error(str(handlers.user_error(e, target_ref))) from None
+    sweep_event = C["sweep_run"].click(on_sweep, race_in + [C["sweep_repeats"]],
+                                       [C["sweep_text"], C["sweep_plot"], C["sweep_table"]], concurrency_limit=1,
+                                       concurrency_id=queue, api_name="k_sweep", show_progress_on=[C["sweep_plot"]])
+    C["sweep_stop"].click(lambda: "■ Stopped: the plot keeps the runs so far.", None, C["sweep_text"],
+                          cancels=[sweep_event])
+
+    def on_compare(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p, max_new, seed,
+                   draft_a, draft_b, progress=gr.Progress()):
+        target_ref = target or preset
+        try:
+            names = ((draft_a or "").strip(), (draft_b or "").strip())
+            if not all(names):
+                raise handlers.UserError("name both drafts (e.g. distilled and ngram)")
+            if not (prompt or "").strip():
+                raise handlers.UserError("the prompt is empty: type one on the Race tab")
+            target_ref = (target or "").strip() or preset
+            settings = settings_of(k, temperature, top_k, top_p, max_new, seed)
+            a, b, plain = runs.two_drafts(target_ref, names, device or "auto", prompt, bool(chat), settings,
+                                          progress, gr.Info)
+        except Exception as e:
+            raise gr.Error(str(handlers.user_error(e, target_ref))) from None
+        return (figures.compare_table(a, b, plain, names), figures.compare_figure(a, b, names),
+                figures.aligned_html([a, b], list(names)))
+    C["cmp_run"].click(on_compare, race_in + [C["cmp_a"], C["cmp_b"]], [C["cmp_table"], C["cmp_plot"], C["cmp_align"]],
+                       concurrency_limit=1, concurrency_id=queue, api_name="two_drafts",
+                       show_progress_on=[C["cmp_plot"]])

@@ -1,0 +1,49 @@
+"""An engineer in a real browser: runs a race, opens the Debugger and sees where the draft fails
+(heatmaps, the disliked / missed tables, categories, the greedy check), compares two drafts, and
+runs the k sweep to its best k. Screenshots go to test-artifacts/ (README shows them)."""
+import pytest
+
+from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, page, url  # noqa: F401 (fixtures)
+from tests.test_browser_teach import _no_toasts
+
+pytestmark = [pytest.mark.browser, pytest.mark.model]
+
+
+def test_debugger_after_a_run(page):
+    page.wait_for_selector("#sd-timeline .sd-tok")
+    _choose(page, "#sd-k", "4")                   # every round drafts: the heatmaps have rows
+    _set_number(page, "#sd-max-new", 16)
+    page.locator("#sd-run").click()
+    page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Your run')", timeout=300_000)
+    page.get_by_role("tab", name="Debugger").click()
+    page.wait_for_selector("#sd-dbg-heatmap .main-svg")
+    assert page.locator("#sd-dbg-heatmap .heatmaplayer").count() == 2
+    page.wait_for_function("document.querySelectorAll('#sd-dbg-disliked tbody tr').length > 0")
+    assert "drafted token" in page.locator("#sd-dbg-disliked").inner_text()
+    assert "acceptance by token category" in page.locator("#sd-dbg-category").inner_text().lower()
+    assert "Greedy outputs identical" in page.locator("#sd-dbg-greedy").inner_text()
+    _no_toasts(page)
+    page.screenshot(path=str(ARTIFACTS / "debugger.png"), full_page=False)
+
+    page.locator("#sd-dbg-export").click()
+    page.wait_for_function("document.querySelectorAll('#sd-dbg-files a').length >= 4")
+
+    page.locator("#sd-cmp-run").click()
+    page.wait_for_selector("#sd-cmp-align table", timeout=300_000)
+    assert page.locator("#sd-cmp-align tr").count() == 2
+    assert "speedup vs plain" in page.locator("#sd-cmp-table").inner_text()
+
+    page.get_by_role("tab", name="Race").click()     # the sweep decodes the Race tab's prompt and settings
+    _set_number(page, "#sd-max-new", 8)
+    page.get_by_role("tab", name="Debugger").click()
+    page.locator("#sd-sweep-run").click()
+    page.wait_for_function("document.querySelector('#sd-sweep-text').innerText.startsWith('Best on this machine')",
+                           timeout=600_000)
+    assert "measured (median)" in page.locator("#sd-sweep-plot").inner_text()
+    cells = page.locator("#sd-sweep-table").inner_text().split()
+    assert {"plain", "1", "8", "auto"} <= set(cells)     # plain, k = 1..8, auto
+    page.locator("#sd-sweep-plot").scroll_into_view_if_needed()
+    _no_toasts(page)
+    page.screenshot(path=str(ARTIFACTS / "k-sweep.png"), full_page=False)
+    page.locator("#sd-cmp-plot").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "two-drafts.png"), full_page=False)

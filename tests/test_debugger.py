@@ -1,0 +1,94 @@
+"""The Debugger's views from given traces: the k sweep's summary and plot (medians, spread, speedup
+against plain, theory from measured α, c, v(k), best k), the two-draft comparison, the tab's
+tables, and the CSV export."""
+import copy
+import statistics
+
+import pandas as pd
+import pytest
+
+from specdec_core.bench.sweep import best_k_text, summarise
+
+from app.debug import figures, tab
+from tests.test_timeline import make_plain, make_spec
+
+
+def scaled(trace, factor):
+    """A copy of a trace whose every timing is `factor` times longer (tokens per second ÷ factor)."""
+    t = copy.deepcopy(trace)
+    t.prefill_s *= factor
+    for r in t.rounds:
+        for key in ("t_start", "t_end", "draft_s", "verify_s", "overhead_s"):
+            setattr(r, key, getattr(r, key) * factor)
+    return t
+
+
+def sweep_runs():
+    spec, plain = make_spec(), make_plain([5, 6, 7, 8, 9, 10])
+    runs = []
+    for rep, f in enumerate((1.0, 1.2, 0.9)):
+        runs.append({"k": 0, "rep": rep, "trace": scaled(plain, f)})
+        runs.append({"k": 2, "rep": rep, "trace": scaled(spec, 2 * f)})   # slower than k = 3
+        runs.append({"k": 3, "rep": rep, "trace": scaled(spec, f)})
+    return runs, spec, plain
+
+
+def test_sweep_summary_medians_spread_speedup_and_best_k():
+    runs, spec, plain = sweep_runs()
+    s = summarise(runs)
+    rows = {r["k"]: r for r in s["rows"]}
+    assert [r["k"] for r in s["rows"]] == [0, 2, 3] and rows[3]["runs"] == 3
+    tps = spec.stats["tokens_per_s"]
+    assert rows[3]["tokens_per_s"] == pytest.approx(tps)                      # median of tps/1, tps/1.2, tps/0.9
+    assert rows[3]["min"] == pytest.approx(tps / 1.2) and rows[3]["max"] == pytest.approx(tps / 0.9)
+    assert rows[3]["speedup"] == pytest.approx(tps / plain.stats["tokens_per_s"])
+    assert rows[2]["tokens_per_s"] == pytest.approx(tps / 2)
+    assert s["best_measured"] == 3 and s["alpha"] == pytest.approx(spec.stats["alpha"])
+    # c: median over every speculative run of its draft step ÷ plain's median step (factors 1, 1.2, 0.9 and 2×)
+    c1 = spec.stats["draft_step_s"] / plain.stats["step_s"]
+    assert s["c"] == pytest.approx(statistics.median([c1 * f for f in (1, 1.2, 0.9, 2, 2.4, 1.8)]))
+    assert sorted(s["theory"]) == list(range(1, 9)) and s["best_theory"] in s["theory"]
+    assert best_k_text(s).startswith("Best on this machine: k = 3")
+
+
+def test_sweep_plot_and_table_from_a_summary():
+    s = summarise(sweep_runs()[0])
+    fig = figures.sweep_figure(s)
+    measured = next(t for t in fig.data if t.name == "measured (median)")
+    assert list(measured.x) == ["2", "3"] and list(measured.error_y.array)[1] == pytest.approx(
+        s["rows"][2]["max"] - s["rows"][2]["tokens_per_s"])
+    assert any(t.name.startswith("theory") for t in fig.data) and any(t.name == "best measured: k = 3" for t in fig.data)
+    table = figures.sweep_table(s)
+    assert list(table["k"]) == ["plain", "2", "3"] and list(table["runs"]) == [3, 3, 3]
+    assert "press" in figures.sweep_figure(None).layout.annotations[0].text
+
+
+def test_two_drafts_side_by_side():
+    a, plain = make_spec(), make_plain([5, 6, 7, 8, 9, 10])
+    b = scaled(make_spec(), 2.0)
+    table = figures.compare_table(a, b, plain, ("A", "B"))
+    assert list(table["draft"]) == ["A", "B"]
+    assert table["tok/s"][0] == pytest.approx(2 * table["tok/s"][1], rel=0.02)
+    assert table["speedup vs plain"][0] == pytest.approx(a.stats["tokens_per_s"] / plain.stats["tokens_per_s"], abs=0.01)
+    fig = figures.compare_figure(a, b, ("A", "B"))
+    assert [t.name for t in fig.data] == ["A", "B"] and list(fig.data[0].y) == [1.0, 0.5, 0]   # position 3: unchecked = not accepted
+    html = figures.aligned_html([a, b], ["A", "B"])
+    # one column per committed token, a new round marked where it starts: 6 tokens, 3 rounds each
+    assert html.count("<td") == 12 and html.count("sd-align-start") == 6 and "&lt;b&gt;" not in html
+
+
+def test_tab_values_and_csv_export(tmp_path, monkeypatch):
+    spec, plain = make_spec(), make_plain([5, 6, 7])
+    v = tab.debugger_values({"spec": spec, "plain": plain})
+    assert isinstance(v["dbg_disliked"], pd.DataFrame) and v["dbg_disliked"]["drafted token"][0] == "<b>&"
+    assert list(v["dbg_missed"]["target's token"]) == ["␣cat"]
+    assert len(v["dbg_positions"]) == 4 and v["dbg_heatmap"].data[0].type == "heatmap"
+    assert "Temperature > 0" in v["dbg_greedy"]
+    empty = tab.debugger_values({})
+    assert empty["dbg_disliked"].empty and "no checked drafts" in empty["dbg_heatmap"].layout.annotations[-1].text
+    monkeypatch.setattr("app.views.trace_dir", lambda: tmp_path)
+    paths = tab.export_csv({"spec": spec, "plain": plain})
+    names = sorted(p.split("/")[-1].split("-")[0] for p in paths)
+    assert names == ["categories", "disliked", "missed", "positions"]
+    positions = next(p for p in paths if "positions" in p)
+    assert pd.read_csv(positions)["token"].tolist()[0] == " the"
