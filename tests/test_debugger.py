@@ -83,6 +83,7 @@ def test_tab_values_and_csv_export(tmp_path, monkeypatch):
     assert isinstance(v["dbg_disliked"], pd.DataFrame) and v["dbg_disliked"]["drafted token"][0] == "<b>&"
     assert list(v["dbg_missed"]["target's token"]) == ["␣cat"]
     assert len(v["dbg_positions"]) == 4 and v["dbg_heatmap"].data[0].type == "heatmap"
+    assert list(v["dbg_by_position"].data[0].y) == [1.0, 0.5, 0]
     assert "Temperature > 0" in v["dbg_greedy"]
     empty = tab.debugger_values({})
     assert empty["dbg_disliked"].empty and "no checked drafts" in empty["dbg_heatmap"].layout.annotations[-1].text

@@ -12,7 +12,7 @@ import gradio as gr
 from specdec_core.bench.sweep import best_k_text, summarise
 from specdec_core.trace import mismatch
 
-from .. import handlers, views
+from .. import charts, handlers, views
 from ..deploy import Policy
 from . import figures, runs
 
@@ -28,7 +28,8 @@ vocabulary: the draft's q must be over the target's tokens) loads where the Hub 
 target `Qwen/Qwen2.5-1.5B-Instruct` with draft `Qwen/Qwen2.5-0.5B-Instruct`; where it is not, the
 Run says so in one line (“a Hugging Face id needs internet”). Models that need their own code
 (`trust_remote_code`) are refused."""
-VIEW_NAMES = ("dbg_heatmap", "dbg_disliked", "dbg_missed", "dbg_category", "dbg_greedy", "dbg_positions")
+VIEW_NAMES = ("dbg_heatmap", "dbg_disliked", "dbg_missed", "dbg_by_position", "dbg_category", "dbg_greedy",
+              "dbg_positions")
 
 
 def debugger_values(traces: dict) -> dict:
@@ -37,6 +38,7 @@ def debugger_values(traces: dict) -> dict:
     return {"dbg_heatmap": figures.heatmaps(spec),
             "dbg_disliked": figures.table(mismatch.disliked(spec) if spec else [], figures.DISLIKED_COLUMNS),
             "dbg_missed": figures.table(mismatch.missed(spec) if spec else [], figures.MISSED_COLUMNS),
+            "dbg_by_position": charts.acceptance_by_position(spec),
             "dbg_category": figures.category_chart(spec),
             "dbg_greedy": figures.greedy_markdown(spec, plain),
             "dbg_positions": figures.table(rows, figures.POSITION_COLUMNS)}
@@ -74,8 +76,11 @@ def layout(C: dict) -> None:
                                          elem_id="sd-dbg-disliked", interactive=False)
         C["dbg_missed"] = gr.Dataframe(init["dbg_missed"], label="Target tokens the draft missed (at rejections)",
                                        elem_id="sd-dbg-missed", interactive=False)
-    C["dbg_category"] = gr.Plot(init["dbg_category"], show_label=False, elem_id="sd-dbg-category",
-                                elem_classes="sd-plot")
+    with gr.Row():
+        C["dbg_by_position"] = gr.Plot(init["dbg_by_position"], show_label=False, elem_id="sd-dbg-by-position",
+                                       elem_classes="sd-plot")
+        C["dbg_category"] = gr.Plot(init["dbg_category"], show_label=False, elem_id="sd-dbg-category",
+                                    elem_classes="sd-plot")
     gr.Markdown("Categories (one definition, `specdec_core/trace/tokens.py`): whitespace/newline, punctuation, "
                 "digits, word-start pieces (a leading space), word-continuation pieces, code symbols, special/end.")
     gr.Markdown("### Why do my outputs differ?")
