@@ -77,15 +77,17 @@ WALKTHROUGH = [
                          "verify pass that costs about one step (v ≈ 1, true on GPUs, less so on CPUs)."),
 ]
 
-# Example prompts: (label, prompt). Easy ones repeat or follow rigid patterns (high acceptance,
-# especially for the n-gram drafter which copies from the prompt); hard ones are creative.
+# Example prompts: (label, prompt). The first is the page's default prompt and the recorded first
+# paint (app/record.py): a general question. Copy-heavy ones reuse the prompt's text (prompt lookup
+# shines), easy ones follow rigid patterns, hard ones are creative.
 EXAMPLES = [
-    ("easy · reuse the notes",
+    ("general · a question", "Why do cats purr? Answer in three sentences."),
+    ("copy-heavy · reuse the notes",
      "Summarize the following meeting notes in three bullet points, reusing their wording.\n\n"
      "Meeting notes: The team agreed that the release will move to Friday. The team agreed that the "
      "release notes must list every API change. Alice will update the release notes. Bob will run the "
      "full test suite on Thursday."),
-    ("easy · code edit",
+    ("copy-heavy · code edit",
      "Rename the variable `total` to `running_sum` in this code and print the full code again:\n\n"
      "def add_all(values):\n    total = 0\n    for value in values:\n        total = total + value\n"
      "    return total"),

@@ -1,0 +1,62 @@
+"""Record the app's bundled traces (specdec_core/data/examples/), on a quiet machine:
+
+- the first paint (`example_*.trace.json`): the default pair at the page's default settings
+  (k = auto, greedy, 48 new tokens, chat template on) on the first example prompt, a general one;
+- the walkthrough (`walkthrough_*.trace.json`): the default pair on a short plain-text prompt,
+  chat template off, a fixed k, sampled, with the first seed whose trace has a rejection and a
+  round where all k drafts passed.
+
+    python -m app.record [--only first-paint|walkthrough] [--out specdec_core/data/examples]
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from specdec_core import autoregressive_generate, load_pair, speculative_generate
+from specdec_core.data import file as data_file
+
+from .explain import EXAMPLES
+from .teach.walkthrough import rounds_with
+
+PROMPT, K, TEMPERATURE, MAX_NEW = "I saw a dog ride", 3, 0.6, 32
+FIRST_PAINT_NEW_TOKENS = 48
+
+
+def record_first_paint(pair, out: Path) -> None:
+    ids = pair.encode_prompt(EXAMPLES[0][1], chat=True)
+    autoregressive_generate(pair, ids, max_new_tokens=4)            # warm-up, not kept
+    speculative_generate(pair, ids, "auto", max_new_tokens=4)
+    plain = autoregressive_generate(pair, ids, max_new_tokens=FIRST_PAINT_NEW_TOKENS)
+    spec = speculative_generate(pair, ids, "auto", max_new_tokens=FIRST_PAINT_NEW_TOKENS)
+    spec.save(out / "example_speculative.trace.json")
+    plain.save(out / "example_plain.trace.json")
+
+
+def record_walkthrough(pair, out: Path, seeds=range(50)) -> int:
+    ids = pair.encode_prompt(PROMPT, chat=False)
+    settings = dict(temperature=TEMPERATURE, max_new_tokens=MAX_NEW)
+    autoregressive_generate(pair, ids, **dict(settings, max_new_tokens=4))      # warm-up, not kept
+    speculative_generate(pair, ids, K, **dict(settings, max_new_tokens=4))
+    for seed in seeds:
+        spec = speculative_generate(pair, ids, K, seed=seed, **settings)
+        full = [r for r in rounds_with(spec, "all_accepted") if len(spec.rounds[r].drafted) == K]
+        if rounds_with(spec, "rejection") and full:
+            plain = autoregressive_generate(pair, ids, seed=seed, **settings)
+            spec.save(out / "walkthrough_speculative.trace.json")
+            plain.save(out / "walkthrough_plain.trace.json")
+            return seed
+    raise SystemExit("no seed gave both a rejection and a round with all k drafts accepted")
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=str(data_file("examples")))
+    p.add_argument("--only", choices=["first-paint", "walkthrough"], default=None)
+    a = p.parse_args()
+    pair = load_pair("smollm2-135m")
+    if a.only != "walkthrough":
+        record_first_paint(pair, Path(a.out))
+        print("first paint recorded")
+    if a.only != "first-paint":
+        print("walkthrough seed", record_walkthrough(pair, Path(a.out)))
