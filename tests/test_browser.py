@@ -77,7 +77,10 @@ def test_first_paint_is_the_recorded_example(page):
 
 
 def test_run_race_timeline_charts_inspector_download_upload(page):
+    from app.explain import EXAMPLES
     page.wait_for_selector("#sd-timeline .sd-tok")
+    # the copy-heavy example: a long answer (no early end of text), lookup and model rounds
+    page.locator("#sd-prompt textarea").fill(dict(EXAMPLES)["copy-heavy · reuse the notes"])
     _set_number(page, "#sd-max-new", 24)
     _choose(page, "#sd-k", "4")          # a fixed k: every round drafts, so the timeline shows decisions
     page.locator("#sd-run").click()
