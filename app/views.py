@@ -22,10 +22,11 @@ EXAMPLE_FILES = ("example_speculative.trace.json", "example_plain.trace.json")
 CHART_NAMES = ("chart_acceptance", "chart_histogram", "chart_time", "chart_split", "chart_speedup")
 
 
-def load_example() -> tuple[Optional[Trace], Optional[Trace]]:
-    """The recorded example traces shipped with specdec_core (None where a file is missing)."""
+def load_example(files: tuple[str, str] = EXAMPLE_FILES) -> tuple[Optional[Trace], Optional[Trace]]:
+    """Recorded (speculative, plain) traces shipped with specdec_core in data/examples/ (None where
+    a file is missing): the first paint by default, or another pair of files (the walkthrough's)."""
     out = []
-    for name in EXAMPLE_FILES:
+    for name in files:
         file = data.file("examples", name)
         out.append(Trace.from_json(file.read_bytes()) if file.is_file() else None)
     return out[0], out[1]
@@ -93,16 +94,20 @@ def prune_trace_files(base: Path, max_age_s: float, max_runs: int) -> int:
     return removed
 
 
-def write_files(spec, plain) -> list[str]:
-    """The traces as JSON files in a fresh folder for the download component (older folders are
-    pruned first, by the deployment's age and count budget)."""
+def download_folder() -> tuple[Path, str]:
+    """(a fresh folder for one run's downloads, a time stamp for file names); older folders are
+    pruned first, by the deployment's age and count budget."""
     from .deploy import Policy
     policy = Policy.from_env()
     base = trace_dir()
     base.mkdir(exist_ok=True)
     prune_trace_files(base, policy.trace_max_age_s, max(policy.trace_max_runs - 1, 0))
-    folder = Path(tempfile.mkdtemp(dir=base, prefix="run-"))
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path(tempfile.mkdtemp(dir=base, prefix="run-")), time.strftime("%Y%m%d-%H%M%S")
+
+
+def write_files(spec, plain) -> list[str]:
+    """The traces as JSON files in a fresh download folder."""
+    folder, stamp = download_folder()
     paths = []
     for trace, name in ((spec, "speculative"), (plain, "plain")):
         if trace is not None:

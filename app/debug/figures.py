@@ -9,15 +9,11 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdec_core.bench.sweep import k_label
-from specdec_core.trace import measured_speedup, mismatch
+from specdec_core.trace import cost_ratios, measured_speedup, mismatch
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
-                                          correction_decision, draft_decision, visible_whitespace)
+                                          correction_decision, draft_decision)
 
-from ..charts import _empty, _layout
-
-
-def _vis(text: str) -> str:
-    return visible_whitespace(text) or "∅"
+from ..charts import _empty, _label, _layout
 
 
 def heatmaps(spec) -> go.Figure:
@@ -37,8 +33,8 @@ def heatmaps(spec) -> go.Figure:
         text = [[""] * n_rounds for _ in range(k)]
         for r in rows:
             z[r["position"] - 1][r["round"]] = r[key]
-            text[r["position"] - 1][r["round"]] = (f"{html.escape(_vis(r['token']))} ({r['decision']})<br>"
-                                                   f"after …{html.escape(_vis(r['context'][-30:]))}<br>"
+            text[r["position"] - 1][r["round"]] = (f"{html.escape(_label(r['token']))} ({r['decision']})<br>"
+                                                   f"after …{html.escape(_label(r['context'][-30:]))}<br>"
                                                    f"p = {r['p']:.3f}, q = {r['q']:.3f}")
         fig.add_heatmap(z=z, x=list(range(n_rounds)), y=[f"d{j}" for j in range(1, k + 1)], text=text, zmin=0, zmax=1,
                         colorscale=scale, hovertemplate="round %{x}, %{y}: %{z:.2f}<br>%{text}<extra></extra>",
@@ -68,7 +64,7 @@ def table(rows: list[dict], columns: dict) -> pd.DataFrame:
         for key, header in columns.items():
             v = r.get(key)
             if key in ("token", "context"):
-                v = _vis(v or "")
+                v = _label(v or "")
             elif isinstance(v, float):
                 v = round(v, 3)
             line[header] = v
@@ -96,9 +92,9 @@ def greedy_markdown(spec, plain) -> str:
     d = mismatch.greedy_diff(spec, plain)
     if d is None:
         return f"✓ Greedy outputs identical token for token ({len(plain.output_ids)} tokens): nothing to explain."
-    fmt = lambda top: ", ".join(f"`{_vis(t)}` {lp:.4f}" for t, lp in top) if top else "not recorded"
-    return (f"**First difference at output token {d['position']}**: plain `{_vis(d['plain_token'] or '∅')}` vs "
-            f"speculative `{_vis(d['speculative_token'] or '∅')}`.\n\n"
+    fmt = lambda top: ", ".join(f"`{_label(t)}` {lp:.4f}" for t, lp in top) if top else "not recorded"
+    return (f"**First difference at output token {d['position']}**: plain `{_label(d['plain_token'] or '∅')}` vs "
+            f"speculative `{_label(d['speculative_token'] or '∅')}`.\n\n"
             f"- target's top-2 log-probabilities in the **single-token pass** (plain): {fmt(d['single_top2'])}\n"
             f"- in the **verify pass** (speculative): {fmt(d['verify_top2'])}\n"
             f"- verdict (the core's greedy check, tie below {d['tolerance']:g}): **{d['text']}**\n\n"
@@ -165,7 +161,6 @@ def compare_figure(a, b, names: tuple[str, str]) -> go.Figure:
 
 
 def compare_table(a, b, plain, names: tuple[str, str]) -> pd.DataFrame:
-    from specdec_core.trace import cost_ratios
     rows = []
     for trace, name in ((a, names[0]), (b, names[1])):
         s = trace.stats
@@ -191,6 +186,6 @@ def aligned_html(traces: list, names: list[str]) -> str:
             for j, (kind, text) in enumerate(zip(kinds, texts)):
                 start = " sd-align-start" if j == 0 else ""
                 cells.append(f'<td class="sd-tok sd-{kind}{start}" title="round {r.index}: {kind}">'
-                             f'{html.escape(_vis(text))}</td>')
+                             f'{html.escape(_label(text))}</td>')
         lines.append(f'<tr><th>{html.escape(name)}</th>{"".join(cells)}</tr>')
     return f'<div class="sd-align"><table>{"".join(lines)}</table></div>'

@@ -3,17 +3,12 @@ listeners() once every component exists). Views come from debug/figures.py; mode
 debug/runs.py through the model queue."""
 from __future__ import annotations
 
-import tempfile
-import time
-from pathlib import Path
-
 import gradio as gr
 
 from specdec_core.bench.sweep import best_k_text, summarise
 from specdec_core.trace import mismatch
 
 from .. import charts, handlers, views
-from ..deploy import Policy
 from . import figures, runs
 
 INTRO = ("Why does this pair accept badly? Everything here is computed from the **current run's traces** "
@@ -49,12 +44,7 @@ def export_csv(traces: dict) -> list[str]:
     spec = (traces or {}).get("spec")
     if spec is None:
         raise handlers.UserError("nothing to export yet: run a race or load a trace")
-    policy = Policy.from_env()
-    base = views.trace_dir()
-    base.mkdir(exist_ok=True)
-    views.prune_trace_files(base, policy.trace_max_age_s, max(policy.trace_max_runs - 1, 0))
-    folder = Path(tempfile.mkdtemp(dir=base, prefix="run-"))
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    folder, stamp = views.download_folder()
     tables = {"positions": mismatch.positions(spec), "disliked": mismatch.disliked(spec, n=10**6),
               "missed": mismatch.missed(spec, n=10**6), "categories": mismatch.by_category(spec)}
     paths = []

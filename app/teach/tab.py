@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from specdec_core import Trace, data
-
-from .. import explain, handlers
+from .. import explain, handlers, views
 from . import classroom, figures, lab
 from .walkthrough import default_round, has_rejection, render_step
 
@@ -30,11 +28,8 @@ EXACT_INTRO = ("Make “exactly the target's distribution” visible: the first 
 
 def load_bundled() -> dict:
     """The walkthrough's recorded (speculative, plain) traces shipped with specdec_core."""
-    out = []
-    for name in WALKTHROUGH_FILES:
-        file = data.file("examples", name)
-        out.append(Trace.from_json(file.read_bytes()) if file.is_file() else None)
-    return {"spec": out[0], "plain": out[1]}
+    spec, plain = views.load_example(WALKTHROUGH_FILES)
+    return {"spec": spec, "plain": plain}
 
 
 def round_choices(spec) -> list[tuple[str, int]]:

@@ -6,11 +6,13 @@ import html
 from typing import Optional
 
 from specdec_core.costs import theory
-from specdec_core.trace import cost_ratios, measured_speedup
+from specdec_core.trace import cost_ratios, measured_speedup, mismatch
 from specdec_core.trace.decisions import correction_decision, draft_decision, visible_whitespace
 
 from .. import race
-from ..timeline import Piece, token_span
+from ..charts import _label
+from ..race import _fmt
+from ..timeline import Piece, _prob_in, token_span
 from . import figures
 from .steps import Step, steps_for
 
@@ -18,19 +20,15 @@ SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 CONTEXT_CHARS = 60   # how much of the text before the round the strip shows
 
 
-def _f(x: Optional[float], spec: str = ".2f") -> str:
-    return "—" if x is None else format(x, spec)
-
-
 def _tok(text: str) -> str:
     """A token for the markdown text: a code span, so model text never renders as HTML or markdown."""
-    shown = visible_whitespace(text) or "∅"
+    shown = _label(text)
     fence = "``" if "`" in shown else "`"
     return f"{fence} {shown} {fence}" if fence == "``" else f"`{shown}`"
 
 
 def _tok_html(text: str) -> str:
-    return html.escape(f"“{visible_whitespace(text) or '∅'}”")
+    return html.escape(f"“{_label(text)}”")
 
 
 def _d(i: int) -> str:
@@ -78,16 +76,12 @@ def _accept_lines(rnd, greedy: bool) -> str:
             continue
         verdict = "✓ accepted" if d == "accepted" else "✗ rejected"
         if greedy:
-            lines.append(f"- {_d(i)} {_tok(t.text)}: p = {_f(t.p)} (top token: {'yes' if t.p >= 1 else 'no'}) → {verdict}")
+            lines.append(f"- {_d(i)} {_tok(t.text)}: p = {_fmt(t.p)} (top token: {'yes' if t.p >= 1 else 'no'}) → {verdict}")
         else:
             ratio = t.p / t.q if t.q else 0.0
-            lines.append(f"- {_d(i)} {_tok(t.text)}: p = {_f(t.p, '.3f')}, q = {_f(t.q, '.3f')}, "
-                         f"p/q = {_f(ratio, '.3f')}, u = {_f(t.u, '.3f')} → {verdict}")
+            lines.append(f"- {_d(i)} {_tok(t.text)}: p = {_fmt(t.p, '.3f')}, q = {_fmt(t.q, '.3f')}, "
+                         f"p/q = {_fmt(ratio, '.3f')}, u = {_fmt(t.u, '.3f')} → {verdict}")
     return "\n\n" + "\n".join(lines)
-
-
-def _prob_of(top, token_id) -> Optional[float]:
-    return next((row[2] for row in top or [] if row[0] == token_id), None)
 
 
 def _race_exact(spec, plain) -> str:
@@ -115,25 +109,25 @@ def round_facts(spec, plain, round_index: int, weight_bytes: Optional[int] = Non
     return {
         "round": round_index, "k": k, "draft": spec.config.get("draft", "?"),
         "drafted": ", ".join(f"{_d(i)} = {_tok(t.text)}" for i, t in enumerate(rnd.drafted, 1)) or "nothing",
-        "draft_ms": _f(rnd.draft_s * 1e3, ".1f"), "c": _f(ratios["c"]),
-        "step_ms": _f(step_s * 1e3 if step_s else None, ".1f"),
+        "draft_ms": _fmt(rnd.draft_s * 1e3, ".1f"), "c": _fmt(ratios["c"]),
+        "step_ms": _fmt(step_s * 1e3 if step_s else None, ".1f"),
         "weights": (f"≈ {weight_bytes / 1e6:.0f} MB of weight matrices" if weight_bytes else "every weight matrix"),
-        "n_questions": k + 1, "last_d": _d(k), "verify_ms": _f(rnd.verify_s * 1e3, ".1f"),
-        "v": _f(rnd.verify_s / step_s if step_s else None),
+        "n_questions": k + 1, "last_d": _d(k), "verify_ms": _fmt(rnd.verify_s * 1e3, ".1f"),
+        "v": _fmt(rnd.verify_s / step_s if step_s else None),
         "accept_lines": _accept_lines(rnd, greedy),
         "rejected": _tok(rej.text) if rej else "—", "rejected_pos": (n_rej + 1) if rej else "—",
-        "rejected_u": _f(rej.u, ".3f") if rej else "—",
-        "rejected_ratio": _f(min(rej.p / rej.q, 1.0) if rej and rej.q else None, ".3f"),
+        "rejected_u": _fmt(rej.u, ".3f") if rej else "—",
+        "rejected_ratio": _fmt(min(rej.p / rej.q, 1.0) if rej and rej.q else None, ".3f"),
         "n_discarded": (k - n_rej - 1) if rej else 0,
         "correction": _tok(c.text), "correction_kind": "resampled token" if has_rejection(rnd) else "bonus token",
-        "correction_residual": (_f(_prob_of(c.residual_top, c.id), ".3f") if _prob_of(c.residual_top, c.id) is not None
+        "correction_residual": (_fmt(_prob_in(c.residual_top, c.id), ".3f") if _prob_in(c.residual_top, c.id) is not None
                                 else "outside the residual's top 5: a less likely draw"),
-        "correction_p": _f(_prob_of(c.p_top, c.id), ".3f"),
+        "correction_p": _fmt(_prob_in(c.p_top, c.id), ".3f"),
         "n_committed": len(rnd.committed), "n_accepted": rnd.n_accepted,
         "committed": " ".join(_tok(t.text) for t in rnd.drafted[: rnd.n_accepted]) + " " + _tok(c.text),
-        "tokens_per_round": _f(stats["mean_committed_per_round"]),
+        "tokens_per_round": _fmt(stats["mean_committed_per_round"]),
         "race_exact": _race_exact(spec, plain),
-        "alpha": _f(alpha), "expected_tau": _f(theory.expected_tokens(alpha, k) if alpha is not None and k else None),
+        "alpha": _fmt(alpha), "expected_tau": _fmt(theory.expected_tokens(alpha, k) if alpha is not None and k else None),
         "measured_speedup": f" (measured here: {speedup:.2f}×)" if speedup else "",
     }
 
@@ -148,11 +142,7 @@ def _context(spec, round_index: int) -> str:
 
 def _texts_of(spec, ids: list[int]) -> list[str]:
     """Token texts of committed ids, read back from the rounds (the trace stores every token's text)."""
-    texts = {}
-    for r in spec.rounds:
-        for t in r.drafted:
-            texts[t.id] = t.text
-        texts[r.correction.id] = r.correction.text
+    texts = mismatch.token_texts(spec)
     return [texts.get(i, "") for i in ids]
 
 

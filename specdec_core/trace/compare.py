@@ -40,19 +40,25 @@ def first_mismatch(ref: Sequence[int], out: Sequence[int]) -> Optional[int]:
     return None if len(ref) == len(out) else min(len(ref), len(out))
 
 
-def logit_gap_at(trace: "Trace", position: int) -> Optional[float]:
-    """The target's top-2 logit gap at output position `position` of a trace (None if not
-    recorded): log p1 − log p2 of the raw softmax equals the logit difference."""
+def top_raw_at(trace: "Trace", position: int) -> Optional[list]:
+    """The target's raw (temperature-1) top-N list [[id, text, p], ...] at output position
+    `position` of a trace, as scored by the pass that committed it; None past the output."""
     pos = 0
     for r in trace.rounds:
         # Committed tokens of a round: accepted drafts then the correction, each with p_top_raw.
         tops = [t.p_top_raw for t in r.drafted[: r.n_accepted]] + [r.correction.p_top_raw]
         if position < pos + len(r.committed):
-            top = tops[position - pos]
-            if len(top) >= 2 and top[0][2] > 0 and top[1][2] > 0:
-                return math.log(top[0][2]) - math.log(top[1][2])
-            return None
+            return tops[position - pos]
         pos += len(r.committed)
+    return None
+
+
+def logit_gap_at(trace: "Trace", position: int) -> Optional[float]:
+    """The target's top-2 logit gap at output position `position` of a trace (None if not
+    recorded): log p1 − log p2 of the raw softmax equals the logit difference."""
+    top = top_raw_at(trace, position)
+    if top and len(top) >= 2 and top[0][2] > 0 and top[1][2] > 0:
+        return math.log(top[0][2]) - math.log(top[1][2])
     return None
 
 

@@ -15,7 +15,7 @@ import math
 from collections import defaultdict
 from typing import TYPE_CHECKING, Optional
 
-from .compare import first_mismatch, greedy_check
+from .compare import first_mismatch, greedy_check, top_raw_at
 from .decisions import draft_decision
 from .tokens import CATEGORIES, category, decode_vocab
 
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 CONTEXT_CHARS = 40
 
 
-def _token_texts(trace: "Trace") -> dict:
+def token_texts(trace: "Trace") -> dict:
+    """{token id: text} of every token the trace shows (drafted or committed)."""
     texts = {}
     for r in trace.rounds:
         for t in r.drafted:
@@ -38,7 +39,7 @@ def positions(trace: "Trace") -> list[dict]:
     """Every checked drafted token in time order: round, position (1-based), token, category,
     p, q, min(1, p/q), TV(p, q), decision, and the text before it (context)."""
     eos = set(trace.config.get("eos_ids") or [])
-    texts = _token_texts(trace)
+    texts = token_texts(trace)
     before = trace.prompt.get("text", "")
     rows = []
     for r in trace.rounds:
@@ -109,14 +110,8 @@ def by_category(trace: "Trace") -> list[dict]:
 
 def _top2_at(trace: "Trace", position: int) -> Optional[list]:
     """The target's raw top-2 [(text, log-prob)] at output position `position` of a trace."""
-    pos = 0
-    for r in trace.rounds:
-        tops = [t.p_top_raw for t in r.drafted[: r.n_accepted]] + [r.correction.p_top_raw]
-        if position < pos + len(r.committed):
-            top = tops[position - pos]
-            return [(row[1], math.log(row[2])) for row in top[:2] if row[2] > 0] or None
-        pos += len(r.committed)
-    return None
+    top = top_raw_at(trace, position) or []
+    return [(row[1], math.log(row[2])) for row in top[:2] if row[2] > 0] or None
 
 
 def greedy_diff(spec: "Trace", plain: "Trace") -> Optional[dict]:
@@ -130,7 +125,7 @@ def greedy_diff(spec: "Trace", plain: "Trace") -> Optional[dict]:
     if pos is None:
         return None
     verdict = greedy_check(plain, spec.output_ids)
-    texts = {**_token_texts(plain), **_token_texts(spec)}
+    texts = {**token_texts(plain), **token_texts(spec)}
     tok = lambda ids: texts.get(ids[pos]) if pos < len(ids) else None
     return {"position": pos, "plain_token": tok(plain.output_ids), "speculative_token": tok(spec.output_ids),
             "verify_top2": _top2_at(spec, pos), "single_top2": _top2_at(plain, pos),
