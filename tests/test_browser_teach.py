@@ -108,9 +108,10 @@ def test_shared_link_restores_the_settings(page, browser):  # noqa: F811
     assert "k=3" in link and "max_new=17" in link
     other = browser.new_page(viewport={"width": 1300, "height": 900})
     other.set_default_timeout(60_000)
-    other.goto(link + "&classroom=1")
+    other.goto(link + "&classroom=1&k2=oops")
     other.wait_for_function("document.querySelector('#sd-banner') && "
                             "document.querySelector('#sd-banner').innerText.includes('restored from the link')")
+    assert "Ignored: unknown parameter “k2”" in other.locator("#sd-banner").inner_text()
     assert other.locator("#sd-prompt textarea").input_value() == "Explain tides to a child & keep it short."
     assert other.locator("#sd-k input").input_value() == "3"
     assert other.locator("#sd-max-new input[type=number]").input_value() == "17"

@@ -157,13 +157,14 @@ def listeners(C: dict, queue: str) -> None:
         if not params:
             return {C["banner"]: gr.skip()}
         values, problems = classroom.restore(params)
-        if problems:
-            gr.Warning("Link: " + "; ".join(problems))
         out = {C[name]: value for name, value in values.items()}
+        # In the banner, not a toast: this event runs outside the queue, where toasts are not shown.
         out[C["banner"]] = ("**Settings restored from the link.** Press **Run** to race this prompt on this "
-                            "machine (same seed and k → the same tokens).")
+                            "machine (same seed and k → the same tokens)."
+                            + ("  \nIgnored: " + "; ".join(problems) if problems else ""))
         return out
-    C["demo"].load(on_load, None, [C[n] for n in classroom.SHARED_CONTROLS] + [C["banner"]], show_progress="hidden")
+    C["demo"].load(on_load, None, [C[n] for n in classroom.SHARED_CONTROLS] + [C["banner"]], show_progress="hidden",
+                   queue=False)   # restoring a link is instant: no queue, no status shown
 
     def race_target():
         return [C[n] for n in ("preset", "target", "draft", "drafter", "device")]
