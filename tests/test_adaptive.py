@@ -55,6 +55,23 @@ def test_picks_larger_k_when_alpha_high_and_c_small():
     assert k_easy >= 4 and k_hard >= 1 and k_easy > k_hard
 
 
+def test_after_plain_steps_alpha_is_the_long_run_mean_not_the_last_rejection():
+    """Greedy overlaps are 0 or 1: a few rejections drive α-after-a-rejection low. A plain step
+    says nothing about the draft, so the round after it is judged by the all-rounds α, and the
+    policy speculates again instead of staying plain for the rest of the decode."""
+    policy = AutoK()
+    policy.update(plain_round())
+    for accepted in (2, 2) + (0,) * 9:        # two full accepts, then a run of rejections
+        policy.update(spec_round(m=2, n_accepted=accepted, overlap=1.0 if accepted else 0.0, c=0.05))
+    assert policy.alpha_cold < 0.2 < policy.alpha_any
+    k, _, decision = policy.next_k()          # right after a rejection: the cold α says plain
+    assert k == 0 and decision["after_full_accept"] is False
+    policy.update(plain_round())
+    k, _, decision = policy.next_k()          # after the plain step: the long-run α
+    assert decision["after_full_accept"] is None and "after plain steps" in decision["why"]
+    assert decision["alpha"] == policy.alpha_any and k > 0
+
+
 def test_measured_slow_rounds_veto_speculation():
     policy = AutoK(alpha_hot=0.8, alpha_cold=0.8)
     policy.update(plain_round())
@@ -62,6 +79,21 @@ def test_measured_slow_rounds_veto_speculation():
         policy.update(spec_round(m=2, n_accepted=1, overlap=0.8, c=0.01, seconds=5 * STEP))
     k, _, decision = policy.next_k()
     assert k == 0 and decision["kind"] == "plain_measured_slower" and "measured" in decision["why"]
+
+
+def test_the_next_decode_does_not_inherit_the_veto():
+    """Costs and α warm-start the next decode; the measured gain judged one text and is not
+    carried to the next (it would keep an easy prompt plain after a hard one)."""
+    policy = AutoK(alpha_hot=0.8, alpha_cold=0.8, alpha_any=0.8, memory={})
+    policy.update(plain_round())
+    for _ in range(MIN_SPEC_ROUNDS):
+        policy.update(spec_round(m=2, n_accepted=1, overlap=0.8, c=0.01, seconds=5 * STEP))
+    assert policy.next_k()[2]["kind"] == "plain_measured_slower"
+    assert {"step_s", "draft_step_s", "alpha_any"} <= set(policy.memory) and "gain" not in policy.memory
+    following = AutoK()
+    for name, value in policy.memory.items():
+        setattr(following, name, value)
+    assert following.step_s == policy.step_s and following.next_k()[2]["kind"] == "best_k"
 
 
 def test_probes_while_plain_and_stop_threshold_tracks_cost():

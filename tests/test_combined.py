@@ -88,3 +88,31 @@ def test_auto_keeps_lookup_estimates_apart():
     k_lookup, _, decision = policy.next_k(LOOKUP)
     assert decision["kind"] == "lookup_best_k" and decision["source"] == LOOKUP and k_lookup >= 6
     assert policy.next_k()[0] < k_lookup
+
+
+@pytest.mark.slow
+def test_a_declined_lookup_is_exact_and_the_model_proposes():
+    """k = "auto" may decline an offered lookup (use_source(MODEL)): the model proposes, exactly."""
+    pair, make = tiny_combined()
+
+    def declined():
+        d = make()
+        d.use_source(MODEL)
+        return d
+    assert make().next_source(torch.tensor(REPEATING)) == LOOKUP
+    trace = speculative_generate(pair, REPEATING, k=3, temperature=1.0, max_new_tokens=4, seed=0, drafter=declined())
+    assert trace.rounds[0].draft_source == MODEL
+    assert check_exact(pair, 3, SamplingConfig(1.0), 4, prompt=REPEATING, drafter_factory=declined) > 1e-3
+
+
+def test_auto_declines_a_lookup_the_model_beats():
+    """A lookup that keeps diverging is not taken while the model draft is predicted faster; a
+    lookup that copies well is."""
+    policy = AutoK(step_s=0.1, draft_step_s=0.005, alpha_hot=0.8, alpha_cold=0.8, alpha_any=0.8,
+                   lookup_alpha_hot=0.2, lookup_alpha_cold=0.2, lookup_step_s=0.0)
+    k, _, decision = policy.next_k(LOOKUP)
+    assert k > 0 and decision["kind"] == "best_k" and decision["source"] == MODEL
+    assert "lookup declined" in decision["why"] and decision["lookup_predicted"] < decision["predicted"]
+    policy.lookup_alpha_hot = policy.lookup_alpha_cold = 0.97
+    k, _, decision = policy.next_k(LOOKUP)
+    assert decision["kind"] == "lookup_best_k" and decision["source"] == LOOKUP

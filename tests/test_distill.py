@@ -98,6 +98,23 @@ def test_truncated_draft_proposes_only_its_vocabulary(truncated_pair):
     assert drafted and drafted <= {0, 2, 3, 5, 6}
 
 
+def test_feature_drafter_reads_the_prompt_in_the_prefill(truncated_pair):
+    """The head's pass over the prompt belongs to the prefill (start), not to the first round:
+    k = "auto" measures the draft cost c from round times. Its first proposal equals one from a
+    drafter that reads the prompt lazily (reset before proposing)."""
+    prompt = torch.tensor([1, 5, 2, 7, 3])
+    hidden = torch.randn(len(prompt) - 1, truncated_pair.target.config.hidden_size)
+    eager, lazy = truncated_pair.new_drafter(), truncated_pair.new_drafter()
+    for d in (eager, lazy):
+        d.observe(hidden)
+        d.start(prompt)
+    assert eager.n_true == len(prompt) - 1 and eager.cache[0].shape[2] == len(prompt) - 1
+    lazy.cache, lazy.n_true, lazy.g_next = None, 0, None   # as before start: propose() reads the prompt
+    cfg = SamplingConfig(0.0)
+    a, b = (d.propose(prompt, 3, cfg, None) for d in (eager, lazy))
+    assert a.ids.tolist() == b.ids.tolist() and torch.allclose(a.q_raw, b.q_raw, atol=1e-5)
+
+
 def test_shipped_draft_beats_ngram(default_pair):
     """On prompts whose answers do not copy the prompt, the n-gram drafter has little to go on;
     the distilled draft must accept more and commit more tokens per round there (greedy, k = 2)."""

@@ -1,16 +1,20 @@
 """k = "auto": choose the draft length of each round from running estimates of α, c and v(k).
 
 The policy measures while it decodes, in units of one target step (step_s, from plain rounds):
-  α      from the overlaps Σ min(p, q) of evaluated drafts, kept twice: after a round whose drafts
-         were all accepted ("hot") and after one with a rejection ("cold"), because acceptance comes
-         in bursts (a copied passage, an easy span) and the last round predicts the next;
+  α      from the overlaps Σ min(p, q) of evaluated drafts, kept three times: after a round whose
+         drafts were all accepted ("hot"), after one with a rejection ("cold"), because acceptance
+         comes in bursts (a copied passage, an easy span) and the last round predicts the next, and
+         over all rounds ("any", a slower mean) for a round after plain steps: plain steps say
+         nothing about the draft, and judging it by its last rejection would keep it plain for good;
   c      mean draft step time ÷ step_s;
   v(m)   verify time of m drafts ÷ step_s, measured per m; before a decode has seen m, the
          target's pass costs measured once before the decode (costs.measure.pass_costs); else a line
          through (0, 1) fitted to what is known (a stock CPU pays per token, a GPU barely).
 Each round it takes the theory's best k for those numbers. It falls back to plain steps when
 speculation cannot win: α ≤ c, no k predicted to beat plain by MARGIN, or speculative rounds
-measured slower than plain steps. While plain it probes speculation now and then (k = 1) in case
+measured slower than plain steps. With a combined drafter (drafters/combined.py) a prompt-lookup
+match is taken only when its predicted speedup beats the model draft's: a match on a common
+phrase that then diverges would otherwise pre-empt a better model draft. While plain it probes speculation now and then (k = 1) in case
 the text became easier, spaced so that failed probes cost at most PROBE_BUDGET of the time (a failed
 probe wastes c + v(1) − 1 steps), the spacing doubling after each failure up to PROBE_MAX. The
 early-stop threshold on the draft's top probability is the price of one more draft token (c + the
@@ -30,16 +34,19 @@ from ..registry import REGISTRY
 from ..costs.theory import best_k, verify_cost
 
 EMA = 0.15            # weight of a new measurement in running means
+EMA_ANY = 0.05        # ... in the all-rounds α (a long-run mean, not the last burst)
 K_MAX = 8
 MARGIN = 1.03         # speculate only when predicted ≥ this: estimates are noisy, plain is safe
 MIN_SPEC_ROUNDS = 4   # speculative rounds measured before their measured gain may veto
 PROBE_FIRST, PROBE_MAX = 8, 128
 PROBE_BUDGET = 0.02   # failed probes may cost at most this share of the plain decoding time
 STOP_MIN, STOP_MAX = 0.05, 0.6
-# What a decode remembers for the next one of the same pair (measured estimates, not state).
-_REMEMBERED = ("alpha_hot", "alpha_cold", "step_s", "draft_step_s", "verify_s", "gain", "n_spec",
+# What a decode remembers for the next one of the same pair: costs and α as priors, not state.
+# The measured gain is not remembered: it judges this text, and a veto carried over from a hard
+# prompt would keep an easy one plain (the veto stops the rounds that could lift it).
+_REMEMBERED = ("alpha_hot", "alpha_cold", "alpha_any", "step_s", "draft_step_s", "verify_s",
                "lookup_alpha_hot", "lookup_alpha_cold", "lookup_step_s")
-LOOKUP = "lookup"     # the combined drafter's prompt-lookup source (drafters/combined.py)
+LOOKUP, MODEL = "lookup", "model"   # the combined drafter's sources (drafters/combined.py)
 
 
 def _ema(old: Optional[float], new: float, w: float = EMA) -> float:
@@ -63,7 +70,8 @@ class AutoK:
     device_type: str = "cpu"
     alpha_hot: float = 0.6                 # α after a fully accepted round (prior)
     alpha_cold: float = 0.5                # α after a round with a rejection (prior)
-    hot: bool = False                      # was the last speculative round fully accepted?
+    alpha_any: float = 0.55                # α over all rounds (prior), used after plain steps
+    hot: Optional[bool] = None             # last round: fully accepted / rejected / None (plain)
     step_s: Optional[float] = None         # target single-token step (EMA)
     draft_step_s: Optional[float] = None   # one draft step (EMA)
     verify_s: dict = field(default_factory=dict)   # m drafted -> EMA verify time (s)
@@ -96,7 +104,7 @@ class AutoK:
 
     @property
     def alpha(self) -> float:
-        return self.alpha_hot if self.hot else self.alpha_cold
+        return self.alpha_any if self.hot is None else self.alpha_hot if self.hot else self.alpha_cold
 
     @property
     def c(self) -> float:
@@ -122,20 +130,18 @@ class AutoK:
 
     def next_k(self, source: Optional[str] = None) -> tuple[int, Optional[float], dict]:
         """(k for this round, early-stop threshold, the decision as data for the trace:
-        {"kind", "why", and the numbers it rests on}). Kinds: "measure" (first plain step),
-        "best_k", "probe", "plain_alpha_below_c", "plain_predicted_below_margin",
-        "plain_measured_slower"; "lookup_best_k" / "plain_lookup" when source is "lookup" (the
-        drafter said its prompt lookup proposes next)."""
+        {"kind", "why", "source" (combined drafters), and the numbers it rests on}). Kinds:
+        "measure" (first plain step), "best_k", "probe", "plain_alpha_below_c",
+        "plain_predicted_below_margin", "plain_measured_slower", and "lookup_best_k" when the
+        drafter offers its prompt lookup (source "lookup") and the lookup is predicted faster."""
         if self.step_s is None:
             return 0, None, {"kind": "measure", "why": "first round: plain step to measure the target's step time"}
-        if source == LOOKUP:
-            return self._lookup_k()
         a, c = self.alpha, self.c
         cost = self.cost_model()
         k, predicted = best_k(a, c, cost, K_MAX)
         numbers = {"alpha": a, "c": c, "best_k": k, "v": cost(k), "predicted": predicted,
                    "after_full_accept": self.hot}
-        state = "after full accept" if self.hot else "after a rejection"
+        state = {None: "after plain steps", True: "after full accept", False: "after a rejection"}[self.hot]
         why = f"α≈{a:.2f} ({state}), c≈{c:.2f}, v({k})≈{cost(k):.2f} → predicted {predicted:.2f}×"
         kind = "best_k"
         if a <= c:
@@ -145,12 +151,22 @@ class AutoK:
         elif self.n_spec >= MIN_SPEC_ROUNDS and self.gain is not None and self.gain < 1.0:
             kind, why = "plain_measured_slower", f"speculative rounds measured {self.gain:.2f}× plain"
             numbers["measured_gain"] = self.gain
+        if source == LOOKUP:
+            # The lookup only when it beats the model draft (or plain steps, if those won).
+            lookup = self._lookup_k()
+            rival = predicted if kind == "best_k" else 1.0
+            if lookup[0] > 0 and lookup[2]["predicted"] >= max(MARGIN, rival):
+                self.plain_run = 0
+                return lookup
+            numbers["lookup_predicted"] = lookup[2]["predicted"]
+            why += f"; prompt lookup declined (predicted {lookup[2]['predicted']:.2f}×)"
+        if source is not None:
+            numbers["source"] = MODEL
         if kind != "best_k":
             self.plain_run += 1
             if self.plain_run >= self.probe_every:   # probe: the text may have become easier
                 self.plain_run = 0
                 self.probe_every = min(self.probe_every * 2, PROBE_MAX)
-                self.hot = True                      # judge the probe as a fresh start
                 return 1, None, {"kind": "probe", "why": f"probe ({why})", "instead_of": kind, **numbers}
             return 0, None, {"kind": kind, "why": f"plain step: {why}", **numbers}
         self.plain_run, self.probe_every = 0, self.probe_spacing()
@@ -166,8 +182,6 @@ class AutoK:
         numbers = {"alpha": a, "c": c, "best_k": k, "v": cost(k), "predicted": predicted,
                    "after_full_accept": self.lookup_hot, "source": LOOKUP}
         why = f"prompt lookup: α≈{a:.2f}, c≈{c:.2f}, v({k})≈{cost(k):.2f} → predicted {predicted:.2f}×"
-        if k == 0 or predicted < MARGIN:
-            return 0, None, {"kind": "plain_lookup", "why": f"plain step: {why}", **numbers}
         return k, None, {"kind": "lookup_best_k", "why": f"best k: {why}", **numbers}
 
     def probe_spacing(self) -> int:
@@ -181,6 +195,7 @@ class AutoK:
         m = len(rnd.drafted)
         if m == 0:   # a plain step (chosen, or the drafter had nothing to propose)
             self.step_s = _ema(self.step_s, rnd.verify_s)
+            self.hot = None
             self._remember()
             return
         self.verify_s[m] = _ema(self.verify_s.get(m), rnd.verify_s)
@@ -194,7 +209,10 @@ class AutoK:
             return
         self.n_spec += 1
         self.draft_step_s = _ema(self.draft_step_s, rnd.draft_s / m)
-        self.alpha_hot, self.alpha_cold = _fold_alpha(self.alpha_hot, self.alpha_cold, self.hot, overlaps)
+        if self.hot is not None:
+            self.alpha_hot, self.alpha_cold = _fold_alpha(self.alpha_hot, self.alpha_cold, self.hot, overlaps)
+        for o in overlaps:
+            self.alpha_any = _ema(self.alpha_any, o, EMA_ANY)
         self.hot = rnd.n_accepted == m
         seconds = rnd.t_end - rnd.t_start
         if seconds > 0 and self.step_s:

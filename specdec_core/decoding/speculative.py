@@ -259,6 +259,7 @@ def _run(pair, prompt_ids, k, *, mode, k_schedule=None, **settings) -> Iterator[
                 k_round, stop_below, reason = schedule[len(st.trace.rounds)], None, "recorded schedule"
             elif policy is not None:
                 k_round, stop_below, decision = policy.next_k(st.drafter.next_source(st.committed))
+                st.drafter.use_source(decision.get("source"))
                 reason = decision["why"]
             else:
                 k_round, stop_below, reason = k, None, None

@@ -10,6 +10,7 @@ The calls, in the order the decoder makes them (decoding/speculative.py):
     drafter.observe(hidden)      # prefill: the target's hidden states of prompt[:-1] (if wants_hidden)
     drafter.start(prompt_ids)    # once per decode
     # each round:
+    drafter.use_source(source)   # k = "auto" only: which of next_source()'s offers to use
     proposal = drafter.propose(committed, k, cfg, generator, stop_below)
     drafter.rollback(n_valid)    # keep state for committed[:n_valid] only (the accepted prefix)
     drafter.observe(hidden)      # the verify pass' hidden states of the newly committed positions
@@ -101,6 +102,10 @@ class Drafter:
     def next_source(self, committed: torch.Tensor) -> Optional[str]:
         """Which of its sources will propose after committed [L] (None: it has one source)."""
         return None
+
+    def use_source(self, source: Optional[str]) -> None:
+        """Propose from `source` in the next round (k = "auto" may decline a source that
+        next_source offered; None: the drafter's own choice)."""
 
     def propose(self, committed: torch.Tensor, k: int, cfg: SamplingConfig,
                 generator: Optional[torch.Generator], stop_below: Optional[float] = None) -> Proposal:

@@ -2,7 +2,8 @@
 earlier n-gram (its proposal costs nothing and copied passages are long), the model otherwise.
 
 Still exact: each round's tokens come from one source, chosen from the committed text alone
-(before any draw), and q is the distribution they were drawn from — one-hot for a lookup, the
+(before any draw; k = "auto" may decline an offered lookup from its estimates of earlier rounds),
+and q is the distribution they were drawn from — one-hot for a lookup, the
 model's q otherwise. Which source proposed is recorded per round (`Round.draft_source`).
 """
 from __future__ import annotations
@@ -23,10 +24,14 @@ class CombinedDrafter(Drafter):
         self.name = f"lookup+{model.name}"
         self.wants_hidden, self.kernels = model.wants_hidden, model.kernels
         self.proposable = model.proposable     # the model's; lookup copies tokens from the context
+        self.source = None                     # set by use_source() for one round
 
     def next_source(self, committed) -> str:
         """Which source proposes next, from the committed text alone (k = "auto" asks first)."""
         return LOOKUP if self.lookup.lookup(committed.tolist(), 1) else MODEL
+
+    def use_source(self, source):
+        self.source = source
 
     def start(self, prompt_ids):
         self.model.start(prompt_ids)
@@ -35,8 +40,9 @@ class CombinedDrafter(Drafter):
         self.model.observe(hidden)     # the model keeps every feature, also in lookup rounds
 
     def propose(self, committed, k, cfg, generator, stop_below=None):
-        proposal = self.lookup.propose(committed, k, cfg, generator)
-        if len(proposal.ids):
+        source, self.source = self.source, None
+        proposal = self.lookup.propose(committed, k, cfg, generator) if source != MODEL else None
+        if proposal is not None and len(proposal.ids):
             proposal.source = LOOKUP
             return proposal
         proposal = self.model.propose(committed, k, cfg, generator, stop_below)

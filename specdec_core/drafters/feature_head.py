@@ -232,10 +232,25 @@ class FeatureDrafter(Drafter):
         self.kernels = fastpath.kernels_of(head).label()
         self.proposable = head.vocab_ids[head.vocab_ids < vocab_size]     # a truncated vocabulary
         self.feats = torch.zeros(0, head.fc.out_features, device=self.device)
-        self.cache, self.n_true = None, 0
+        self.cache, self.n_true, self.g_next = None, 0, None
 
+    @torch.inference_mode()
     def start(self, prompt_ids):
-        self.cache, self.n_true = None, 0   # observe() of the prompt came just before start()
+        # observe() of the prompt came just before start(): the head reads the prompt now, in the
+        # prefill, so the first round's draft time is one round's (k = "auto" measures c from it).
+        self.cache, self.n_true, self.g_next = None, 0, None
+        self._catch_up(prompt_ids.to(self.device))
+
+    def _catch_up(self, committed: torch.Tensor) -> None:
+        """Head entries n_true..n_feat-1 from true features in one batched step (n_feat =
+        min(#features, L - 1)); keeps the last one's output g_next [1, 1, H], which drafts token L."""
+        n_feat = min(len(self.feats), len(committed) - 1)
+        if self.cache is not None:   # forget entries made from drafted features
+            self.cache = [c[:, :, : self.n_true] for c in self.cache]
+        if n_feat > self.n_true:
+            new = torch.arange(self.n_true, n_feat, device=self.device)
+            g, self.cache = self.head(self.feats[None, new], committed[None, new + 1], new, self.cache)
+            self.n_true, self.g_next = n_feat, g[:, -1:]
 
     def observe(self, hidden):
         """hidden [n, H]: append the target's features of newly committed positions."""
@@ -256,13 +271,9 @@ class FeatureDrafter(Drafter):
         if n_feat < 1 or k < 1:
             return empty_proposal(self.vocab_size, self.device)
         committed = committed.to(self.device)
-        if self.cache is not None:   # forget entries made from drafted features
-            self.cache = [c[:, :, : self.n_true] for c in self.cache]
-        # 1. New true entries n_true..n_feat-1 in one batched step; the last one drafts token L.
-        new = torch.arange(self.n_true, n_feat, device=self.device)
-        g, self.cache = self.head(self.feats[None, new], committed[None, new + 1], new, self.cache)
-        self.n_true = n_feat
-        g = g[:, -1:]
+        # 1. New true entries since the last round in one batched step; the last one drafts token L.
+        self._catch_up(committed)
+        g = self.g_next
         ids, q_probs, q_raw, stop_reason = [], [], [], None
         for i in range(k):
             logits = self._full(self.head.logits(g[0]))          # [1, V]
@@ -284,10 +295,9 @@ class FeatureDrafter(Drafter):
         # Entries from true features stay valid (their tokens were committed); propose() crops
         # the drafted ones. A rollback below them (not done by the decoder) resets the state.
         if n_valid - 1 < self.n_true:
-            self.n_true = max(0, n_valid - 1)
-            self.feats = self.feats[: self.n_true]
-            if self.cache is not None:
-                self.cache = [c[:, :, : self.n_true] for c in self.cache]
+            self.n_true, self.g_next = 0, None   # rebuilt from the kept features next round
+            self.feats = self.feats[: max(0, n_valid - 1)]
+            self.cache = None
 
 
 def drafter_factory(target, path=None):
