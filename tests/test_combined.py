@@ -108,7 +108,7 @@ def test_a_declined_lookup_is_exact_and_the_model_proposes():
 def test_auto_declines_a_lookup_the_model_beats():
     """A lookup that keeps diverging is not taken while the model draft is predicted faster; a
     lookup that copies well is."""
-    policy = AutoK(step_s=0.1, draft_step_s=0.005, alpha_hot=0.8, alpha_cold=0.8, alpha_any=0.8,
+    policy = AutoK(step_s=0.1, draft_step_s=0.005, alpha_hot=0.8, alpha_all=0.8,
                    lookup_alpha_hot=0.2, lookup_alpha_cold=0.2, lookup_step_s=0.0)
     k, _, decision = policy.next_k(LOOKUP)
     assert k > 0 and decision["kind"] == "best_k" and decision["source"] == MODEL

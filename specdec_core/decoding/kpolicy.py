@@ -1,12 +1,14 @@
 """k = "auto": choose the draft length of each round from running estimates of α, c and v(k).
 
 The policy measures while it decodes, in units of one target step (step_s, from plain rounds):
-  α      from the overlaps Σ min(p, q) of evaluated drafts, kept three times: after a round whose
-         drafts were all accepted ("hot"), after one with a rejection ("cold"), because acceptance
-         comes in bursts (a copied passage, an easy span) and the last round predicts the next, and
-         over all rounds ("any", a slower mean) for a round after plain steps: plain steps say
-         nothing about the draft, and judging it by its last rejection would keep it plain for good;
+  α      from the overlaps Σ min(p, q) of evaluated drafts, kept twice: over all rounds, and
+         after a round whose drafts were all accepted ("hot"), because acceptance comes in bursts
+         (an easy span) and a full accept predicts a longer one. (Not "after a rejection": greedy
+         overlaps are 0 or 1, a few rejections drive that estimate to 0, and plain steps, which
+         it then chooses, never measure it again);
   c      mean draft step time ÷ step_s;
+  gain   measured speed of speculative rounds ÷ plain speed: running tokens ÷ running step-times
+         (a ratio of sums, not a mean of per-round ratios, which 0/1 outcomes make swing);
   v(m)   verify time of m drafts ÷ step_s, measured per m; before a decode has seen m, the
          target's pass costs measured once before the decode (costs.measure.pass_costs); else a line
          through (0, 1) fitted to what is known (a stock CPU pays per token, a GPU barely).
@@ -14,8 +16,9 @@ Each round it takes the theory's best k for those numbers. It falls back to plai
 speculation cannot win: α ≤ c, no k predicted to beat plain by MARGIN, or speculative rounds
 measured slower than plain steps. With a combined drafter (drafters/combined.py) a prompt-lookup
 match is taken only when its predicted speedup beats the model draft's: a match on a common
-phrase that then diverges would otherwise pre-empt a better model draft. While plain it probes speculation now and then (k = 1) in case
-the text became easier, spaced so that failed probes cost at most PROBE_BUDGET of the time (a failed
+phrase that then diverges would otherwise pre-empt a better model draft. Prompt-lookup rounds keep
+their own α after a full accept and after a failure (a copy holds or breaks). While plain it
+probes speculation now and then (k = 1) in case the text became easier, spaced so that failed probes cost at most PROBE_BUDGET of the time (a failed
 probe wastes c + v(1) − 1 steps), the spacing doubling after each failure up to PROBE_MAX. The
 early-stop threshold on the draft's top probability is the price of one more draft token (c + the
 verify slope): below it, the expected gain of drafting on is smaller than its cost.
@@ -34,17 +37,17 @@ from ..registry import REGISTRY
 from ..costs.theory import best_k, verify_cost
 
 EMA = 0.15            # weight of a new measurement in running means
-EMA_ANY = 0.05        # ... in the all-rounds α (a long-run mean, not the last burst)
+EMA_ALPHA = 0.1       # ... in the all-rounds α (greedy overlaps are 0/1: a steadier mean)
 K_MAX = 8
 MARGIN = 1.03         # speculate only when predicted ≥ this: estimates are noisy, plain is safe
-MIN_SPEC_ROUNDS = 4   # speculative rounds measured before their measured gain may veto
+MIN_SPEC_ROUNDS = 6   # speculative rounds of this decode measured before their gain may veto
 PROBE_FIRST, PROBE_MAX = 8, 128
 PROBE_BUDGET = 0.02   # failed probes may cost at most this share of the plain decoding time
 STOP_MIN, STOP_MAX = 0.05, 0.6
 # What a decode remembers for the next one of the same pair: costs and α as priors, not state.
 # The measured gain is not remembered: it judges this text, and a veto carried over from a hard
 # prompt would keep an easy one plain (the veto stops the rounds that could lift it).
-_REMEMBERED = ("alpha_hot", "alpha_cold", "alpha_any", "step_s", "draft_step_s", "verify_s",
+_REMEMBERED = ("alpha_hot", "alpha_all", "step_s", "draft_step_s", "verify_s",
                "lookup_alpha_hot", "lookup_alpha_cold", "lookup_step_s")
 LOOKUP, MODEL = "lookup", "model"   # the combined drafter's sources (drafters/combined.py)
 
@@ -69,13 +72,13 @@ class AutoK:
     """Per-decode adaptive-k policy: `next_k()` before a round, `update(round)` after it."""
     device_type: str = "cpu"
     alpha_hot: float = 0.6                 # α after a fully accepted round (prior)
-    alpha_cold: float = 0.5                # α after a round with a rejection (prior)
-    alpha_any: float = 0.55                # α over all rounds (prior), used after plain steps
-    hot: Optional[bool] = None             # last round: fully accepted / rejected / None (plain)
+    alpha_all: float = 0.5                 # α over all rounds (prior)
+    hot: bool = False                      # was the last round a fully accepted speculative one?
     step_s: Optional[float] = None         # target single-token step (EMA)
     draft_step_s: Optional[float] = None   # one draft step (EMA)
     verify_s: dict = field(default_factory=dict)   # m drafted -> EMA verify time (s)
-    gain: Optional[float] = None           # EMA of measured round speed ÷ plain speed
+    spec_tokens: float = 0.0               # running sums over speculative rounds: tokens and
+    spec_steps: float = 0.0                # time in target steps (gain = their ratio)
     n_spec: int = 0                        # speculative rounds seen
     plain_run: int = 0                     # consecutive plain rounds chosen
     probe_every: int = PROBE_FIRST
@@ -104,7 +107,12 @@ class AutoK:
 
     @property
     def alpha(self) -> float:
-        return self.alpha_any if self.hot is None else self.alpha_hot if self.hot else self.alpha_cold
+        return self.alpha_hot if self.hot else self.alpha_all
+
+    @property
+    def gain(self) -> Optional[float]:
+        """Measured speed of this decode's speculative rounds ÷ plain speed (None before any)."""
+        return self.spec_tokens / self.spec_steps if self.spec_steps else None
 
     @property
     def c(self) -> float:
@@ -141,7 +149,7 @@ class AutoK:
         k, predicted = best_k(a, c, cost, K_MAX)
         numbers = {"alpha": a, "c": c, "best_k": k, "v": cost(k), "predicted": predicted,
                    "after_full_accept": self.hot}
-        state = {None: "after plain steps", True: "after full accept", False: "after a rejection"}[self.hot]
+        state = "after a full accept" if self.hot else "all rounds"
         why = f"α≈{a:.2f} ({state}), c≈{c:.2f}, v({k})≈{cost(k):.2f} → predicted {predicted:.2f}×"
         kind = "best_k"
         if a <= c:
@@ -195,7 +203,7 @@ class AutoK:
         m = len(rnd.drafted)
         if m == 0:   # a plain step (chosen, or the drafter had nothing to propose)
             self.step_s = _ema(self.step_s, rnd.verify_s)
-            self.hot = None
+            self.hot = False
             self._remember()
             return
         self.verify_s[m] = _ema(self.verify_s.get(m), rnd.verify_s)
@@ -209,15 +217,17 @@ class AutoK:
             return
         self.n_spec += 1
         self.draft_step_s = _ema(self.draft_step_s, rnd.draft_s / m)
-        if self.hot is not None:
-            self.alpha_hot, self.alpha_cold = _fold_alpha(self.alpha_hot, self.alpha_cold, self.hot, overlaps)
         for o in overlaps:
-            self.alpha_any = _ema(self.alpha_any, o, EMA_ANY)
+            if self.hot:
+                self.alpha_hot = _ema(self.alpha_hot, o)
+            self.alpha_all = _ema(self.alpha_all, o, EMA_ALPHA)
         self.hot = rnd.n_accepted == m
         seconds = rnd.t_end - rnd.t_start
         if seconds > 0 and self.step_s:
-            # Measured speed of this round relative to plain steps (tokens per step-time).
-            self.gain = _ema(self.gain, len(rnd.committed) * self.step_s / seconds)
+            # Running tokens and time in plain steps: their ratio is the measured gain (decayed
+            # like an EMA, so the text's current difficulty counts most).
+            self.spec_tokens = (1 - EMA) * self.spec_tokens + EMA * len(rnd.committed)
+            self.spec_steps = (1 - EMA) * self.spec_steps + EMA * seconds / self.step_s
         self._remember()
 
     def _remember(self) -> None:
