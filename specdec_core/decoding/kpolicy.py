@@ -33,6 +33,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..drafters.combined import LOOKUP, MODEL   # the combined drafter's sources
 from ..registry import REGISTRY
 from ..costs.theory import best_k, verify_cost
 
@@ -49,7 +50,6 @@ STOP_MIN, STOP_MAX = 0.05, 0.6
 # prompt would keep an easy one plain (the veto stops the rounds that could lift it).
 _REMEMBERED = ("alpha_hot", "alpha_all", "step_s", "draft_step_s", "verify_s",
                "lookup_alpha_hot", "lookup_alpha_cold", "lookup_step_s")
-LOOKUP, MODEL = "lookup", "model"   # the combined drafter's sources (drafters/combined.py)
 
 
 def _ema(old: Optional[float], new: float, w: float = EMA) -> float:
@@ -57,8 +57,8 @@ def _ema(old: Optional[float], new: float, w: float = EMA) -> float:
 
 
 def _fold_alpha(alpha_hot: float, alpha_cold: float, was_hot: bool, overlaps: list) -> tuple[float, float]:
-    """Fold a round's measured overlaps into the α of the state it was drafted in (after a fully
-    accepted round, or after a rejection); returns the new (alpha_hot, alpha_cold)."""
+    """Fold a lookup round's overlaps into the α of the state it was drafted in (after a fully
+    accepted lookup round, or after a failed one); returns the new (alpha_hot, alpha_cold)."""
     for o in overlaps:
         if was_hot:
             alpha_hot = _ema(alpha_hot, o)
