@@ -18,8 +18,8 @@ measured slower than plain steps. With a combined drafter (drafters/combined.py)
 match is taken only when its predicted speedup beats the model draft's: a match on a common
 phrase that then diverges would otherwise pre-empt a better model draft. Prompt-lookup rounds keep
 their own α after a full accept and after a failure (a copy holds or breaks). While plain it
-probes speculation now and then (k = 1) in case the text became easier, spaced so that failed probes cost at most PROBE_BUDGET of the time (a failed
-probe wastes c + v(1) − 1 steps), the spacing doubling after each failure up to PROBE_MAX. The
+probes speculation now and then (k = 1) in case the text became easier, spaced so that failed
+probes cost at most PROBE_BUDGET of the time (a failed probe wastes c + v(1) − 1 steps), the spacing doubling after each failure up to PROBE_MAX. The
 early-stop threshold on the draft's top probability is the price of one more draft token (c + the
 verify slope): below it, the expected gain of drafting on is smaller than its cost.
 
@@ -161,7 +161,7 @@ class AutoK:
             numbers["measured_gain"] = self.gain
         if source == LOOKUP:
             # The lookup only when it beats the model draft (or plain steps, if those won).
-            lookup = self._lookup_k()
+            lookup = self._lookup_k(cost)
             rival = predicted if kind == "best_k" else 1.0
             if lookup[0] > 0 and lookup[2]["predicted"] >= max(MARGIN, rival):
                 self.plain_run = 0
@@ -181,11 +181,11 @@ class AutoK:
         stop = self.stop_below()
         return k, stop, {"kind": kind, "why": f"best k: {why}", "stop_below": stop, **numbers}
 
-    def _lookup_k(self) -> tuple[int, Optional[float], dict]:
-        """Best k for a prompt-lookup round from the lookup's own α and (near zero) cost."""
+    def _lookup_k(self, cost) -> tuple[int, Optional[float], dict]:
+        """Best k for a prompt-lookup round from the lookup's own α and (near zero) cost, on the
+        round's verify-cost model `cost` (next_k's, fitted once per round)."""
         a = self.lookup_alpha_hot if self.lookup_hot else self.lookup_alpha_cold
         c = (self.lookup_step_s or 0.0) / self.step_s
-        cost = self.cost_model()
         k, predicted = best_k(a, c, cost, K_MAX)
         numbers = {"alpha": a, "c": c, "best_k": k, "v": cost(k), "predicted": predicted,
                    "after_full_accept": self.lookup_hot, "source": LOOKUP}
