@@ -75,10 +75,23 @@ def test_a_run_of_rejections_does_not_zero_alpha():
 def test_measured_slow_rounds_veto_speculation():
     policy = AutoK(alpha_hot=0.8, alpha_all=0.8)
     policy.update(plain_round())
-    for _ in range(MIN_SPEC_ROUNDS):   # predicted fine, but each round took 5 plain steps
-        policy.update(spec_round(m=2, n_accepted=1, overlap=0.8, c=0.01, seconds=5 * STEP))
+    # Predicted fine (overlaps of 0.8, as when sampling), but every draw rejected: one token a round.
+    for _ in range(MIN_SPEC_ROUNDS):
+        policy.update(spec_round(m=2, n_accepted=0, overlap=0.8, c=0.01))
     k, _, decision = policy.next_k()
     assert k == 0 and decision["kind"] == "plain_measured_slower" and "measured" in decision["why"]
+
+
+def test_v_counts_the_whole_round_not_only_the_pass():
+    """A round's bookkeeping after the pass (accept, trace record, crop) is part of its cost: with
+    the pass itself cheap but each round 5 plain steps long, v(2) is priced at ~5 and the policy
+    goes plain on its prediction, before any measured-gain veto."""
+    policy = AutoK(alpha_hot=0.8, alpha_all=0.8)
+    policy.update(plain_round())
+    policy.update(spec_round(m=2, n_accepted=1, overlap=0.8, c=0.01, seconds=5 * STEP))
+    assert 4.5 < policy.v(2) < 5.5
+    k, _, decision = policy.next_k()
+    assert k == 0 and decision["kind"] == "plain_predicted_below_margin"
 
 
 def test_the_next_decode_does_not_inherit_the_veto():
@@ -87,7 +100,7 @@ def test_the_next_decode_does_not_inherit_the_veto():
     policy = AutoK(alpha_hot=0.8, alpha_all=0.8, memory={})
     policy.update(plain_round())
     for _ in range(MIN_SPEC_ROUNDS):
-        policy.update(spec_round(m=2, n_accepted=1, overlap=0.8, c=0.01, seconds=5 * STEP))
+        policy.update(spec_round(m=2, n_accepted=0, overlap=0.8, c=0.01))
     assert policy.next_k()[2]["kind"] == "plain_measured_slower"
     assert {"step_s", "draft_step_s", "alpha_all"} <= set(policy.memory) and "gain" not in policy.memory
     following = AutoK()

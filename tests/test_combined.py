@@ -18,7 +18,8 @@ from .conftest import tiny_llama
 from .test_exactness import check_exact
 
 REPEATING = [1, 5, 2, 7, 1, 5, 2]          # ends with "1 5 2", seen before: a 3-gram match
-FRESH = [1, 5, 2]                          # no earlier 3-gram: the model proposes
+SHORT = [1, 5, 2, 7, 3, 5, 2]              # "5 2" seen before, "3 5 2" not: a 2-gram match
+FRESH = [1, 5, 2]                          # no earlier 2-gram: the model proposes
 
 
 def tiny_combined():
@@ -36,6 +37,47 @@ def test_combined_drafter_is_exact(prompt, source):
     trace = speculative_generate(pair, prompt, k=3, temperature=1.0, max_new_tokens=4, seed=0, drafter=make())
     assert trace.rounds[0].draft_source == source
     assert check_exact(pair, 3, SamplingConfig(1.0), 4, prompt=prompt, drafter_factory=make) > 1e-3
+
+
+@pytest.mark.slow
+def test_a_short_match_is_offered_to_auto_only_and_exact():
+    """A 2-gram match is offered (next_source, match_n = 2) but a fixed k does not take it alone;
+    taken on k = "auto"'s word (use_source(LOOKUP)), the lookup proposes, exactly."""
+    pair, make = tiny_combined()
+    d = make()
+    assert d.next_source(torch.tensor(SHORT)) == LOOKUP and d.match_n == 2
+    assert d.next_source(torch.tensor(REPEATING)) == LOOKUP and d.match_n == 3
+    fixed = speculative_generate(pair, SHORT, k=3, temperature=1.0, max_new_tokens=4, seed=0, drafter=make())
+    assert fixed.rounds[0].draft_source == MODEL
+
+    def taken():
+        d = make()
+        d.use_source(LOOKUP)
+        return d
+    trace = speculative_generate(pair, SHORT, k=3, temperature=1.0, max_new_tokens=4, seed=0, drafter=taken())
+    assert trace.rounds[0].draft_source == LOOKUP and [t.id for t in trace.rounds[0].drafted] == [7, 3, 5]
+    assert check_exact(pair, 3, SamplingConfig(1.0), 4, prompt=SHORT, drafter_factory=taken) > 1e-3
+
+
+def test_ngram_match_is_the_latest_longest_earlier_occurrence():
+    """NGramDrafter.match against a direct reading of its definition, on random token strings."""
+    from specdec_core.drafters import NGramDrafter
+    rng = torch.Generator().manual_seed(0)
+
+    def reference(tokens, lo, hi):
+        for n in range(min(hi, len(tokens) - 1), lo - 1, -1):
+            for start in range(len(tokens) - n - 1, -1, -1):
+                if tokens[start:start + n] == tokens[len(tokens) - n:]:
+                    return n, start + n
+        return 0, -1
+    n_found = set()
+    for trial in range(400):
+        tokens = torch.randint(0, 4, (int(torch.randint(1, 30, (1,), generator=rng)),), generator=rng).tolist()
+        lo, hi = [(1, 3), (2, 4), (3, 4)][trial % 3]
+        got = NGramDrafter(4, max_ngram=hi, min_ngram=lo).match(tokens)
+        assert got == reference(tokens, lo, hi), tokens
+        n_found.add(got[0])
+    assert n_found == {0, 1, 2, 3, 4}     # every case met: no match, and matches of each length
 
 
 def test_combined_drafter_power_check(monkeypatch):
@@ -103,6 +145,21 @@ def test_a_declined_lookup_is_exact_and_the_model_proposes():
     trace = speculative_generate(pair, REPEATING, k=3, temperature=1.0, max_new_tokens=4, seed=0, drafter=declined())
     assert trace.rounds[0].draft_source == MODEL
     assert check_exact(pair, 3, SamplingConfig(1.0), 4, prompt=REPEATING, drafter_factory=declined) > 1e-3
+
+
+def test_auto_keeps_short_and_long_match_estimates_apart():
+    """Short matches (2-grams) diverge more often than long ones: their α is learnt apart, and the
+    decision says which match it rests on."""
+    policy = AutoK(step_s=0.1, draft_step_s=0.01, alpha_hot=0.3, alpha_all=0.3)
+    drafted = [SimpleNamespace(evaluated=i == 0, overlap=0.0 if i == 0 else None) for i in range(4)]
+    for _ in range(8):   # short-match lookups that fail at once
+        policy.update(SimpleNamespace(drafted=drafted, verify_s=0.11, draft_s=0.0, n_accepted=0, t_start=0.0,
+                                      t_end=0.11, committed=[1], draft_source=LOOKUP, k_policy={"match_n": 2}))
+    assert policy.short_alpha_cold < 0.2 and policy.lookup_alpha_cold == AutoK().lookup_alpha_cold
+    short = policy.next_k(LOOKUP, 2)[2]
+    long = policy.next_k(LOOKUP, 3)[2]
+    assert short["source"] == MODEL and "2-gram" in short["why"] and "declined" in short["why"]
+    assert long["source"] == LOOKUP and long["match_n"] == 3 and "3-gram" in long["why"]
 
 
 def test_auto_declines_a_lookup_the_model_beats():

@@ -9,7 +9,8 @@ The policy measures while it decodes, in units of one target step (step_s, from 
   c      mean draft step time ÷ step_s;
   gain   measured speed of speculative rounds ÷ plain speed: running tokens ÷ running step-times
          (a ratio of sums, not a mean of per-round ratios, which 0/1 outcomes make swing);
-  v(m)   verify time of m drafts ÷ step_s, measured per m; before a decode has seen m, the
+  v(m)   a round's target time with m drafts ÷ step_s (pass and bookkeeping, both measured whole
+         from the round's clock, less its draft time), measured per m; before a decode has seen m, the
          target's pass costs measured once before the decode (costs.measure.pass_costs); else a line
          through (0, 1) fitted to what is known (a stock CPU pays per token, a GPU barely).
 Each round it takes the theory's best k for those numbers. It falls back to plain steps when
@@ -17,9 +18,11 @@ speculation cannot win: α ≤ c, no k predicted to beat plain by MARGIN, or spe
 measured slower than plain steps. With a combined drafter (drafters/combined.py) a prompt-lookup
 match is taken only when its predicted speedup beats the model draft's: a match on a common
 phrase that then diverges would otherwise pre-empt a better model draft. Prompt-lookup rounds keep
-their own α after a full accept and after a failure (a copy holds or breaks). While plain it
-probes speculation now and then (k = 1) in case the text became easier, spaced so that failed
-probes cost at most PROBE_BUDGET of the time (a failed probe wastes c + v(1) − 1 steps), the spacing doubling after each failure up to PROBE_MAX. The
+their own α after a full accept and after a failure (a copy holds or breaks), for long matches
+(≥ LONG_MATCH tokens) and short ones apart. While plain it probes speculation now and then (k = 1)
+in case the text became easier, spaced so that failed probes cost at most PROBE_BUDGET of the time
+(a failed probe wastes c + v(1) − 1 steps), the spacing doubling after each failure up to
+PROBE_MAX. The
 early-stop threshold on the draft's top probability is the price of one more draft token (c + the
 verify slope): below it, the expected gain of drafting on is smaller than its cost.
 
@@ -49,7 +52,9 @@ STOP_MIN, STOP_MAX = 0.05, 0.6
 # The measured gain is not remembered: it judges this text, and a veto carried over from a hard
 # prompt would keep an easy one plain (the veto stops the rounds that could lift it).
 _REMEMBERED = ("alpha_hot", "alpha_all", "step_s", "draft_step_s", "verify_s",
-               "lookup_alpha_hot", "lookup_alpha_cold", "lookup_step_s")
+               "lookup_alpha_hot", "lookup_alpha_cold", "short_alpha_hot", "short_alpha_cold",
+               "lookup_step_s")
+LONG_MATCH = 3        # lookup matches of ≥ this many tokens are "long"; shorter ones have their own α
 
 
 def _ema(old: Optional[float], new: float, w: float = EMA) -> float:
@@ -88,6 +93,8 @@ class AutoK:
     # and an almost free draft; they are estimated apart from the model's rounds.
     lookup_alpha_hot: float = 0.8
     lookup_alpha_cold: float = 0.5
+    short_alpha_hot: float = 0.6           # ... the same for short matches (< LONG_MATCH tokens)
+    short_alpha_cold: float = 0.4
     lookup_hot: bool = False
     lookup_step_s: Optional[float] = None
 
@@ -136,12 +143,13 @@ class AutoK:
         """Stop drafting when the draft's top probability is below the cost of one more token."""
         return min(max(self.c + self.slope(), STOP_MIN), STOP_MAX)
 
-    def next_k(self, source: Optional[str] = None) -> tuple[int, Optional[float], dict]:
+    def next_k(self, source: Optional[str] = None, match_n: Optional[int] = None) -> tuple[int, Optional[float], dict]:
         """(k for this round, early-stop threshold, the decision as data for the trace:
         {"kind", "why", "source" (combined drafters), and the numbers it rests on}). Kinds:
         "measure" (first plain step), "best_k", "probe", "plain_alpha_below_c",
         "plain_predicted_below_margin", "plain_measured_slower", and "lookup_best_k" when the
-        drafter offers its prompt lookup (source "lookup") and the lookup is predicted faster."""
+        drafter offers its prompt lookup (source "lookup", on a match of match_n tokens) and the
+        lookup is predicted faster."""
         if self.step_s is None:
             return 0, None, {"kind": "measure", "why": "first round: plain step to measure the target's step time"}
         a, c = self.alpha, self.c
@@ -161,13 +169,14 @@ class AutoK:
             numbers["measured_gain"] = self.gain
         if source == LOOKUP:
             # The lookup only when it beats the model draft (or plain steps, if those won).
-            lookup = self._lookup_k(cost)
+            lookup = self._lookup_k(cost, match_n)
             rival = predicted if kind == "best_k" else 1.0
             if lookup[0] > 0 and lookup[2]["predicted"] >= max(MARGIN, rival):
                 self.plain_run = 0
                 return lookup
-            numbers["lookup_predicted"] = lookup[2]["predicted"]
-            why += f"; prompt lookup declined (predicted {lookup[2]['predicted']:.2f}×)"
+            numbers["lookup_predicted"], numbers["match_n"] = lookup[2]["predicted"], match_n
+            match = f" ({match_n}-gram match)" if match_n else ""
+            why += f"; prompt lookup{match} declined (predicted {lookup[2]['predicted']:.2f}×)"
         if source is not None:
             numbers["source"] = MODEL
         if kind != "best_k":
@@ -181,15 +190,20 @@ class AutoK:
         stop = self.stop_below()
         return k, stop, {"kind": kind, "why": f"best k: {why}", "stop_below": stop, **numbers}
 
-    def _lookup_k(self, cost) -> tuple[int, Optional[float], dict]:
-        """Best k for a prompt-lookup round from the lookup's own α and (near zero) cost, on the
-        round's verify-cost model `cost` (next_k's, fitted once per round)."""
-        a = self.lookup_alpha_hot if self.lookup_hot else self.lookup_alpha_cold
+    def _lookup_k(self, cost, match_n: Optional[int]) -> tuple[int, Optional[float], dict]:
+        """Best k for a prompt-lookup round from the lookup's own α (for a match of match_n tokens;
+        None: long) and (near zero) cost, on the round's verify-cost model `cost` (next_k's)."""
+        short = match_n is not None and match_n < LONG_MATCH
+        hot, cold = ((self.short_alpha_hot, self.short_alpha_cold) if short
+                     else (self.lookup_alpha_hot, self.lookup_alpha_cold))
+        a = hot if self.lookup_hot else cold
         c = (self.lookup_step_s or 0.0) / self.step_s
         k, predicted = best_k(a, c, cost, K_MAX)
         numbers = {"alpha": a, "c": c, "best_k": k, "v": cost(k), "predicted": predicted,
-                   "after_full_accept": self.lookup_hot, "source": LOOKUP}
-        why = f"prompt lookup: α≈{a:.2f}, c≈{c:.2f}, v({k})≈{cost(k):.2f} → predicted {predicted:.2f}×"
+                   "after_full_accept": self.lookup_hot, "source": LOOKUP, "match_n": match_n}
+        match = f"{match_n}-gram " if match_n else ""
+        why = (f"prompt lookup ({match}match): α≈{a:.2f}, c≈{c:.2f}, v({k})≈{cost(k):.2f} "
+               f"→ predicted {predicted:.2f}×")
         return k, None, {"kind": "lookup_best_k", "why": f"best k: {why}", **numbers}
 
     def probe_spacing(self) -> int:
@@ -201,16 +215,25 @@ class AutoK:
     def update(self, rnd) -> None:
         """Fold one finished Round (drafted, verify_s, draft_s, t_start/t_end, committed) in."""
         m = len(rnd.drafted)
+        # The target's share of the round: its pass plus the round's bookkeeping (accept, trace
+        # record, cache crop). Plain and speculative rounds both pay bookkeeping, a speculative one
+        # more (more rows to record): measured whole, v(k) includes that difference.
+        target_s = rnd.t_end - rnd.t_start - rnd.draft_s
         if m == 0:   # a plain step (chosen, or the drafter had nothing to propose)
-            self.step_s = _ema(self.step_s, rnd.verify_s)
+            self.step_s = _ema(self.step_s, target_s)
             self.hot = False
             self._remember()
             return
-        self.verify_s[m] = _ema(self.verify_s.get(m), rnd.verify_s)
+        self.verify_s[m] = _ema(self.verify_s.get(m), target_s)
         overlaps = [t.overlap for t in rnd.drafted if t.evaluated and t.overlap is not None]
         if getattr(rnd, "draft_source", None) == LOOKUP:
-            self.lookup_alpha_hot, self.lookup_alpha_cold = _fold_alpha(
-                self.lookup_alpha_hot, self.lookup_alpha_cold, self.lookup_hot, overlaps)
+            match_n = (getattr(rnd, "k_policy", None) or {}).get("match_n")
+            if match_n is not None and match_n < LONG_MATCH:
+                self.short_alpha_hot, self.short_alpha_cold = _fold_alpha(
+                    self.short_alpha_hot, self.short_alpha_cold, self.lookup_hot, overlaps)
+            else:
+                self.lookup_alpha_hot, self.lookup_alpha_cold = _fold_alpha(
+                    self.lookup_alpha_hot, self.lookup_alpha_cold, self.lookup_hot, overlaps)
             self.lookup_hot = rnd.n_accepted == m
             self.lookup_step_s = _ema(self.lookup_step_s, rnd.draft_s / m)
             self._remember()

@@ -258,7 +258,8 @@ def _run(pair, prompt_ids, k, *, mode, k_schedule=None, **settings) -> Iterator[
             if schedule is not None and len(st.trace.rounds) < len(schedule):   # a recorded schedule
                 k_round, stop_below, reason = schedule[len(st.trace.rounds)], None, "recorded schedule"
             elif policy is not None:
-                k_round, stop_below, decision = policy.next_k(st.drafter.next_source(st.committed))
+                source = st.drafter.next_source(st.committed)
+                k_round, stop_below, decision = policy.next_k(source, st.drafter.match_n)
                 st.drafter.use_source(decision.get("source"))
                 reason = decision["why"]
             else:

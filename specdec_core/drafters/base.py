@@ -91,6 +91,7 @@ class Drafter:
     wants_hidden = False
     kernels: Optional[str] = None      # matrix kernels of the drafter's model (fastpath.py), if any
     proposable: Optional[torch.Tensor] = None  # target ids its model can ever propose (None: any)
+    match_n: Optional[int] = None      # length of the n-gram match behind next_source()'s lookup offer
 
     def __init__(self, vocab_size: int, device="cpu"):
         self.vocab_size = vocab_size

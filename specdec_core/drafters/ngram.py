@@ -19,16 +19,28 @@ class NGramDrafter(Drafter):
         super().__init__(vocab_size, device)
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 
-    def lookup(self, tokens: list[int], k: int) -> list[int]:
-        """The up-to-k tokens that followed the latest earlier match of the longest suffix n-gram."""
+    def match(self, tokens: list[int]) -> tuple[int, int]:
+        """(n, start): the longest suffix n-gram (min_ngram ≤ n ≤ max_ngram) seen earlier, and where
+        the tokens that followed its latest earlier occurrence start; (0, -1) without a match."""
         n_tokens = len(tokens)
+        if n_tokens < 2:
+            return 0, -1
+        # Earlier positions holding the last token, latest first: where a match can end (one
+        # pass; the suffix itself, ending at the last position, is excluded).
+        last = tokens[-1]
+        ends = [i for i in range(n_tokens - 2, -1, -1) if tokens[i] == last]
         for n in range(min(self.max_ngram, n_tokens - 1), self.min_ngram - 1, -1):
             suffix = tokens[n_tokens - n:]
-            # Latest match first: recent context predicts best; the suffix itself is excluded.
-            for start in range(n_tokens - n - 1, -1, -1):
-                if tokens[start:start + n] == suffix:
-                    return tokens[start + n:start + n + k]
-        return []
+            # Latest match first: recent context predicts best.
+            for end in ends:
+                if end - n + 1 >= 0 and tokens[end - n + 1:end + 1] == suffix:
+                    return n, end + 1
+        return 0, -1
+
+    def lookup(self, tokens: list[int], k: int) -> list[int]:
+        """The up-to-k tokens that followed the latest earlier match of the longest suffix n-gram."""
+        n, start = self.match(tokens)
+        return tokens[start:start + k] if n else []
 
     def propose(self, committed, k, cfg, generator, stop_below=None) -> Proposal:
         guess = self.lookup(committed.tolist(), k)
