@@ -30,12 +30,19 @@ def record_first_paint(pair, out: Path) -> None:
     speculative_generate(pair, ids, "auto", max_new_tokens=4)
     # One race is one draw from a noisy ratio: race FIRST_PAINT_RACES times (lane order
     # alternating, as the app's race does) and keep the race with the median speedup.
+    def run_plain():
+        return autoregressive_generate(pair, ids, max_new_tokens=FIRST_PAINT_NEW_TOKENS)
+
+    def run_spec():
+        return speculative_generate(pair, ids, "auto", max_new_tokens=FIRST_PAINT_NEW_TOKENS)
     races = []
     for i in range(FIRST_PAINT_RACES):
-        lanes = [lambda: autoregressive_generate(pair, ids, max_new_tokens=FIRST_PAINT_NEW_TOKENS),
-                 lambda: speculative_generate(pair, ids, "auto", max_new_tokens=FIRST_PAINT_NEW_TOKENS)]
-        first, second = (lane() for lane in (lanes if i % 2 == 0 else lanes[::-1]))
-        plain, spec = (first, second) if i % 2 == 0 else (second, first)
+        if i % 2 == 0:
+            plain = run_plain()
+            spec = run_spec()
+        else:
+            spec = run_spec()
+            plain = run_plain()
         races.append((plain.rounds[-1].t_end / spec.rounds[-1].t_end, plain, spec))
     _, plain, spec = sorted(races, key=lambda race: race[0])[len(races) // 2]
     spec.save(out / "example_speculative.trace.json")

@@ -84,13 +84,13 @@ def test_combined_drafter_power_check(monkeypatch):
     """The same test fails when the lookup's q is wrong (uniform instead of one-hot)."""
     pair, make = tiny_combined()
     from specdec_core.drafters import ngram
-    real = ngram.NGramDrafter.propose
+    real = ngram.NGramDrafter.copy_proposal     # where the lookup's proposal and its q are built
 
     def wrong_q(self, *a, **k):
         p = real(self, *a, **k)
         p.q_probs = torch.full_like(p.q_probs, 1.0 / p.q_probs.shape[-1])
         return p
-    monkeypatch.setattr(ngram.NGramDrafter, "propose", wrong_q)
+    monkeypatch.setattr(ngram.NGramDrafter, "copy_proposal", wrong_q)
     import tests.test_exactness as ex
     monkeypatch.setattr(ex, "N_SAMPLES", 600)
     assert check_exact(pair, 3, SamplingConfig(1.0), 4, prompt=REPEATING, drafter_factory=make) < 1e-3

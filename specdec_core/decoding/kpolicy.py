@@ -61,6 +61,11 @@ def _ema(old: Optional[float], new: float, w: float = EMA) -> float:
     return new if old is None else (1 - w) * old + w * new
 
 
+def _is_short(match_n: Optional[int]) -> bool:
+    """A lookup match shorter than LONG_MATCH (None: a long one, as before match lengths)."""
+    return match_n is not None and match_n < LONG_MATCH
+
+
 def _fold_alpha(alpha_hot: float, alpha_cold: float, was_hot: bool, overlaps: list) -> tuple[float, float]:
     """Fold a lookup round's overlaps into the α of the state it was drafted in (after a fully
     accepted lookup round, or after a failed one); returns the new (alpha_hot, alpha_cold)."""
@@ -193,8 +198,7 @@ class AutoK:
     def _lookup_k(self, cost, match_n: Optional[int]) -> tuple[int, Optional[float], dict]:
         """Best k for a prompt-lookup round from the lookup's own α (for a match of match_n tokens;
         None: long) and (near zero) cost, on the round's verify-cost model `cost` (next_k's)."""
-        short = match_n is not None and match_n < LONG_MATCH
-        hot, cold = ((self.short_alpha_hot, self.short_alpha_cold) if short
+        hot, cold = ((self.short_alpha_hot, self.short_alpha_cold) if _is_short(match_n)
                      else (self.lookup_alpha_hot, self.lookup_alpha_cold))
         a = hot if self.lookup_hot else cold
         c = (self.lookup_step_s or 0.0) / self.step_s
@@ -227,8 +231,7 @@ class AutoK:
         self.verify_s[m] = _ema(self.verify_s.get(m), target_s)
         overlaps = [t.overlap for t in rnd.drafted if t.evaluated and t.overlap is not None]
         if getattr(rnd, "draft_source", None) == LOOKUP:
-            match_n = (getattr(rnd, "k_policy", None) or {}).get("match_n")
-            if match_n is not None and match_n < LONG_MATCH:
+            if _is_short((getattr(rnd, "k_policy", None) or {}).get("match_n")):
                 self.short_alpha_hot, self.short_alpha_cold = _fold_alpha(
                     self.short_alpha_hot, self.short_alpha_cold, self.lookup_hot, overlaps)
             else:

@@ -49,12 +49,14 @@ class CombinedDrafter(Drafter):
 
     def propose(self, committed, k, cfg, generator, stop_below=None):
         source, self.source = self.source, None
-        if source is None:   # no policy chose (fixed k): the lookup only on a long match
-            source = LOOKUP if self.lookup.match(committed.tolist())[0] >= self.min_ngram else MODEL
-        proposal = self.lookup.propose(committed, k, cfg, generator) if source == LOOKUP else None
-        if proposal is not None and len(proposal.ids):
-            proposal.source = LOOKUP
-            return proposal
+        if source != MODEL:   # one search decides the source and gives what to copy
+            tokens = committed.tolist()
+            n, start = self.lookup.match(tokens)
+            if n and (source == LOOKUP or n >= self.min_ngram):   # no policy (fixed k): long matches only
+                proposal = self.lookup.copy_proposal(tokens, start, k)
+                if len(proposal.ids):
+                    proposal.source = LOOKUP
+                    return proposal
         proposal = self.model.propose(committed, k, cfg, generator, stop_below)
         proposal.source = MODEL
         return proposal

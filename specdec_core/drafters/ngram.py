@@ -43,7 +43,13 @@ class NGramDrafter(Drafter):
         return tokens[start:start + k] if n else []
 
     def propose(self, committed, k, cfg, generator, stop_below=None) -> Proposal:
-        guess = self.lookup(committed.tolist(), k)
+        tokens = committed.tolist()
+        n, start = self.match(tokens)
+        return self.copy_proposal(tokens, start, k) if n else empty_proposal(self.vocab_size, self.device)
+
+    def copy_proposal(self, tokens: list[int], start: int, k: int) -> Proposal:
+        """The proposal that copies tokens[start:start + k] (a match's continuation, from match())."""
+        guess = tokens[start:start + k]
         if not guess:
             return empty_proposal(self.vocab_size, self.device)
         ids = torch.tensor(guess, dtype=torch.long, device=self.device)
