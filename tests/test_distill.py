@@ -2,6 +2,8 @@
 the truncated-vocabulary feature draft keeps speculative sampling exact, and the shipped draft
 beats the n-gram drafter on a fixed prompt."""
 
+import json
+
 import pytest
 import torch
 
@@ -48,26 +50,29 @@ def test_step_terms_and_losses_on_a_small_case():
     assert chain.item() == pytest.approx(1 - D.chain_expected_length(al).item() / 3, abs=1e-6)
 
 
-def _random_head(target, vocab_ids, scale=0.5):
-    head = FeatureHead(target_cfg(target), vocab_ids)
+def _random_head(target, vocab_ids, scale=0.5, layers=(-1,)):
+    head = FeatureHead({**target_cfg(target), "feature_layers": list(layers)}, vocab_ids)
     with torch.no_grad():
         for p in head.parameters():
             p.normal_(0, scale)
     return head.attach(target.get_input_embeddings().weight, target.get_output_embeddings().weight)
 
 
-def test_rollout_equals_incremental_drafting():
-    """The training-time K-step rollout computes exactly what the drafter's KV cache computes."""
+@pytest.mark.parametrize("layers", [(-1,), (1, 2, -1)])
+def test_rollout_equals_incremental_drafting(layers):
+    """The training-time K-step rollout computes exactly what the drafter's KV cache computes
+    (a head reading one tap, and one fusing three)."""
     torch.manual_seed(0)
     target = tiny_llama(vocab_size=50)
-    head = _random_head(target, torch.arange(40)).eval()
+    head = _random_head(target, torch.arange(40), layers=layers).eval()
     T, K = 12, 4
-    ids, feats = torch.randint(0, 50, (1, T)), torch.randn(1, T, 16)
+    ids, feats = torch.randint(0, 50, (1, T)), torch.randn(1, T, 16 * len(layers))
     with torch.no_grad():
         outs = [head.logits(g) for g in D.rollout(head, feats, ids, K)]
+        fused = head.true_feature(feats)
         for a in range(T - 1 - K):                 # last true entry a; drafts follow the data
             pos = torch.arange(a + 1)
-            g, cache = head(feats[:, pos], ids[:, pos + 1], pos, None)
+            g, cache = head(fused[:, pos], ids[:, pos + 1], pos, None)
             g = g[:, -1:]
             for j in range(1, K + 1):
                 assert torch.allclose(head.logits(g)[0, 0], outs[j - 1][0, a + j - 1], atol=1e-4)
@@ -75,12 +80,13 @@ def test_rollout_equals_incremental_drafting():
                     g, cache = head(g, ids[:, a + j + 1][None], torch.tensor([a + j]), cache)
 
 
-@pytest.fixture(scope="module")
-def truncated_pair():
-    """A tiny target and a random feature head that can only propose 5 of the 8 tokens."""
+@pytest.fixture(scope="module", params=[(-1,), (1, 2, -1)], ids=["one-tap", "three-taps"])
+def truncated_pair(request):
+    """A tiny target (2 layers) and a random feature head that can only propose 5 of the 8 tokens,
+    reading the final state or fusing three tapped layers."""
     torch.manual_seed(3)
-    target = tiny_llama(vocab_size=8, seed=0)
-    head = _random_head(target, torch.tensor([0, 2, 3, 5, 6]), scale=0.6).eval()
+    target = tiny_llama(vocab_size=8, seed=0, layers=2)
+    head = _random_head(target, torch.tensor([0, 2, 3, 5, 6]), scale=0.6, layers=request.param).eval()
     pair = ModelPair.from_models(target, lambda p: FeatureDrafter(head, p.vocab_size), None)
     return pair
 
@@ -103,7 +109,8 @@ def test_feature_drafter_reads_the_prompt_in_the_prefill(truncated_pair):
     k = "auto" measures the draft cost c from round times. Its first proposal equals one from a
     drafter that reads the prompt lazily (reset before proposing)."""
     prompt = torch.tensor([1, 5, 2, 7, 3])
-    hidden = torch.randn(len(prompt) - 1, truncated_pair.target.config.hidden_size)
+    n_taps = len(truncated_pair.new_drafter().feature_layers)
+    hidden = torch.randn(len(prompt) - 1, truncated_pair.target.config.hidden_size * n_taps)
     eager, lazy = truncated_pair.new_drafter(), truncated_pair.new_drafter()
     for d in (eager, lazy):
         d.observe(hidden)
@@ -122,6 +129,8 @@ def test_shipped_draft_beats_ngram(default_pair):
     assert len((shipped_head() / WEIGHTS).read_bytes()) < 20 * 2**20     # shipped, and small
     pair = ModelPair.from_models(default_pair.target, drafter_factory(default_pair.target),
                                 default_pair.tokenizer)
+    assert len(pair.new_drafter().feature_layers) == len(json.loads((shipped_head() / "config.json").read_text())
+                                                        ["cfg"].get("feature_layers", [-1]))
     ours, ngram = [], []
     for text in ("List the planets of the solar system in order, one per line.",
                  "Give three tips for staying focused while studying."):

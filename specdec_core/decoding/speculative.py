@@ -19,7 +19,7 @@ from transformers import DynamicCache
 
 from ..costs.measure import pass_costs
 from .kpolicy import AutoK
-from ..drafters.base import Drafter, crop_cache, empty_proposal, fit_vocab
+from ..drafters.base import Drafter, crop_cache, empty_proposal, fit_vocab, tapped
 from .rule import accept_drafts, correction_distribution
 from ..sampling import SamplingConfig, draw, raw_probs, warp_probs
 from ..errors import DecodeError
@@ -91,7 +91,7 @@ def start_decode(pair, prompt_ids, k, *, temperature=0.0, top_k=0, top_p=1.0, ma
         out = pair.target(prompt[None, :-1], past_key_values=st.cache, use_cache=True,
                           logits_to_keep=1, output_hidden_states=drafter.wants_hidden)
         if drafter.wants_hidden:
-            drafter.observe(out.hidden_states[-1][0])
+            drafter.observe(tapped(out.hidden_states, drafter.feature_layers)[0])
     drafter.start(prompt)
     trace.prefill_s = st.elapsed()
     return st
@@ -159,7 +159,7 @@ def decode_round(st: DecodeState, k: int, *, stop_below: Optional[float] = None,
     crop_cache(st.cache, n_before + n_accepted)
     st.drafter.rollback(n_before + n_accepted)
     if st.drafter.wants_hidden:
-        st.drafter.observe(out.hidden_states[-1][0, : n_accepted + 1])
+        st.drafter.observe(tapped(out.hidden_states, st.drafter.feature_layers)[0, : n_accepted + 1])
     st.committed = torch.cat([st.committed, torch.tensor(new_ids, dtype=torch.long,
                                                          device=st.committed.device)])
     st.n_new += len(new_ids)

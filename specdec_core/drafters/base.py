@@ -89,6 +89,7 @@ class Drafter:
 
     name = "none"
     wants_hidden = False
+    feature_layers: tuple = (-1,)      # hidden_states indices observe() is handed (wants_hidden)
     kernels: Optional[str] = None      # matrix kernels of the drafter's model (fastpath.py), if any
     proposable: Optional[torch.Tensor] = None  # target ids its model can ever propose (None: any)
     match_n: Optional[int] = None      # length of the n-gram match behind next_source()'s lookup offer
@@ -114,7 +115,16 @@ class Drafter:
         return empty_proposal(self.vocab_size, self.device)
 
     def observe(self, hidden: torch.Tensor) -> None:
-        """hidden [n, H]: the target's last hidden states of newly committed input positions."""
+        """hidden [n, len(feature_layers)·H]: the target's tapped hidden states (tapped()) of newly
+        committed input positions."""
 
     def rollback(self, n_valid: int) -> None:
         """Only committed[:n_valid] is still valid: forget state for later positions."""
+
+
+def tapped(hidden_states: tuple, layers: tuple) -> torch.Tensor:
+    """The decoder's hand-over to observe(): HF `hidden_states` (a tuple of [B, T, H]; -1 is the
+    final post-norm state) at `layers`, concatenated -> [B, T, len(layers)·H]."""
+    if len(layers) == 1:
+        return hidden_states[layers[0]]
+    return torch.cat([hidden_states[i] for i in layers], -1)

@@ -1,8 +1,9 @@
 """The distilled default draft: an EAGLE-style feature head over the target's last hidden state.
 
-At committed position t the target's verify pass already gave f_t (its last hidden state, after
-the final norm). The head reads [f_t ; e(x_{t+1})] (e: the target's frozen token embeddings),
-projects 2H -> H, runs ONE decoder layer of the target's width (causal attention over its own KV
+At committed position t the target's verify pass already gave its hidden states; the head taps
+a few layers (cfg "feature_layers", the last one the final post-norm state f_t), fuses them into
+one H-vector f̃_t (inner taps RMS-normed, one linear 3H -> H; a one-tap head reads f_t as is),
+reads [f̃_t ; e(x_{t+1})] (e: the target's frozen token embeddings), projects 2H -> H, runs ONE decoder layer of the target's width (causal attention over its own KV
 cache), a final RMSNorm, and a truncated output layer: the rows of the target's tied embedding
 matrix for the N most frequent output tokens (+ a trained bias). Its output g_t imitates f_{t+1},
 so a second draft step feeds [g_t ; e(d_1)], and so on. q is 0 outside the N tokens (padded with
@@ -60,7 +61,12 @@ class FeatureHead(nn.Module):
     def __init__(self, cfg: dict, vocab_ids: torch.Tensor):
         super().__init__()
         H, I = cfg["hidden_size"], cfg["intermediate_size"]
+        cfg = {**cfg, "feature_layers": list(cfg.get("feature_layers", [-1]))}
         self.cfg, self.nh, self.nkv, self.hd = cfg, cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+        n_taps = len(cfg["feature_layers"])
+        if n_taps > 1:    # inner residual streams carry outlier dimensions: normalise before fusing
+            self.tap_norms = nn.ModuleList(RMSNorm(H, cfg["rms_norm_eps"]) for _ in range(n_taps - 1))
+            self.fuse = nn.Linear(n_taps * H, H, bias=False)
         self.fc = nn.Linear(2 * H, H, bias=False)
         self.ln1, self.ln2 = RMSNorm(H, cfg["rms_norm_eps"]), RMSNorm(H, cfg["rms_norm_eps"])
         self.q = nn.Linear(H, self.nh * self.hd, bias=False)
@@ -96,6 +102,17 @@ class FeatureHead(nn.Module):
         H = self.fc.out_features
         self.fc.weight.normal_(0, 0.02)
         self.fc.weight[:, :H] += torch.eye(H)
+        if hasattr(self, "fuse"):   # start as a one-tap head: the final state passes through
+            self.fuse.weight.zero_()
+            self.fuse.weight[:, -H:] = torch.eye(H)
+
+    def true_feature(self, taps: torch.Tensor) -> torch.Tensor:
+        """The target's tapped hidden states [..., n_taps·H] -> the head's feature [..., H]."""
+        if not hasattr(self, "fuse"):
+            return taps
+        H = self.fc.out_features
+        parts = [norm(taps[..., i * H:(i + 1) * H]) for i, norm in enumerate(self.tap_norms)]
+        return self.fuse(torch.cat(parts + [taps[..., -H:]], -1))
 
     def layer_in(self, feat: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """feat [B, T, H] features, ids [B, T] next tokens -> layer input [B, T, H]."""
@@ -217,8 +234,8 @@ def _load_head(target, path) -> FeatureHead:
 class FeatureDrafter(Drafter):
     """Drafts with a FeatureHead from the target's verify-pass features (needs wants_hidden).
 
-    State: `feats` [n, H] = f_0..f_{n-1} from observe(); the head's KV cache holds `n_true`
-    entries built from TRUE features (entry p = [f_p ; e(x_{p+1})]). With L committed tokens the
+    State: `feats` [n, H] = f̃_0..f̃_{n-1}, the fused features of what observe() was handed; the
+    head's KV cache holds `n_true` entries built from TRUE features (entry p = [f̃_p ; e(x_{p+1})]). With L committed tokens the
     decoder has shown us f_0..f_{L-2}, so entry L-2 is the last true one and its output drafts x_L;
     later draft steps feed the head's own output g. Entries made from g are dropped every round.
     """
@@ -229,6 +246,7 @@ class FeatureDrafter(Drafter):
     def __init__(self, head: FeatureHead, vocab_size: int, device="cpu"):
         super().__init__(vocab_size, device)
         self.head = head
+        self.feature_layers = tuple(head.cfg["feature_layers"])
         self.kernels = fastpath.kernels_of(head).label()
         self.proposable = head.vocab_ids[head.vocab_ids < vocab_size]     # a truncated vocabulary
         self.feats = torch.zeros(0, head.fc.out_features, device=self.device)
@@ -253,8 +271,8 @@ class FeatureDrafter(Drafter):
             self.n_true, self.g_next = n_feat, g[:, -1:]
 
     def observe(self, hidden):
-        """hidden [n, H]: append the target's features of newly committed positions."""
-        self.feats = torch.cat([self.feats, hidden.to(self.feats.dtype)])
+        """hidden [n, n_taps·H]: the target's tapped states of newly committed positions, fused now."""
+        self.feats = torch.cat([self.feats, self.head.true_feature(hidden.to(self.feats.dtype))])
 
     def _full(self, logits_n: torch.Tensor) -> torch.Tensor:
         """[m, N] draft logits -> [m, V] target-vocabulary logits, -inf outside the draft vocab."""

@@ -7,9 +7,10 @@
     python -m specdec_core.lab yardstick --head specdec_core/data/draft   # per task type, on the frozen held-out file
     python -m specdec_core.lab ablate --init-from fkl --steps 60
 
-Sources (corpus.py): "shared" (../shared/distill-data), "gen" (the target's answers), "text"
-(Debian-installed text). Extracted shards live in <cache>/train_<source>; nothing is committed.
-Threads: DISTILL_THREADS (default: all cores).
+Sources (corpus.py): "gen" (the corpus step's answers, read in place from --corpus, default
+../shared/distill-data/corpus), "shared" (../shared/distill-data/selfdistill.npz), "text"
+(Debian-installed text). Extracted shards live in <cache>/{train,val}_<source>_<manifest hash>;
+nothing of them is committed. Threads: DISTILL_THREADS (default: all cores).
 """
 from __future__ import annotations
 
@@ -22,12 +23,13 @@ import numpy as np
 import torch
 
 from . import corpus
-from .data import ENV_CACHE, ENV_DATA, SEED, cache_dir, extract, load_sequences, load_shards, split
+from .data import (FEATURE_LAYERS, ENV_CACHE, ENV_CORPUS, ENV_DATA, SEED, cache_dir, corpus_dir, data_dir, extract, keyed_dir,
+                   load_sequences, load_shards, manifest, select_taps, split, split_by_prompt)
 from .losses import LOSSES
 from .train import evaluate, new_head, train
 from .yardstick import coverage_table, frequent_vocab_of, yardstick_table
 
-SOURCES = ("shared", "gen", "text")
+SOURCES = ("gen", "shared")      # "text" too where the Debian text packages are installed
 
 
 def _target():
@@ -41,12 +43,48 @@ def _record(row: dict) -> None:
         f.write(json.dumps(row) + "\n")
 
 
-def _train_data(sources: str, max_shards: int) -> list[dict]:
-    data = []
+VAL_PER_SOURCE = 96     # held-out sequences per source for tuning (by instruction)
+
+
+def source_sets(source: str, pair=None) -> tuple[list[dict], list[int], list[int], dict]:
+    """(sequences, train indices, held-out indices, manifest) of one source; the held-out side is
+    split by instruction. The manifest names the input files and their sizes."""
+    if source == "shared":
+        seqs, _ = load_sequences()
+        train_idx, test_idx = split(seqs)
+        files = [data_dir() / "selfdistill.npz", data_dir() / "instructions.json"]
+        return seqs, train_idx, test_idx, manifest(files, source=source, split="instruction-8%")
+    if source == "gen":
+        folder = corpus_dir()
+        files = sorted(folder.glob("gen_*.npz"))
+        if not files:
+            raise SystemExit(f"no corpus shards (gen_*.npz) in {folder}: pass --corpus DIR or run the corpus step")
+        seqs = corpus.load_corpus(folder, "gen")
+        train_idx, test_idx = split_by_prompt(seqs)
+        return seqs, train_idx, test_idx, manifest(files, source=source, split="prompt-md5-4%")
+    seqs = corpus.text_sequences(pair or _target(), TEXT_PER_SOURCE)
+    n_tok = int(sum(len(s["gen"]) for s in seqs))
+    return seqs, list(range(len(seqs))), [], manifest([], source=source, sequences=len(seqs), tokens=n_tok)
+
+
+TEXT_PER_SOURCE = 1500
+
+
+def _shard_dirs(source: str, pair=None) -> tuple[Path, Path]:
+    man = source_sets(source, pair)[3]
+    return keyed_dir(f"train_{source}", man), keyed_dir(f"val_{source}", man)
+
+
+def _train_data(sources: str, max_shards: int, layers: str) -> tuple[list[dict], list[dict]]:
+    """(train, held-out) teacher-forced sequences of the sources, feats cut to the head's taps;
+    train shuffled across sources."""
+    data, held = [], []
     for s in sources.split(","):
-        data += load_shards(cache_dir() / f"train_{s}", max_shards)
+        train_dir, val_dir = _shard_dirs(s)
+        data += select_taps(load_shards(train_dir, max_shards), layers.split(","))
+        held += select_taps(load_shards(val_dir), layers.split(","))
     # One fixed shuffle across sources: batches mix them.
-    return [data[i] for i in np.random.default_rng(SEED).permutation(len(data))]
+    return [data[i] for i in np.random.default_rng(SEED).permutation(len(data))], held
 
 
 def _vocab(n: int) -> torch.Tensor:
@@ -54,19 +92,26 @@ def _vocab(n: int) -> torch.Tensor:
 
 
 def _target_outputs() -> list[dict]:
-    """The target's own outputs on training instructions (shared train split + generated answers)."""
-    seqs, _ = load_sequences()
-    return [seqs[i] for i in split(seqs)[0]] + corpus.load_corpus(cache_dir() / "corpus", "gen")
+    """The target's own outputs on training instructions (shared train split + corpus train split)."""
+    out = []
+    for source in ("shared", "gen"):
+        seqs, train_idx, _, _ = source_sets(source)
+        out += [seqs[i] for i in train_idx]
+    return out
 
 
 def _train_one(a, target, vocab, data, held, loss: str, name: str, init_from):
     torch.manual_seed(SEED)
-    head = new_head(target, vocab, a.init_layer)
+    layers = [int(x) for x in a.layers.split(",")]
+    head = new_head(target, vocab, a.init_layer, layers)
     if init_from:   # curriculum: continue from another run's weights (fresh optimizer)
         state = torch.load(cache_dir() / f"ckpt_{init_from}.pt", weights_only=True)["head"]
         head.load_state_dict({k: v for k, v in state.items() if not (k in ("bias", "vocab_ids") and v.shape != head.bias.shape)},
                              strict=False)
-    train(head, data, loss=loss, steps=a.steps, ckpt=cache_dir() / f"ckpt_{name}.pt", batch=a.batch, lr=a.lr, K=a.K)
+    manifests = {s: _shard_dirs(s)[0].name for s in a.sources.split(",")}
+    train(head, data, loss=loss, steps=a.steps, ckpt=cache_dir() / f"ckpt_{name}.pt", batch=a.batch, lr=a.lr, K=a.K,
+          settings={"data": manifests, "vocab": len(vocab), "vocab_sum": int(vocab.sum()), "layers": layers,
+                    "init_layer": a.init_layer, "init_from": init_from})
     res = evaluate(head, held)
     _record({"name": name, "loss": loss, "init_from": init_from, "steps": a.steps, "batch": a.batch, "lr": a.lr,
              "vocab": len(vocab), "sources": a.sources, "train_seqs": len(data), **res})
@@ -75,7 +120,7 @@ def _train_one(a, target, vocab, data, held, loss: str, name: str, init_from):
 
 def cmd_corpus(a) -> None:
     pair = _target()
-    folder = cache_dir() / "corpus"
+    folder = Path(a.out) if a.out else cache_dir() / "corpus"
     folder.mkdir(parents=True, exist_ok=True)
     items = corpus.build_instructions(pair, folder, a.templated, a.invented, a.batch)
     print(f"{len(items)} instructions ({sum(it['task'] == 'invented' for it in items)} invented by the target)")
@@ -83,25 +128,20 @@ def cmd_corpus(a) -> None:
 
 
 def cmd_extract(a) -> None:
-    pair = _target()
+    """Teacher-force every source, held-out sides first; one time budget across all of them."""
+    import time
+    pair, deadline = _target(), time.time() + a.minutes * 60
     for source in a.sources.split(","):
-        if source == "shared":
-            seqs, _ = load_sequences()
-            train_idx, test_idx = split(seqs)
-            extract(pair.target, seqs, [i for i in test_idx if seqs[i]["greedy"]][:48], cache_dir() / "heldout", minutes=a.minutes)
-        elif source == "gen":
-            seqs = corpus.load_corpus(cache_dir() / "corpus", "gen")
-            train_idx = list(range(len(seqs) - len(seqs) % 32))   # whole shards only: the corpus may still grow
-        else:
-            seqs = corpus.text_sequences(pair, a.text_per_source)
-            train_idx = list(range(len(seqs)))
-        extract(pair.target, seqs, train_idx, cache_dir() / f"train_{source}", minutes=a.minutes)
+        seqs, train_idx, test_idx, man = source_sets(source, pair)
+        left = lambda: max(0.0, (deadline - time.time()) / 60)
+        extract(pair.target, seqs, test_idx[:VAL_PER_SOURCE], keyed_dir(f"val_{source}", man), minutes=left())
+        extract(pair.target, seqs, train_idx, keyed_dir(f"train_{source}", man), minutes=left())
 
 
 def cmd_train(a) -> None:
     from ..drafters.feature_head import save_head
     pair, vocab = _target(), _vocab(a.vocab)
-    data, held = _train_data(a.sources, a.shards), load_shards(cache_dir() / "heldout")
+    data, held = _train_data(a.sources, a.shards, a.layers)
     n_pos = int(sum(len(d["ids"]) for d in data))
     print(f"{len(data)} train sequences, {n_pos} positions")
     head, res = _train_one(a, pair.target, vocab, data, held, a.loss, a.name or a.loss, a.init_from)
@@ -114,7 +154,7 @@ def cmd_train(a) -> None:
 def cmd_ablate(a) -> None:
     """Every loss from the same start (fresh, or --init-from's weights), same data order, steps, seed."""
     pair, vocab = _target(), _vocab(a.vocab)
-    data, held = _train_data(a.sources, a.shards), load_shards(cache_dir() / "heldout")
+    data, held = _train_data(a.sources, a.shards, a.layers)
     rows = []
     for loss in a.losses.split(","):
         name = f"ablate_{loss}_{a.steps}" + (f"_from_{a.init_from}" if a.init_from else "")
@@ -126,15 +166,22 @@ def cmd_ablate(a) -> None:
 
 
 def cmd_yardstick(a) -> None:
-    """Per task type on the frozen held-out file: offline agreement of a head, and vocabulary coverage."""
+    """Per task type on the frozen held-out prompts: the head online (greedy, k = 4 rounds, the
+    fast path the app runs) and teacher-forced, and the vocabulary coverage curve."""
     from ..drafters.feature_head import load_head
     from ..models import load_pair
-    # Stock kernels: the fast path folds the head's output rows into a prepacked matrix, and
-    # offline scoring needs them dense (the numbers are the same).
+    from .yardstick import online_table
+    spec = f"distilled:{a.head}" if a.head else "distilled"
+    print(f"## Online ({spec}, greedy, k = {a.k}, {a.max_new} new tokens)\n")
+    print(online_table(load_pair("smollm2-135m", draft=spec, device="cpu"), a.k, a.max_new))
+    # Stock kernels offline: the fast path folds the head's output rows into a prepacked matrix,
+    # and offline scoring needs them dense (the numbers are the same).
     pair = load_pair("smollm2-135m", draft="ngram", device="cpu", fast_path=False)
     head = load_head(pair.target, a.head)
+    print("\n## Teacher-forced (the target's greedy answers)\n")
     print(yardstick_table(pair, head, a.max_new))
     if a.coverage:
+        print("\n## Vocabulary coverage\n")
         print(coverage_table(pair, [s["gen"] for s in _target_outputs()], a.max_new))
 
 
@@ -160,6 +207,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m specdec_core.lab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=None, help=f"self-distillation data folder (default: ${ENV_DATA} or ../shared/distill-data)")
+    p.add_argument("--corpus", default=None, help=f"the corpus step's shards, read in place (default: ${ENV_CORPUS} or <data>/corpus)")
     p.add_argument("--cache", default=None, help=f"corpus, shards, checkpoints, results (default: ${ENV_CACHE} or ~/.cache/specdec-explainer/lab)")
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("corpus", help="the target's answers to templated and self-invented instructions (resumes)")
@@ -168,10 +216,11 @@ def main(argv=None) -> None:
     c.add_argument("--invented", type=int, default=3000)
     c.add_argument("--batch", type=int, default=48)
     c.add_argument("--max-new", type=int, default=160)
+    c.add_argument("--out", default=None, help="write the shards here (default: <cache>/corpus); "
+                   "a copy of the shared corpus resumes where it stopped with the same arguments")
     e = sub.add_parser("extract", help="teacher-force the target over every source (resumes)")
     e.add_argument("--minutes", type=float, default=20.0)
-    e.add_argument("--sources", default=",".join(SOURCES))
-    e.add_argument("--text-per-source", type=int, default=1500)
+    e.add_argument("--sources", default=",".join(SOURCES), help="of gen, shared, text")
     for name, helptext in [("train", "train a feature-head draft on the extracted shards"),
                            ("ablate", "train one head per loss, same data/steps/seed; a table")]:
         t = sub.add_parser(name, help=helptext)
@@ -185,21 +234,24 @@ def main(argv=None) -> None:
         t.add_argument("--batch", type=int, default=8)
         t.add_argument("--lr", type=float, default=1e-3)
         t.add_argument("--K", type=int, default=None, help="rollout steps (default: per loss)")
-        t.add_argument("--vocab", type=int, default=16384)
+        t.add_argument("--vocab", type=int, default=8192)
         t.add_argument("--init-layer", type=int, default=29)
+        t.add_argument("--layers", default=",".join(map(str, FEATURE_LAYERS)),
+                       help="hidden_states indices the head reads (the last -1); the shards must hold them")
         t.add_argument("--shards", type=int, default=10**9, help="at most this many shards per source")
         t.add_argument("--sources", default=",".join(SOURCES))
         t.add_argument("--init-from", default=None, type=run_name, help="start from the weights of run NAME")
     y = sub.add_parser("yardstick", help="offline agreement per task type on the frozen held-out prompts")
     y.add_argument("--head", default=None, help="a head folder (default: the shipped draft)")
     y.add_argument("--max-new", type=int, default=64)
+    y.add_argument("--k", type=int, default=4, help="draft length of the online rounds")
     y.add_argument("--coverage", action="store_true", help="also the vocabulary coverage curve")
     pr = sub.add_parser("prompts", help="write the shared data's held-out instructions as a bench prompt file")
     pr.add_argument("--n", type=int, default=8)
     pr.add_argument("--out", default="specdec_core/data/templated_heldout_prompts.json")
     a = p.parse_args(argv)
     # The folders travel in the environment: one visible channel for every command below.
-    for value, env in ((a.data, ENV_DATA), (a.cache, ENV_CACHE)):
+    for value, env in ((a.data, ENV_DATA), (a.cache, ENV_CACHE), (a.corpus, ENV_CORPUS)):
         if value:
             os.environ[env] = str(Path(value).resolve())
     cache_dir().mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,6 @@ ones, so an interrupted run resumes; nothing here is committed to the repository
 from __future__ import annotations
 
 import gzip
-import os
 import re
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .data import pending_shards
+from .data import pending_shards, read_shards, save_npz
 from .instructions import check_disjoint, clean_question, make_instructions, self_instruct_prompts
 
 EOS = 2
@@ -49,20 +48,17 @@ def _shards(folder: Path, stem: str) -> list[Path]:
 
 
 def _save(path: Path, seqs: list[dict]) -> None:
-    """One shard, written to a temporary name first: a crash never leaves a half shard."""
-    np.savez(str(path) + ".tmp.npz", prompt=np.concatenate([s["prompt"] for s in seqs]).astype(np.int32),
+    """One shard of sequences (atomic)."""
+    save_npz(path, prompt=np.concatenate([s["prompt"] for s in seqs]).astype(np.int32),
              gen=np.concatenate([s["gen"] for s in seqs]).astype(np.int32),
              p_off=np.cumsum([0] + [len(s["prompt"]) for s in seqs]), g_off=np.cumsum([0] + [len(s["gen"]) for s in seqs]),
              task=np.array([s["task"] for s in seqs]), greedy=np.array([s["greedy"] for s in seqs]))
-    os.replace(str(path) + ".tmp.npz", path)
 
 
 def load_corpus(folder: Path, stem: str) -> list[dict]:
     """Every sequence of <folder>/<stem>_*.npz: [{prompt, gen, task, greedy, source}]."""
     seqs = []
-    for path in _shards(folder, stem):
-        with np.load(path) as z:
-            d = {k: z[k] for k in z.files}
+    for d in read_shards(folder, stem):
         for i in range(len(d["task"])):
             seqs.append(dict(prompt=d["prompt"][d["p_off"][i]:d["p_off"][i + 1]].astype(np.int64),
                              gen=d["gen"][d["g_off"][i]:d["g_off"][i + 1]].astype(np.int64),

@@ -1,13 +1,18 @@
-"""Self-distillation data for a draft: the shared target continuations, the held-out split by
-instruction, the draft vocabulary, and teacher forcing (target features + log-normalisers on disk).
+"""Self-distillation data for a draft: the shared target continuations and the lab's corpus, the
+held-out splits by instruction, and teacher forcing (target features + log-normalisers on disk).
 
 Teacher forcing runs the target once over prompt + continuation and stores, for every position t,
-its last hidden state f_t (fp16, [H]) and the log-normaliser of its logits: with the frozen output
-layer W the target's full distribution is softmax(W f_t), so the truncated-vocabulary teacher
+its hidden states at the tapped layers (FEATURE_LAYERS, fp16, [n_taps·H]; the last tap is the final
+post-norm state f_t) and the log-normaliser of its logits: with the frozen output layer W the
+target's full distribution is softmax(W f_t), so the truncated-vocabulary teacher
 p(x) = exp(W_x f_t − lse_t) is exact and costs only N·H per position at training time.
+
+Extracted shards live in a folder keyed by a manifest (format version, taps, the input files and
+their sizes, the split rule): changed inputs get a new folder and never mix with old shards.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -19,6 +24,11 @@ import torch
 
 ENV_DATA = "SPECDEC_DISTILL_DATA"   # the self-distillation data folder (`--data`)
 ENV_CACHE = "SPECDEC_LAB_CACHE"     # extracted shards, checkpoints, results (`--cache`)
+ENV_CORPUS = "SPECDEC_CORPUS"       # the corpus step's shards (`--corpus`), read in place
+FORMAT_VERSION = 2                  # of extracted shards: 2 = several tapped layers
+# hidden_states indices the head reads: two inner layers and the final post-norm state (last:
+# the teacher's logits are W·f of the last tap). The verify pass returns them all at no extra cost.
+FEATURE_LAYERS = (10, 20, -1)
 
 
 def data_dir() -> Path:
@@ -31,6 +41,34 @@ def cache_dir() -> Path:
     """$SPECDEC_LAB_CACHE, else lab/ in the project cache (~/.cache/specdec-explainer)."""
     from ..models.embedded import cache_root
     return Path(os.environ.get(ENV_CACHE) or cache_root() / "lab")
+
+
+def corpus_dir() -> Path:
+    """$SPECDEC_CORPUS, else <data_dir>/corpus (../shared/distill-data/corpus): read in place."""
+    return Path(os.environ.get(ENV_CORPUS) or data_dir() / "corpus")
+
+
+def manifest(files: list[Path], **settings) -> dict:
+    """What a cache folder was made from: format version, taps, each input file and its size."""
+    return {"format": FORMAT_VERSION, "layers": list(FEATURE_LAYERS), **settings,
+            "inputs": [{"name": f.name, "bytes": f.stat().st_size} for f in sorted(files)]}
+
+
+def keyed_dir(stem: str, man: dict) -> Path:
+    """<cache>/<stem>_<hash of the manifest>, with manifest.json inside: one folder per input set."""
+    key = hashlib.sha1(json.dumps(man, sort_keys=True).encode()).hexdigest()[:10]
+    folder = cache_dir() / f"{stem}_{key}"
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "manifest.json").is_file():
+        write_atomic(folder / "manifest.json", json.dumps(man, indent=1).encode())
+    return folder
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write to a temporary name, then rename: a crash never leaves a half file."""
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 HELD_OUT_FRACTION, SEED = 0.08, 0
@@ -60,6 +98,15 @@ def split(seqs: list[dict]) -> tuple[list[int], list[int]]:
     return rng.permutation(train).tolist(), test
 
 
+def split_by_prompt(seqs: list[dict], percent: int = 4) -> tuple[list[int], list[int]]:
+    """(train, held-out) indices of corpus sequences: an instruction (its prompt ids) is held out
+    when its hash falls in the first `percent` of 100, so every answer to it lands on one side."""
+    held = lambda s: int(hashlib.md5(np.asarray(s["prompt"], np.int32).tobytes()).hexdigest(), 16) % 100 < percent
+    train = [i for i, s in enumerate(seqs) if not held(s)]
+    test = [i for i, s in enumerate(seqs) if held(s)]
+    return np.random.default_rng(SEED).permutation(train).tolist(), test
+
+
 def pending_shards(folder: Path, stem: str, n_shards: int, minutes: float, log=print):
     """(index, path) of the shards <folder>/<stem>_XXXX.npz still to write, until the time budget
     is spent: existing shards are skipped, so an interrupted job resumes where it stopped."""
@@ -77,10 +124,11 @@ def pending_shards(folder: Path, stem: str, n_shards: int, minutes: float, log=p
 # -- teacher forcing -------------------------------------------------------------------------
 @torch.no_grad()
 def extract(target, seqs: list[dict], idx: list[int], out_dir: Path, shard_size: int = 32,
-            batch: int = 8, minutes: float = 1e9, log=print) -> None:
+            batch: int = 8, minutes: float = 1e9, log=print, layers=FEATURE_LAYERS) -> None:
     """Run the target over prompt+gen of seqs[idx] in shards; write out_dir/shard_XXXX.npz with
-    ids int32 [n], feats fp16 [n, H] (last hidden state, post-norm), lse fp32 [n], offsets [s+1],
-    prompt_len [s]. Existing shards are skipped, so an interrupted run resumes."""
+    ids int32 [n], feats fp16 [n, len(layers)·H] (the tapped hidden states, the last one the final
+    post-norm state), lse fp32 [n], offsets [s+1], prompt_len [s]. Existing shards are skipped, so
+    an interrupted run resumes."""
     out_dir.mkdir(parents=True, exist_ok=True)
     t0, done_tok = time.time(), 0
     n_shards = math.ceil(len(idx) / shard_size)
@@ -98,28 +146,37 @@ def extract(target, seqs: list[dict], idx: list[int], out_dir: Path, shard_size:
                 x[r, :len(row)], mask[r, :len(row)] = torch.from_numpy(row), 1
             out = target(x, attention_mask=mask, output_hidden_states=True)
             lse = torch.logsumexp(out.logits.float(), -1)
-            h = out.hidden_states[-1]
+            h = torch.cat([out.hidden_states[i] for i in layers], -1)
             for r, j in enumerate(group):
                 n = len(rows[r])
                 ids[j], feats[j], lses[j] = rows[r], h[r, :n].half().numpy(), lse[r, :n].numpy()
             done_tok += int(mask.sum())
-        np.savez(str(path) + ".tmp.npz", ids=np.concatenate(ids).astype(np.int32),
-                 feats=np.concatenate(feats), lse=np.concatenate(lses),
-                 offsets=np.cumsum([0] + [len(i) for i in ids]),
+        save_npz(path, ids=np.concatenate(ids).astype(np.int32), feats=np.concatenate(feats),
+                 lse=np.concatenate(lses), offsets=np.cumsum([0] + [len(i) for i in ids]),
                  prompt_len=np.array([len(c["prompt"]) for c in chunk]))
-        os.replace(str(path) + ".tmp.npz", path)
         el = time.time() - t0
         rate = done_tok / el
         log(f"shard {s + 1}/{n_shards}  {done_tok} tok  {rate:.0f} tok/s  "
             f"ETA {(n_shards - s - 1) * shard_size * 160 / rate / 60:.1f} min")
 
 
+def save_npz(path: Path, **arrays) -> None:
+    """np.savez under a temporary name, then renamed: readers never see a half shard."""
+    np.savez(str(path) + ".tmp.npz", **arrays)
+    os.replace(str(path) + ".tmp.npz", path)
+
+
+def read_shards(folder: Path, stem: str, max_shards: int = 10**9):
+    """Each finished <folder>/<stem>_XXXX.npz in order, as a dict of arrays (read once each)."""
+    for path in sorted(p for p in Path(folder).glob(f"{stem}_*.npz") if ".tmp" not in p.name)[:max_shards]:
+        with np.load(path) as z:     # NpzFile re-reads an array on every access
+            yield {k: z[k] for k in z.files}
+
+
 def load_shards(shard_dir: Path, max_shards: int = 10**9) -> list[dict]:
-    """Shards -> list of sequences {ids int64 [T], feats fp16 [T, H], lse fp32 [T], plen}."""
+    """Shards -> list of sequences {ids int64 [T], feats fp16 [T, taps·H], lse fp32 [T], plen}."""
     seqs = []
-    for path in sorted(p for p in shard_dir.glob("shard_*.npz") if ".tmp" not in p.name)[:max_shards]:
-        with np.load(path) as z:     # read each array once (NpzFile re-reads on every access)
-            d = {k: z[k] for k in z.files}
+    for d in read_shards(shard_dir, "shard", max_shards):
         off = d["offsets"]
         for i in range(len(off) - 1):
             a, b = off[i], off[i + 1]
@@ -127,6 +184,17 @@ def load_shards(shard_dir: Path, max_shards: int = 10**9) -> list[dict]:
                              feats=torch.from_numpy(d["feats"][a:b]),
                              lse=torch.from_numpy(d["lse"][a:b]), plen=int(d["prompt_len"][i])))
     return seqs
+
+
+def select_taps(seqs: list[dict], layers) -> list[dict]:
+    """Sequences whose feats hold FEATURE_LAYERS, cut to the taps `layers` (a head reading fewer
+    layers, e.g. a one-tap head scored on the same shards); the same list when they match."""
+    layers = [int(x) for x in layers]
+    if layers == list(FEATURE_LAYERS):
+        return seqs
+    H = seqs[0]["feats"].shape[1] // len(FEATURE_LAYERS)
+    cols = torch.cat([torch.arange(H) + list(FEATURE_LAYERS).index(x) * H for x in layers])
+    return [{**s, "feats": s["feats"][:, cols]} for s in seqs]
 
 
 # -- batches, rollout, losses ----------------------------------------------------------------

@@ -21,7 +21,8 @@ def _shift(x: torch.Tensor, m: int, dim: int) -> torch.Tensor:
 
 
 def rollout(head, feats: torch.Tensor, ids: torch.Tensor, K: int) -> list[torch.Tensor]:
-    """Training-time test: K draft steps over every position at once, outputs g [B, T-1, H] each.
+    """Training-time test: K draft steps over every position at once, outputs g [B, T-1, H] each;
+    feats [B, T, n_taps·H] the target's tapped states (fused by the head), ids [B, T].
 
     Step j's row t is what drafting computes for its j-th token when the last TRUE entry is
     t-j+1: input [g_{j-1}[t-1] ; e(x_{t+1})], attending to step-1 keys at s <= t-j+1 and to step-i
@@ -31,7 +32,7 @@ def rollout(head, feats: torch.Tensor, ids: torch.Tensor, K: int) -> list[torch.
     T1 = ids.shape[1] - 1
     pos = torch.arange(T1)
     rep, scale = head.nh // head.nkv, 1.0 / math.sqrt(head.hd)
-    feat, out, keys, vals = feats[:, :-1], [], [], []
+    feat, out, keys, vals = head.true_feature(feats[:, :-1]), [], [], []
     for j in range(1, K + 1):
         x = head.layer_in(feat, ids[:, 1:])
         q, k, v = head.qkv(x, pos)
@@ -115,8 +116,8 @@ def loss_fn(name: str, terms: list[dict], valid: torch.Tensor, gamma: float = 0.
 
 def teacher_logp(head, batch: dict) -> torch.Tensor:
     """Exact teacher log-probs on the draft vocabulary for the valid rows t (position t+1):
-    softmax(W f)[x] = exp(W_x f − lse). [n_valid, N]."""
-    v = batch["valid"]
+    softmax(W f)[x] = exp(W_x f − lse), f the last tap (the final post-norm state). [n_valid, N]."""
+    v, H = batch["valid"], head.head_w.shape[1]
     with torch.no_grad():
-        return batch["feats"][:, 1:][v] @ head.head_w.T - batch["lse"][:, 1:][v][:, None]
+        return batch["feats"][:, 1:, -H:][v] @ head.head_w.T - batch["lse"][:, 1:][v][:, None]
 

@@ -4,6 +4,7 @@ training-time rollout: losses.py; the head itself: drafters/feature_head.py; com
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -21,23 +22,32 @@ __all__ = ["train", "evaluate", "new_head", "rollout", "step_terms", "loss_fn", 
 
 
 # -- training and offline evaluation ----------------------------------------------------------
-def new_head(target, vocab: torch.Tensor, init_layer: int):
+def new_head(target, vocab: torch.Tensor, init_layer: int, feature_layers=(-1,)):
+    """A head for `target` over `vocab` [N], its layer copied from target layer init_layer, reading
+    the target's hidden states at feature_layers (hidden_states indices, the last one -1)."""
     from ..drafters.feature_head import FeatureHead, target_cfg
-    head = FeatureHead(target_cfg(target), vocab)
+    head = FeatureHead({**target_cfg(target), "feature_layers": list(feature_layers)}, vocab)
     head.init_from_target(target, init_layer)
     return head.attach(target.get_input_embeddings().weight, target.get_output_embeddings().weight)
 
 
 def train(head, seqs: list[dict], *, loss: str, steps: int, ckpt: Path, batch: int = 8,
-          lr: float = 1e-3, K: int | None = None, log=print) -> None:
-    """AdamW, linear warmup + cosine decay, fixed seed; checkpoint every 50 steps, resumes."""
+          lr: float = 1e-3, K: int | None = None, settings: dict | None = None, log=print) -> None:
+    """AdamW, linear warmup + cosine decay, fixed seed; checkpoint every 50 steps, resumes — only a
+    checkpoint made with the same settings (these arguments + `settings`: data manifests, vocabulary,
+    taps, start weights); another one is refused, never silently continued."""
     K = K or STEPS_OF[loss]
+    settings = {"loss": loss, "steps": steps, "batch": batch, "lr": lr, "K": K, "n_seqs": len(seqs),
+                **(settings or {})}
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     sched = lambda s: min(1.0, (s + 1) / 50) * (0.1 + 0.45 * (1 + math.cos(math.pi * s / steps)))
     start = 0
     if ckpt.exists():
         st = torch.load(ckpt, weights_only=True)      # tensors and numbers only: no pickled code
+        if st.get("settings") != json.loads(json.dumps(settings)):
+            raise SystemExit(f"{ckpt} was made with other settings ({st.get('settings')}, now {settings}): "
+                             "pass another --name, or delete it to start over")
         head.load_state_dict(st["head"], strict=False)
         opt.load_state_dict(st["opt"])
         start = st["step"]
@@ -70,7 +80,7 @@ def train(head, seqs: list[dict], *, loss: str, steps: int, ckpt: Path, batch: i
                 + " ".join(f"{k} {v:.3f}" for k, v in run.items()))
         if (s + 1) % 50 == 0 or s + 1 == steps:
             torch.save({"head": {k: v for k, v in head.state_dict().items()}, "opt": opt.state_dict(),
-                        "step": s + 1}, str(ckpt) + ".tmp")
+                        "step": s + 1, "settings": settings}, str(ckpt) + ".tmp")
             os.replace(str(ckpt) + ".tmp", ckpt)
     head.eval()
 

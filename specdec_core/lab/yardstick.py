@@ -1,8 +1,11 @@
-"""The draft's yardstick (issue 11): offline figures per task type on the frozen held-out prompts
-(`data/heldout_prompts.json`), and the vocabulary coverage curve.
+"""The draft's yardstick: figures per task type on the frozen held-out prompts
+(`data/heldout_prompts.json`), online and teacher-forced, and the vocabulary coverage curve.
 
-The target's greedy answers to the held-out prompts are teacher-forced once (cached in the lab
-cache); a head is then scored with the same rollout as training (train.evaluate), per task type.
+Online: the real decoder, greedy, k = 4 rounds, 64 new tokens per prompt, the head alone as the
+draft; per round the first draft's acceptance and whether the target's token (its argmax) is
+among the draft's top 1/3/5 at draft step 1 (what a tree would try), from the trace.
+Teacher-forced: the target's greedy answers are run through the target once (cached in the lab
+cache); a head is scored with the same rollout as training (train.evaluate), per task type.
 """
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .data import cache_dir, extract, load_shards
+from .data import extract, keyed_dir, load_shards, manifest, select_taps
 from .instructions import heldout_prompts
 from .train import evaluate
 
@@ -20,7 +23,8 @@ COVERAGE_SIZES = (4096, 8192, 12288, 16384, 24576, 32768)
 def heldout_sequences(pair, max_new: int = 64) -> list[dict]:
     """Teacher-forced shards of the target's greedy answers to every held-out prompt, in file order
     (plain one-sequence greedy decoding, as the bench's plain lane; cached per max_new)."""
-    folder = cache_dir() / f"yardstick_{max_new}"
+    from .. import data
+    folder = keyed_dir(f"yardstick_{max_new}", manifest([data.file("heldout_prompts.json")], max_new=max_new))
     prompts = heldout_prompts()
     if not (folder / "seqs.npz").is_file():
         folder.mkdir(parents=True, exist_ok=True)
@@ -41,7 +45,7 @@ def heldout_sequences(pair, max_new: int = 64) -> list[dict]:
 
 def yardstick_rows(pair, head, max_new: int = 64) -> list[dict]:
     """[{task, n, agree [K], alpha_t1 [K], tau_greedy, tau_t1}] per task type, then "all"."""
-    seqs, prompts = heldout_sequences(pair, max_new), heldout_prompts()
+    seqs, prompts = select_taps(heldout_sequences(pair, max_new), head.cfg["feature_layers"]), heldout_prompts()
     rows = []
     for task in dict.fromkeys(p["task"] for p in prompts):
         chosen = [s for s, p in zip(seqs, prompts) if p["task"] == task]
@@ -56,6 +60,57 @@ def yardstick_table(pair, head, max_new: int = 64) -> str:
     for r in yardstick_rows(pair, head, max_new):
         lines.append(f"| {r['task']} | {r['n']} | {' / '.join(f'{x:.2f}' for x in r['agree'])} | "
                      f"{' / '.join(f'{x:.2f}' for x in r['alpha_t1'])} | {r['tau_greedy']:.2f} |")
+    return "\n".join(lines)
+
+
+def online_rows(pair, k: int = 4, max_new: int = 64) -> list[dict]:
+    """Per task type, then "all": the pair decoding each held-out prompt greedily at fixed k.
+    {task, n, rounds, pos1 (first draft accepted), top1/top3/top5 (the target's token among the
+    draft's top-m at step 1), accept [k] (acceptance at step j given step j was tried), tau
+    (tokens per round)}."""
+    from ..decoding.speculative import speculative_generate
+    prompts, per_task = heldout_prompts(), {}
+    for p in prompts:
+        trace = speculative_generate(pair, pair.encode_prompt(p["text"]), k=k, temperature=0.0, max_new_tokens=max_new)
+        for r in trace.rounds:
+            if not r.drafted:
+                continue
+            first, target_id = r.drafted[0], r.drafted[0].p_top_raw[0][0]
+            ranks = [t[0] for t in first.q_top_raw]
+            row = per_task.setdefault(p["task"], {"n": set(), "rounds": 0, "pos1": 0, "top1": 0, "top3": 0, "top5": 0,
+                                                  "tried": [0] * k, "ok": [0] * k, "tokens": 0})
+            row["n"].add(p["name"])
+            row["rounds"] += 1
+            row["tokens"] += len(r.committed)
+            row["pos1"] += first.accepted
+            for m in (1, 3, 5):
+                row[f"top{m}"] += target_id in ranks[:m]
+            for j, d in enumerate(r.drafted):
+                if d.evaluated:
+                    row["tried"][j] += 1
+                    row["ok"][j] += d.accepted
+    total = {"n": set(), "rounds": 0, "pos1": 0, "top1": 0, "top3": 0, "top5": 0, "tried": [0] * k, "ok": [0] * k, "tokens": 0}
+    for row in per_task.values():
+        total["n"] |= row["n"]
+        for key in ("rounds", "pos1", "top1", "top3", "top5", "tokens"):
+            total[key] += row[key]
+        total["tried"] = [a + b for a, b in zip(total["tried"], row["tried"])]
+        total["ok"] = [a + b for a, b in zip(total["ok"], row["ok"])]
+    out = []
+    for task, row in [*per_task.items(), ("all", total)]:
+        n = max(row["rounds"], 1)
+        out.append({"task": task, "n": len(row["n"]), "rounds": row["rounds"], "pos1": row["pos1"] / n,
+                    **{f"top{m}": row[f"top{m}"] / n for m in (1, 3, 5)},
+                    "accept": [o / max(t, 1) for o, t in zip(row["ok"], row["tried"])], "tau": row["tokens"] / n})
+    return out
+
+
+def online_table(pair, k: int = 4, max_new: int = 64) -> str:
+    lines = [f"| task | prompts | rounds | first draft accepted | target's token in draft top-1 / 3 / 5 (step 1) | "
+             f"acceptance at step 1..{k} (given tried) | tokens per round |", "|---|---|---|---|---|---|---|"]
+    for r in online_rows(pair, k, max_new):
+        lines.append(f"| {r['task']} | {r['n']} | {r['rounds']} | {r['pos1']:.2f} | {r['top1']:.2f} / {r['top3']:.2f} / "
+                     f"{r['top5']:.2f} | {' / '.join(f'{x:.2f}' for x in r['accept'])} | {r['tau']:.2f} |")
     return "\n".join(lines)
 
 
