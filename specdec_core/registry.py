@@ -47,7 +47,8 @@ def tensor_bytes(obj) -> int:
 
 
 def _packed(module) -> list:
-    return [m.packed for m in module.modules() if hasattr(m, "packed") and isinstance(m.packed, torch.Tensor)]
+    from .kernels.fastpath import packs_of
+    return [pk.tensor for pk, _ in packs_of(module) if pk.tensor is not None]
 
 
 def _default_max_bytes() -> int:

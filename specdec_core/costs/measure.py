@@ -137,13 +137,9 @@ def weight_bytes(model) -> int:
     embedding lookup itself reads only a few rows and is not counted."""
     seen, total = set(), 0
     for mod in model.modules():
-        if isinstance(mod, PackedLinear):
-            key = mod._dense.data_ptr() if mod._dense is not None else id(mod.packed)
-            n = mod.in_features * mod.out_features * mod.packed.element_size()
-        elif isinstance(mod, torch.nn.Linear):
-            key, n = mod.weight.data_ptr(), mod.weight.numel() * mod.weight.element_size()
-        else:
+        if not isinstance(mod, torch.nn.Linear):   # a fast-path PackedLinear is one too
             continue
+        key, n = mod.weight.data_ptr(), mod.weight.numel() * mod.weight.element_size()
         if key not in seen:
             seen.add(key)
             total += n

@@ -80,7 +80,7 @@ class FeatureHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(len(vocab_ids)))
         self.embed: Optional[torch.Tensor] = None                     # [V, H] frozen, from target
         self.head_w: Optional[torch.Tensor] = None                    # [N, H] frozen rows
-        self.packed_logits: Optional[nn.Module] = None                # CPU fast path: head_w|bias prepacked
+        self.packed_logits: Optional[fastpath.Pack] = None            # CPU fast path: head_w prepacked
 
     def attach(self, embed_weight: torch.Tensor, head_weight: torch.Tensor) -> "FeatureHead":
         """Borrow the target's frozen embeddings [V, H] and output layer [V, H] (no copy of V×H)."""
@@ -137,16 +137,15 @@ class FeatureHead(nn.Module):
 
     def logits(self, g: torch.Tensor) -> torch.Tensor:
         """g [..., H] -> logits over the N draft tokens [..., N]."""
-        if self.packed_logits is not None:
-            return self.packed_logits(self.norm(g))
+        if self.packed_logits is not None and self.packed_logits.valid_for([self.head_w]) and g.dtype == torch.float32:
+            return fastpath.packed_linear(self.norm(g), self.packed_logits.tensor, self.bias)
         return self.norm(g) @ self.head_w.T.to(g.dtype) + self.bias
 
     def use_fast_path(self) -> None:
         """Drafting only (no training after this): prepack every matrix, the output rows included."""
         fastpath.apply(self)
         if fastpath.kernels_of(self).name == fastpath.FAST and self.head_w is not None:
-            self.packed_logits = fastpath.PackedLinear(self.head_w, self.bias, keep_dense=False)
-            self.head_w = None
+            self.packed_logits = fastpath.Pack([self.head_w])
 
     def forward(self, feat, ids, pos, cache: Optional[list]):
         """Incremental forward for drafting. feat [1, n, H], ids [1, n], pos [n]; cache [k, v] or
@@ -168,14 +167,7 @@ def save_head(head: FeatureHead, out_dir: Path, card: dict) -> None:
     """weights.safetensors (fp16 state without the borrowed target tensors) + config.json."""
     from safetensors.torch import save_file
     out_dir.mkdir(parents=True, exist_ok=True)
-    state = {}
-    for name, tensor in head.state_dict().items():
-        if not name.startswith("packed_logits."):          # a fast-path copy of head_w | bias
-            state[name] = tensor
-    for name, mod in head.named_modules():                 # fast-path linears: their dense matrix
-        if isinstance(mod, fastpath.PackedLinear) and not name.startswith("packed_logits"):
-            state[f"{name}.weight"] = mod.weight
-    state = {k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in state.items()}
+    state = {k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in head.state_dict().items()}
     save_file(state, str(out_dir / WEIGHTS))
     (out_dir / "config.json").write_text(json.dumps({"cfg": head.cfg, **card}, indent=1))
 

@@ -8,20 +8,28 @@ effect speculative decoding relies on disappears. Packing each matrix once at lo
 weights on CPU) and calling `torch.ops.mkldnn._linear_pointwise` streams them at close to memory
 speed, almost flat in the number of rows.
 
-`apply(model)` swaps every `nn.Linear` of a model for a `PackedLinear` in place, once; the stock
-weight matrices are dropped (the packed copy replaces them), except a matrix that another module
-still reads, like the input embedding tied to the output layer (its packed copy is the only extra
-memory: `extra_bytes`). Anything unusual — another device, dtype or torch build without the ops —
-leaves the model stock and says why in `Kernels.note`, never an error.
+The model stays a Hugging Face model: every module, parameter name and value is the stock one
+(`state_dict`, `save_pretrained`, `parameters()`, `load_state_dict`, `.to`, `deepcopy` behave as on
+a stock model). The packed copies ride along outside the module tree (`Pack`), and a forward uses
+one only while the weights it was packed from are unchanged, fp32, on the CPU; otherwise the stock
+code runs — the fast path steps aside, and `kernels_of` says so. Memory: where a safetensors file
+backs a matrix with the same values, the stock matrix becomes a lazy memory map of that file
+(`map_from_files`): it costs no RAM until something reads it, so the packed copy replaces it rather
+than doubling it. Matrices with no such file stay in RAM beside their packed copy (`extra_bytes`).
+Anything unusual — another device, dtype or torch build without the ops — leaves the model stock
+and says why in `Kernels.note`, never an error.
 
-    kernels = fastpath.apply(model)           # Kernels(name="onednn-prepacked", ...)
-    fastpath.kernels_of(model).label()        # what the trace config and the UI show
+    kernels = fastpath.apply(model, weights_from=folder)   # Kernels(name="onednn-prepacked", ...)
+    fastpath.kernels_of(model).label()                     # what the trace config and the UI show
 """
 from __future__ import annotations
 
 import functools
+import json
 import os
-from dataclasses import dataclass
+import struct
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Optional
 
 import torch
@@ -77,35 +85,93 @@ def unavailable_reason() -> Optional[str]:
     return None
 
 
-class PackedLinear(nn.Module):
-    """y = x Wᵀ + b with W prepacked once in oneDNN's blocked layout. x [..., in] -> [..., out].
+def pack(weight: torch.Tensor) -> torch.Tensor:
+    """A dense fp32 [out, in] matrix -> its prepacked oneDNN copy (an opaque tensor)."""
+    # Batch-size hint 8: measured best for the 1–9 rows a decoding or verify pass feeds.
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), 8)
 
-    `weight` is the dense matrix only when another module shares it (a tied embedding); otherwise
-    the stock copy is gone and `weight` rebuilds it on access (slow; for rare readers such as
-    weight inspection, never on the decoding path)."""
 
-    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor], keep_dense: bool):
-        super().__init__()
-        self.out_features, self.in_features = weight.shape
-        # Batch-size hint 8: measured best for the 1–9 rows a decoding or verify pass feeds.
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 8)
-        self.bias = None if bias is None else nn.Parameter(bias.detach(), requires_grad=False)
-        self._dense = weight if keep_dense else None
+def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """y = x Wᵀ + b on a prepacked W: x [..., in] -> [..., out]."""
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
-    @property
-    def weight(self) -> torch.Tensor:
-        return self._dense if self._dense is not None else self.packed.to_dense()
+
+class Pack:
+    """A packed copy of one or more matrices concatenated by rows (q|k|v, gate|up) and the bias
+    for the concatenation, with the identity of the tensors it was made from. Kept as a plain
+    attribute: state_dict, parameters(), `.to` never see it. A deepcopy or pickle of it is empty,
+    so a copied model runs the stock code (correct, stock speed)."""
+
+    def __init__(self, sources: list, bias: Optional[torch.Tensor] = None):
+        self.tensor = pack(torch.cat([w.detach() for w in sources]) if len(sources) > 1 else sources[0])
+        self.bias = None if bias is None else bias.detach().clone()
+        self.stamp = self._stamp(sources)
+
+    @staticmethod
+    def _stamp(tensors) -> tuple:
+        # Same storage, no in-place edit since (the version counter), fp32 on the CPU.
+        return tuple((t.data_ptr(), t._version, t.dtype, t.device.type) for t in tensors)
+
+    def rebase(self, sources: list) -> None:
+        """The sources now live elsewhere with the same values (a memory map): re-stamp them."""
+        self.stamp = self._stamp(sources)
+
+    def valid_for(self, sources: list) -> bool:
+        return self.tensor is not None and self._stamp(sources) == self.stamp
+
+    def __deepcopy__(self, memo):
+        return _empty_pack()
+
+    def __reduce__(self):
+        return (_empty_pack, ())
+
+
+def _empty_pack() -> Pack:
+    p = Pack.__new__(Pack)
+    p.tensor, p.bias, p.stamp = None, None, ()
+    return p
+
+
+class PackedLinear(nn.Linear):
+    """An nn.Linear (same `weight`/`bias` parameters, same keys) whose forward reads a prepacked
+    copy of `weight` while that copy is current; the stock F.linear otherwise."""
+
+    @classmethod
+    def wrap(cls, linear: nn.Linear) -> "PackedLinear":
+        mod = cls.__new__(cls)
+        nn.Module.__init__(mod)
+        mod.in_features, mod.out_features = linear.in_features, linear.out_features
+        mod.weight, mod.bias = linear.weight, linear.bias      # the same Parameter objects (ties kept)
+        object.__setattr__(mod, "pack", Pack([linear.weight], linear.bias))
+        return mod
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        if self.pack.valid_for([self.weight]) and (self.bias is None or self.bias.dtype == torch.float32):
+            return packed_linear(x, self.pack.tensor, self.bias)
+        return super().forward(x)
 
-    def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+STEPPED_ASIDE = "stepped aside: the weights changed after packing (.to, load_state_dict, a copy or an edit)"
+
+
+def packs_of(model: nn.Module) -> list:
+    """(Pack, source weights) of every packed matrix in the model (fused ones included)."""
+    out = []
+    for mod in model.modules():
+        if isinstance(mod, PackedLinear):
+            out.append((mod.pack, [mod.weight]))
+        out += [(pk, [getattr(mod, n).weight for n in names]) for pk, names in fused_llama.packs(mod).values()]
+    return out
 
 
 def kernels_of(model: nn.Module) -> Kernels:
-    """What apply() did to this model (stock when it never ran)."""
-    return getattr(model, _ATTR, None) or Kernels(STOCK)
+    """What this model runs now: what apply() did, stock when it never ran, and stock with a note
+    when the packed copies no longer match the weights (the model was converted, loaded into,
+    copied or edited after packing)."""
+    done = getattr(model, _ATTR, None) or Kernels(STOCK)
+    if done.name == FAST and not all(pk.valid_for(srcs) for pk, srcs in packs_of(model)):
+        return Kernels(STOCK, STEPPED_ASIDE)
+    return done
 
 
 def inherit(model: nn.Module, source: nn.Module) -> Kernels:
@@ -133,9 +199,11 @@ def stock_reason(model: nn.Module) -> Optional[str]:
 
 
 @torch.no_grad()
-def apply(model: nn.Module, enable: bool = True) -> Kernels:
-    """Swap every nn.Linear of `model` for a PackedLinear, in place and once. Returns (and
-    records on the model) the Kernels it runs; stock with a note when it cannot apply."""
+def apply(model: nn.Module, enable: bool = True, weights_from=None) -> Kernels:
+    """Prepack every nn.Linear of `model` in place and once (fused Llama layers where supported).
+    weights_from: a folder (or file) of safetensors weights the model was loaded from; matrices it
+    holds with the same values become lazy memory maps of it. Returns (and records on the model)
+    the Kernels it runs; stock with a note when it cannot apply."""
     done = getattr(model, _ATTR, None)
     if done is not None and (done.name == FAST or not enable):
         return done
@@ -144,26 +212,86 @@ def apply(model: nn.Module, enable: bool = True) -> Kernels:
     reason = stock_reason(model)
     if reason is not None:
         return _set(model, Kernels(STOCK, reason))
-    # Matrices some other module reads as well (a tied embedding / lm_head) keep their dense copy.
-    owners: dict = {}
-    for mod in model.modules():
-        for p in mod.parameters(recurse=False):
-            owners.setdefault(id(p), set()).add(id(mod))
-    n_packed, extra, fused = 0, 0, False
+    n_packed, fused = 0, False
     if fused_llama.supports(model):
-        n_packed += fused_llama.fuse(model, lambda w, b: PackedLinear(w, b, keep_dense=False))
+        n_packed += fused_llama.fuse(model, Pack)
         fused = True
     for parent in list(model.modules()):
+        fused_parts = {n for _, names in fused_llama.packs(parent).values() for n in names}
         for name, child in list(parent.named_children()):
-            if type(child) is not nn.Linear:
-                continue
-            shared = len(owners.get(id(child.weight), ())) > 1
-            setattr(parent, name, PackedLinear(child.weight, child.bias, keep_dense=shared))
-            n_packed += 1
-            extra += child.weight.numel() * child.weight.element_size() if shared else 0
+            if type(child) is nn.Linear and name not in fused_parts:
+                setattr(parent, name, PackedLinear.wrap(child))
+                n_packed += 1
+    mapped = map_from_files(model, weights_from)
     # Weights loaded from safetensors are views of a memory-mapped file: while one tensor of the
-    # file lives (the embedding, the norms), every dropped matrix stays resident as page cache.
-    # Own copies of what is left let the mapping go, so the packed copies replace, not add.
+    # file lives (the embedding, the norms), every page once read stays resident. Own copies of
+    # what is not re-mapped let that mapping go.
     for p in list(model.parameters()) + list(model.buffers()):
-        p.data = p.data.clone()
+        if p.data_ptr() not in mapped:
+            p.data = p.data.clone()
+    for pk, srcs in packs_of(model):
+        pk.rebase(srcs)
+    extra = sum(t.numel() * t.element_size() for t in _matrices(model) if t.data_ptr() not in mapped)
     return _set(model, Kernels(FAST, None, n_packed, extra, fused))
+
+
+def _matrices(model: nn.Module) -> list:
+    """Each distinct weight matrix some pack was made from (a tied matrix once)."""
+    seen, out = set(), []
+    for _, srcs in packs_of(model):
+        for t in srcs:
+            if t.data_ptr() not in seen:
+                seen.add(t.data_ptr())
+                out.append(t)
+    return out
+
+
+_DTYPES = {"F32": torch.float32}
+
+
+def _safetensors_index(folder) -> dict:
+    """{key: (file, byte offset, shape)} of the fp32 tensors in the safetensors file(s) at `folder`."""
+    path = Path(folder)
+    files = [path] if path.is_file() else sorted(path.glob("*.safetensors")) if path.is_dir() else []
+    index = {}
+    for f in files:
+        with open(f, "rb") as fh:
+            n = struct.unpack("<Q", fh.read(8))[0]
+            header = json.loads(fh.read(n))
+        for key, info in header.items():
+            if key != "__metadata__" and info.get("dtype") in _DTYPES:
+                index[key] = (f, 8 + n + info["data_offsets"][0], tuple(info["shape"]))
+    return index
+
+
+def map_from_files(model: nn.Module, weights_from) -> set:
+    """Point each packed matrix at a lazy, private memory map of the same tensor in the safetensors
+    file(s) at `weights_from`, where the file holds exactly its values. Returns the data pointers
+    of the mapped tensors. Values are checked through a throwaway mapping, so the pages read for
+    the check are not left resident in this process."""
+    if weights_from is None:
+        return set()
+    index = _safetensors_index(weights_from)
+    if not index:
+        return set()
+    names = {p.data_ptr(): n for n, p in model.named_parameters()}
+    wanted = {}
+    for t in _matrices(model):
+        key = names.get(t.data_ptr())
+        if key in index and index[key][2] == tuple(t.shape) and index[key][1] % t.element_size() == 0:
+            wanted[key] = t
+    def view(storages, key):
+        f, offset, shape = index[key]
+        if f not in storages:
+            storages[f] = torch.UntypedStorage.from_file(str(f), shared=False, nbytes=os.path.getsize(f))
+        return torch.empty(0, dtype=torch.float32).set_(storages[f], offset // 4, shape)
+    check = {}
+    same = [key for key, t in wanted.items() if torch.equal(view(check, key), t)]
+    del check                                  # the checked pages go with this mapping
+    lazy, mapped = {}, set()
+    params = dict(model.named_parameters())
+    for key in same:
+        params[key].data = view(lazy, key)
+        mapped.add(params[key].data_ptr())
+    return mapped
+

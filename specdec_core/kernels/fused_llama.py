@@ -8,9 +8,12 @@ and RMSNorm becomes one `F.rms_norm` call. Measured on the default target (2-cor
 interleaved, medians): a 1-token step 21.2 → 18.4 ms and a 2-token pass 1.14 → 1.06 steps over
 prepacking alone.
 
-The layers keep their HF objects, attributes and cache protocol (`past_key_values.update`); only
-their projections and `forward` are replaced, so HF `generate`, our decoder, `target-layers:N`
-drafts (which share the layers) and hidden-state outputs all run the fused code.
+The layers keep their HF objects, modules, parameters and cache protocol
+(`past_key_values.update`): the fused q|k|v and gate|up copies are packs held beside the stock
+q/k/v/gate/up modules (`packs(module)`), and the replaced `forward` uses them only while they match
+those modules' weights, else it runs HF's own forward. So HF `generate`, our decoder,
+`target-layers:N` drafts (which share the layers), hidden-state outputs, `state_dict` and
+`.to(dtype)` all see a stock Llama.
 """
 from __future__ import annotations
 
@@ -48,12 +51,30 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), -1) * sin
 
 
+PACKS = "_specdec_packs"    # {name: (pack, names of the stock modules it fuses)} on a fused module
+
+
+def packs(module: nn.Module) -> dict:
+    """The fused packs a module holds (empty for any other module)."""
+    return module.__dict__.get(PACKS, {})
+
+
+def _fused(module: nn.Module, key: str):
+    """The pack `key` of a fused module when it matches its stock weights now, else None."""
+    pack, names = packs(module)[key]
+    return pack if pack.valid_for([getattr(module, n).weight for n in names]) else None
+
+
 def _attention_forward(self, hidden_states, position_embeddings=None, attention_mask=None,
                        past_key_values=None, **kwargs):
     """HF attention contract: hidden [B, T, H] -> (output [B, T, H], None)."""
+    pack = _fused(self, "qkv")
+    if pack is None:    # weights changed since packing: HF's own forward, on the stock modules
+        return type(self).forward(self, hidden_states, position_embeddings, attention_mask, past_key_values, **kwargs)
+    from .fastpath import packed_linear
     B, T, _ = hidden_states.shape
     # One matrix call for q, k and v: heads laid out [q heads | k heads | v heads].
-    qkv = self.qkv_proj(hidden_states).view(B, T, -1, self.head_dim).transpose(1, 2)
+    qkv = packed_linear(hidden_states, pack.tensor, pack.bias).view(B, T, -1, self.head_dim).transpose(1, 2)
     n_q, n_kv = self.n_q_heads, self.n_kv_heads
     cos, sin = position_embeddings
     # Rotary on q and k heads together (v is not rotated).
@@ -71,26 +92,26 @@ def _attention_forward(self, hidden_states, position_embeddings=None, attention_
 
 def _mlp_forward(self, x):
     """Gated MLP with gate|up in one matrix call: x [B, T, H] -> [B, T, H]."""
-    gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+    pack = _fused(self, "gate_up")
+    if pack is None:
+        return type(self).forward(self, x)
+    from .fastpath import packed_linear
+    gate, up = packed_linear(x, pack.tensor, pack.bias).chunk(2, dim=-1)
     return self.down_proj(self.act_fn(gate) * up)
 
 
 def _norm_forward(self, x):
+    if x.dtype != torch.float32 or self.weight.dtype != torch.float32:   # HF's own upcasting norm
+        return type(self).forward(self, x)
     return F.rms_norm(x, self.weight.shape, self.weight, self.variance_epsilon)
 
 
 def layer_weights(layer: nn.Module) -> dict:
-    """The dense matrices of a decoder layer by HF name (q_proj … down_proj), fused or not."""
+    """The dense matrices of a decoder layer by HF name (q_proj … down_proj)."""
     attn, mlp = layer.self_attn, layer.mlp
-    if not hasattr(attn, "qkv_proj"):
-        return {n: getattr(mod, n).weight for mod, names in
-                ((attn, ("q_proj", "k_proj", "v_proj", "o_proj")), (mlp, ("gate_proj", "up_proj", "down_proj")))
-                for n in names}
-    n_q, n_kv, d = attn.n_q_heads, attn.n_kv_heads, attn.head_dim
-    q, k, v = attn.qkv_proj.weight.split([n_q * d, n_kv * d, n_kv * d])
-    gate, up = mlp.gate_up_proj.weight.chunk(2)
-    return {"q_proj": q, "k_proj": k, "v_proj": v, "o_proj": attn.o_proj.weight,
-            "gate_proj": gate, "up_proj": up, "down_proj": mlp.down_proj.weight}
+    return {n: getattr(mod, n).weight for mod, names in
+            ((attn, ("q_proj", "k_proj", "v_proj", "o_proj")), (mlp, ("gate_proj", "up_proj", "down_proj")))
+            for n in names}
 
 
 def _cat_bias(*linears):
@@ -101,25 +122,24 @@ def _cat_bias(*linears):
 
 
 @torch.no_grad()
-def fuse(model: nn.Module, packed_linear) -> int:
-    """Fuse every decoder layer of a supported model in place; packed_linear(weight, bias) builds
-    the prepacked module. Returns the number of prepacked modules it made (4 per layer)."""
+def fuse(model: nn.Module, make_pack) -> int:
+    """Fuse every decoder layer of a supported model in place: make_pack(weights, bias) builds the
+    packed q|k|v and gate|up copies, held beside the stock modules. Returns how many it made (2 per
+    layer; o_proj and down_proj are packed like any other linear)."""
     cfg = model.config
     made = 0
     for layer in model.model.layers:
         attn, mlp = layer.self_attn, layer.mlp
         attn.n_q_heads, attn.n_kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
-        projections = (attn.q_proj, attn.k_proj, attn.v_proj)
-        attn.qkv_proj = packed_linear(torch.cat([p.weight for p in projections]), _cat_bias(*projections))
-        attn.o_proj = packed_linear(attn.o_proj.weight, attn.o_proj.bias)
-        del attn.q_proj, attn.k_proj, attn.v_proj
+        qkv = ("q_proj", "k_proj", "v_proj")
+        attn.__dict__[PACKS] = {"qkv": (make_pack([getattr(attn, n).weight for n in qkv],
+                                                  _cat_bias(*(getattr(attn, n) for n in qkv))), qkv)}
         attn.forward = types.MethodType(_attention_forward, attn)
-        mlp.gate_up_proj = packed_linear(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]),
-                                         _cat_bias(mlp.gate_proj, mlp.up_proj))
-        mlp.down_proj = packed_linear(mlp.down_proj.weight, mlp.down_proj.bias)
-        del mlp.gate_proj, mlp.up_proj
+        gate_up = ("gate_proj", "up_proj")
+        mlp.__dict__[PACKS] = {"gate_up": (make_pack([mlp.gate_proj.weight, mlp.up_proj.weight],
+                                                     _cat_bias(mlp.gate_proj, mlp.up_proj)), gate_up)}
         mlp.forward = types.MethodType(_mlp_forward, mlp)
-        made += 4
+        made += 2
     for norm in [m for m in model.modules() if type(m).__name__.endswith("RMSNorm")]:
         if hasattr(norm, "variance_epsilon") and isinstance(getattr(norm, "weight", None), torch.Tensor):
             norm.forward = types.MethodType(_norm_forward, norm)

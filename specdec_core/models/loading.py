@@ -6,6 +6,7 @@ shared by every caller; each decode gets its own drafter (caches) from `ModelPai
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 import os
 from typing import Optional, Union
 
@@ -52,7 +53,8 @@ def load_model(name: str, device: str = "auto", dtype="auto", *, trust_remote_co
 
     def loader():
         model, tokenizer = _load_uncached(name, device, torch_dtype, trust_remote_code, progress, max_params)
-        fastpath.apply(model, enable=fast)   # stock, with a note, where it cannot apply
+        # Stock, with a note, where it cannot apply; the weights file backs the stock matrices.
+        fastpath.apply(model, enable=fast, weights_from=_weights_folder(name) if fast else None)
         return model, tokenizer
     model, tokenizer = REGISTRY.model(model_key(name, device, dtype, fast), loader)
     check_size(name, model.config, max_params)   # a model loaded earlier without the cap
@@ -124,6 +126,20 @@ def check_size(name: str, config, max_params: Optional[int]) -> None:
     if n > max_params:
         raise ModelLoadError(f"{name!r} has about {n / 1e9:.1f} B parameters, above the cap of "
                              f"{max_params / 1e9:.1f} B here")
+
+
+def _weights_folder(name: str):
+    """The local folder holding a model's safetensors weights (None when unknown): the converted
+    embedded model, a local folder, or a Hugging Face id already in the local hub cache."""
+    if name == embedded.NAME:
+        return embedded.converted_dir()
+    if Path(name).is_dir():
+        return Path(name)
+    try:
+        from huggingface_hub import snapshot_download
+        return Path(snapshot_download(name, local_files_only=True, allow_patterns=["*.safetensors"]))
+    except (OSError, ValueError, ImportError):   # not cached, not an id: the matrices stay in RAM
+        return None
 
 
 def _load_uncached(name, device, torch_dtype, trust_remote_code, progress, max_params=None):
