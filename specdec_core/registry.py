@@ -75,17 +75,37 @@ class Registry:
         self._entries: dict = {}                                   # key -> _Entry
         self._attachments: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # model -> {name: (value, nbytes)}
         self._held: dict = {}                                      # id(model) -> count
+        self._making: dict = {}                                    # key -> lock of the one making it
         self._lock = threading.RLock()
+
+    def _made_once(self, key, find: Callable[[], object], make: Callable[[], object], store: Callable[[object], object]):
+        """find() under the registry lock; when it finds nothing, make() runs OUTSIDE that lock (a
+        load or a measurement takes seconds, and other users' lookups must not wait on it), once
+        per key: callers of the same key wait for that maker only, then store(value) under the lock."""
+        with self._lock:
+            found = find()
+            if found is not None:
+                return found
+            key_lock = self._making.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                found = find()
+            if found is not None:
+                return found
+            value = make()
+            with self._lock:
+                self._making.pop(key, None)
+                return store(value)
 
     # -- models ------------------------------------------------------------------------------
     def model(self, key: tuple, loader: Callable[[], tuple]) -> tuple:
         """(model, tokenizer) for key, loading it once with loader(); evicts least recently used
         models beyond the bounds (never one that is held)."""
+        def store(value):
+            self._entries[key] = _Entry(value, tensor_bytes(value[0]))
+            return self._entries[key]
+        entry = self._made_once(("model", key), lambda: self._entries.get(key), loader, store)
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                value = loader()
-                entry = self._entries[key] = _Entry(value, tensor_bytes(value[0]))
             entry.last_used = time.monotonic()
             self._evict(keep=key)     # on every access: a lowered bound takes effect at once
             return entry.value
@@ -123,14 +143,15 @@ class Registry:
     def attachment(self, model, name: str, make: Callable[[], object]):
         """The value `name` derived from `model`, made once with make() and kept as long as the
         model lives (or stays registered)."""
-        with self._lock:
-            slot = self._attachments.setdefault(model, {})
-            if name not in slot:
-                value = make()
-                slot[name] = (value, tensor_bytes(value))
-                if any(e.value[0] is model for e in self._entries.values()):
-                    self._evict(keep=None)
-            return slot[name][0]
+        def find():
+            item = self._attachments.get(model, {}).get(name)
+            return None if item is None else item
+        def store(value):
+            item = self._attachments.setdefault(model, {})[name] = (value, tensor_bytes(value))
+            if any(e.value[0] is model for e in self._entries.values()):
+                self._evict(keep=None)
+            return item
+        return self._made_once(("attachment", id(model), name), find, make, store)[0]
 
     def peek(self, model, name: str):
         """The attachment if it exists, else None (nothing is made)."""

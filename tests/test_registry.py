@@ -66,3 +66,30 @@ def test_env_configures_the_bound(monkeypatch):
     reg = Registry()
     assert reg.max_models == 3 and reg.max_bytes == 512 << 20
     assert tensor_bytes(torch.nn.Linear(4, 2)) == 4 * (8 + 2)
+
+
+def test_a_slow_load_blocks_neither_other_models_nor_attachments():
+    """A model loading (or a cost curve being measured) in one thread: another thread's lookups of
+    other keys finish meanwhile; a second caller of the same key waits and gets the one load."""
+    import threading
+    reg = Registry(max_models=4)
+    release, started, calls = threading.Event(), threading.Event(), []
+
+    def slow_loader():
+        calls.append("slow")
+        started.set()
+        release.wait(30)
+        return (torch.nn.Linear(2, 2), "tok")
+
+    results = {}
+    first = threading.Thread(target=lambda: results.setdefault("a", reg.model(("a",), slow_loader)))
+    second = threading.Thread(target=lambda: results.setdefault("a2", reg.model(("a",), slow_loader)))
+    first.start()
+    assert started.wait(30)
+    second.start()
+    fast = reg.model(("b",), lambda: (torch.nn.Linear(2, 2), "tok"))       # not behind the slow load
+    assert reg.attachment(fast[0], "curve", lambda: torch.zeros(3)).shape == (3,)
+    assert "a" not in results                                              # still loading
+    release.set()
+    first.join(30), second.join(30)
+    assert results["a"] is results["a2"] and calls == ["slow"]
