@@ -84,16 +84,23 @@ def check_greedy(runs: list) -> dict:
 
 def run_bench(pair, prompts: list, *, k: int = 4, max_new_tokens: int = 64, repeats: int = 3,
               sweep=range(1, 9), modes=("greedy", "sampling"), warmup: bool = True, seed: int = 0,
-              progress: bool = True, stock_pair=None, kernels: bool = True) -> dict:
+              progress: bool = True, stock_pair=None, kernels: bool = True, only=None) -> dict:
     """Run every lane on every prompt; return the report dict (see bench_stats / bench_report).
     stock_pair: the same pair with the CPU fast path off, for the `*_stock` lanes. kernels: also
-    measure pass costs, the step breakdown and the weight-streaming floor (bench_kernels.py)."""
+    measure pass costs, the step breakdown and the weight-streaming floor (bench_kernels.py).
+    only: lane names to run (plain always runs: every ratio is against it); None: all."""
     from tqdm.auto import tqdm
 
     lanes_by_mode = {m: build_lanes(pair, k, list(sweep), m) for m in modes}
     if stock_pair is not None:
         for lanes in lanes_by_mode.values():
             lanes += stock_lanes(k, pair.draft_name)
+    if only:
+        unknown = set(only) - {lane.name for lanes in lanes_by_mode.values() for lane in lanes}
+        if unknown:
+            raise SystemExit(f"--lanes: no lane named {', '.join(sorted(unknown))} in this run")
+        lanes_by_mode = {m: [lane for lane in lanes if lane.name == "plain" or lane.name in only]
+                         for m, lanes in lanes_by_mode.items()}
     pairs = {False: pair, True: stock_pair}
     draft_cfg0 = None
     if pair.draft_model is not None:   # the assistant's config before any call, copied per call
@@ -186,6 +193,7 @@ def parse_args(argv=None):
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lanes", default=None, help="only these lanes besides plain, e.g. 'spec_auto,spec_k3' (default: all)")
     ap.add_argument("--no-warmup", action="store_true")
     ap.add_argument("--kernels", choices=("both", "fast", "stock"), default="both",
                     help="CPU fast path (prepacked kernels) for the lanes: 'both' adds *_stock lanes "
@@ -224,7 +232,7 @@ def main(argv=None) -> int:
         sweep = [j for j in (1, 2, 4, 8) if j in sweep] if sweep else []
     report = run_bench(pair, prompts, k=args.k, max_new_tokens=max_new, repeats=repeats, sweep=sweep,
                        modes=tuple(args.modes.split(",")), warmup=not args.no_warmup, seed=args.seed,
-                       stock_pair=stock_pair)
+                       stock_pair=stock_pair, only=args.lanes.split(",") if args.lanes else None)
     paths = write_reports(report, Path(args.out))
     print(f"wrote {', '.join(str(p) for p in paths)}")
     print(json.dumps(report["headline"], indent=1, default=str)[:3000])

@@ -90,6 +90,7 @@ class Drafter:
     name = "none"
     wants_hidden = False
     feature_layers: tuple = (-1,)      # hidden_states indices observe() is handed (wants_hidden)
+    version: Optional[str] = None      # of its trained weights (traces record it), if any
     kernels: Optional[str] = None      # matrix kernels of the drafter's model (fastpath.py), if any
     proposable: Optional[torch.Tensor] = None  # target ids its model can ever propose (None: any)
     match_n: Optional[int] = None      # length of the n-gram match behind next_source()'s lookup offer

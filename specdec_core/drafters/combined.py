@@ -29,7 +29,7 @@ class CombinedDrafter(Drafter):
         self.lookup = NGramDrafter(vocab_size, device, max_ngram=max_ngram, min_ngram=min(offer_ngram, min_ngram))
         self.name = f"lookup+{model.name}"
         self.wants_hidden, self.kernels = model.wants_hidden, model.kernels
-        self.feature_layers = model.feature_layers
+        self.feature_layers, self.version = model.feature_layers, model.version
         self.proposable = model.proposable     # the model's; lookup copies tokens from the context
         self.source = None                     # set by use_source() for one round
 

@@ -81,6 +81,7 @@ class FeatureHead(nn.Module):
         self.embed: Optional[torch.Tensor] = None                     # [V, H] frozen, from target
         self.head_w: Optional[torch.Tensor] = None                    # [N, H] frozen rows
         self.packed_logits: Optional[fastpath.Pack] = None            # CPU fast path: head_w prepacked
+        self.version: Optional[str] = None                            # "<name> v<N>" once loaded
 
     def attach(self, embed_weight: torch.Tensor, head_weight: torch.Tensor) -> "FeatureHead":
         """Borrow the target's frozen embeddings [V, H] and output layer [V, H] (no copy of V×H)."""
@@ -190,7 +191,7 @@ def load_head(target, path=None) -> FeatureHead:
     else:
         path = Path(path)
         name = str(path.resolve())
-    return REGISTRY.attachment(target, f"feature_head:{name}", lambda: _load_head(target, path))
+    return REGISTRY.attachment(target, f"feature_head:{name}", lambda: _load_head(target, path, name))
 
 
 def shipped_head():
@@ -198,7 +199,7 @@ def shipped_head():
     return data.file("draft")
 
 
-def _load_head(target, path) -> FeatureHead:
+def _load_head(target, path, name: str = "") -> FeatureHead:
     from safetensors.torch import load as load_safetensors
 
     from ..errors import ModelLoadError
@@ -214,6 +215,7 @@ def _load_head(target, path) -> FeatureHead:
     if int(state["vocab_ids"].max()) >= target.get_output_embeddings().weight.shape[0]:
         raise ModelLoadError(f"the distilled draft in {path} proposes tokens outside this target's vocabulary")
     head = FeatureHead(meta["cfg"], state["vocab_ids"])
+    head.version = f"{'distilled' if name == 'shipped' else path.name} v{meta.get('version', 1)}"
     head.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
     dev = target.get_input_embeddings().weight.device
     head = head.to(dev).eval().attach(target.get_input_embeddings().weight,
@@ -239,6 +241,7 @@ class FeatureDrafter(Drafter):
         super().__init__(vocab_size, device)
         self.head = head
         self.feature_layers = tuple(head.cfg["feature_layers"])
+        self.version = head.version
         self.kernels = fastpath.kernels_of(head).label()
         self.proposable = head.vocab_ids[head.vocab_ids < vocab_size]     # a truncated vocabulary
         self.feats = torch.zeros(0, head.fc.out_features, device=self.device)

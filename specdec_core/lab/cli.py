@@ -43,6 +43,7 @@ def _record(row: dict) -> None:
         f.write(json.dumps(row) + "\n")
 
 
+HEAD_VERSION = 2        # of the recipe (traces record "<name> v<N>"): 2 = three taps, the corpus
 VAL_PER_SOURCE = 96     # held-out sequences per source for tuning (by instruction)
 
 
@@ -146,7 +147,7 @@ def cmd_train(a) -> None:
     print(f"{len(data)} train sequences, {n_pos} positions")
     head, res = _train_one(a, pair.target, vocab, data, held, a.loss, a.name or a.loss, a.init_from)
     if a.out:
-        save_head(head, Path(a.out), {"loss": a.loss, "steps": a.steps, "batch": a.batch, "lr": a.lr, "vocab": len(vocab),
+        save_head(head, Path(a.out), {"version": HEAD_VERSION, "feature_layers": head.cfg["feature_layers"], "loss": a.loss, "steps": a.steps, "batch": a.batch, "lr": a.lr, "vocab": len(vocab),
                                       "init_from": a.init_from, "sources": a.sources, "train_sequences": len(data),
                                       "train_positions": n_pos, "init_layer": a.init_layer, "heldout_offline": res})
 

@@ -121,7 +121,8 @@ class ModelPair:
                 "dtype": str(self.dtype).replace("torch.", ""), "mode": mode,
                 "eos_ids": sorted(self.eos_ids),
                 "versions": {"specdec_core": __version__, "torch": torch.__version__,
-                             "transformers": transformers.__version__},
+                             "transformers": transformers.__version__,
+                             **({"draft": drafter.version} if mode != "autoregressive" and getattr(drafter, "version", None) else {})},
                 **({"draft_vocab": encode_vocab(drafter.proposable.tolist(), self.vocab_size)}
                    if mode != "autoregressive" and getattr(drafter, "proposable", None) is not None else {})}
 
