@@ -14,7 +14,7 @@ from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, FAINT_COLOUR,
 from specdec_core.trace import cost_ratios, measured_speedup
 
 OVERHEAD_COLOUR = NEUTRAL_COLOUR
-K_MAX = 12
+K_MAX = theory.K_HORIZON
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 320) -> go.Figure:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from ..costs.theory import K_HORIZON
 from ..kernels import fastpath
 from .kernel_costs import measure_kernels
 from .. import data as package_data
@@ -83,7 +84,7 @@ def check_greedy(runs: list) -> dict:
 
 
 def run_bench(pair, prompts: list, *, k: int = 4, max_new_tokens: int = 64, repeats: int = 3,
-              sweep=range(1, 9), modes=("greedy", "sampling"), warmup: bool = True, seed: int = 0,
+              sweep=range(1, K_HORIZON + 1), modes=("greedy", "sampling"), warmup: bool = True, seed: int = 0,
               progress: bool = True, stock_pair=None, kernels: bool = True, only=None) -> dict:
     """Run every lane on every prompt; return the report dict (see bench_stats / bench_report).
     stock_pair: the same pair with the CPU fast path off, for the `*_stock` lanes. kernels: also

@@ -12,7 +12,7 @@ from ..costs import theory
 from ..decoding.autoregressive import autoregressive_generate
 from ..decoding.speculative import speculative_generate
 
-K_VALUES: tuple = (1, 2, 3, 4, 5, 6, 7, 8, "auto")
+K_VALUES: tuple = (*range(1, theory.K_HORIZON + 1), "auto")
 
 
 def sweep_runs(pair, prompt_ids, ks: Sequence[Union[int, str]] = K_VALUES, repeats: int = 3,
@@ -67,7 +67,7 @@ def summarise(runs: list[dict]) -> dict:
     predicted: dict = {}
     if alpha is not None and c is not None and plain_tps:
         v = theory.verify_cost({k: statistics.median(vs) for k, vs in v_points.items()})
-        predicted = {k: plain_tps * theory.predicted_speedup(alpha, k, c, v) for k in range(1, 9)}
+        predicted = {k: plain_tps * theory.predicted_speedup(alpha, k, c, v) for k in range(1, theory.K_HORIZON + 1)}
     measured = [r for r in rows if r["tokens_per_s"] is not None]
     best = max(measured, key=lambda r: r["tokens_per_s"]) if measured else None
     return {"rows": rows, "theory": predicted, "alpha": alpha, "c": c, "plain_tokens_per_s": plain_tps,

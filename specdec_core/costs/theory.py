@@ -10,6 +10,10 @@ from typing import Callable, Optional, Union
 
 Cost = Union[float, Callable[[int], float]]
 
+# The longest draft the project reasons about: best_k's search, the k policy, the speedup-vs-k
+# chart and the k sweep all stop here (a pass over K_HORIZON + 1 tokens is still measured).
+K_HORIZON = 8
+
 
 def expected_tokens(alpha: float, k: int) -> float:
     """E[τ] = (1 − α^(k+1)) / (1 − α): expected tokens committed per round (k+1 when α = 1)."""
@@ -34,7 +38,7 @@ def predicted_speedup(alpha: float, k: int, c: float, v: Cost = 1.0) -> float:
     return expected_tokens(alpha, k) / (k * c + _cost(v, k))
 
 
-def best_k(alpha: float, c: float, v: Cost = 1.0, k_max: int = 16) -> tuple[int, float]:
+def best_k(alpha: float, c: float, v: Cost = 1.0, k_max: int = K_HORIZON) -> tuple[int, float]:
     """(k, speedup) maximising the predicted speedup over k = 0..k_max (0 means: do not speculate)."""
     return max(((k, predicted_speedup(alpha, k, c, v)) for k in range(k_max + 1)), key=lambda ks: ks[1])
 

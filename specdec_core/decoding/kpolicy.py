@@ -38,11 +38,11 @@ from typing import Optional
 
 from ..drafters.combined import LOOKUP, MODEL   # the combined drafter's sources
 from ..registry import REGISTRY
-from ..costs.theory import best_k, verify_cost
+from ..costs.theory import K_HORIZON, best_k, verify_cost
 
 EMA = 0.15            # weight of a new measurement in running means
 EMA_ALPHA = 0.1       # ... in the all-rounds α (greedy overlaps are 0/1: a steadier mean)
-K_MAX = 8
+K_MAX = K_HORIZON
 MARGIN = 1.03         # speculate only when predicted ≥ this: estimates are noisy, plain is safe
 MIN_SPEC_ROUNDS = 6   # speculative rounds of this decode measured before their gain may veto
 PROBE_FIRST, PROBE_MAX = 8, 128
