@@ -8,7 +8,7 @@ from typing import Iterator, Optional
 
 from specdec_core.trace.decisions import DECISIONS
 from specdec_core.trace import cost_ratios, measured_speedup
-from specdec_core.trace.stats import speedup_why
+from specdec_core.trace.compare import speedup_why
 from specdec_core.trace import greedy_check as core_greedy_check
 
 from . import charts

@@ -7,13 +7,13 @@ Layers (docs/ARCHITECTURE.md): models/ (pairs, loading) → kernels/ (CPU fast p
 decoding/ (round loop, k policy) → trace/ (the record every view reads); costs/ (measured and
 predicted costs); bench/, lab/ and cli/ sit on top.
 """
-__version__ = "0.1.0"
+from .version import __version__
 
 from .decoding import autoregressive_generate, speculative_generate, stream_autoregressive, stream_speculative
 from .errors import ModelLoadError
 from .models import PRESETS, ModelPair, load_pair
 from .trace import Trace, TraceFormatError
 
-__all__ = ["load_pair", "ModelPair", "PRESETS", "speculative_generate", "stream_speculative",
+__all__ = ["__version__", "load_pair", "ModelPair", "PRESETS", "speculative_generate", "stream_speculative",
            "autoregressive_generate", "stream_autoregressive", "Trace", "TraceFormatError",
            "ModelLoadError"]

@@ -92,7 +92,7 @@ def test_the_verdict_explains_itself_from_the_two_traces():
     from specdec_core import ModelPair, autoregressive_generate, speculative_generate
     from specdec_core.costs.theory import predicted_speedup
     from specdec_core.trace import cost_ratios
-    from specdec_core.trace.stats import speedup_reasons, speedup_why
+    from specdec_core.trace.compare import speedup_reasons, speedup_why
 
     from .conftest import tiny_llama
     pair = ModelPair.from_models(tiny_llama(vocab_size=16, seed=0), tiny_llama(vocab_size=16, seed=1))
@@ -107,3 +107,22 @@ def test_the_verdict_explains_itself_from_the_two_traces():
     assert f"α = {r['alpha']:.2f}" in text and f"v(3) = {r['v']:.2f}" in text and f"{r['theory']:.2f}×" in text
     plain_only = speculative_generate(pair, [1, 2, 3], k=3, max_new_tokens=8, k_schedule=[0] * 8)
     assert speedup_reasons(plain_only, plain)["k"] is None and "plain target step" in speedup_why(plain_only, plain)
+
+
+def test_stats_are_computed_once_per_trace_state(monkeypatch):
+    """A finished trace computes its statistics once; a streaming one recomputes when it gains a round."""
+    from specdec_core.decoding.speculative import stream_speculative
+    from specdec_core.trace import record
+    calls = []
+    real = record.compute_stats
+    monkeypatch.setattr(record, "compute_stats", lambda t: calls.append(len(t.rounds)) or real(t))
+    pair = ModelPair.from_models(tiny_llama(seed=0), tiny_llama(seed=1))
+    seen = []
+    for trace in stream_speculative(pair, [1, 2, 3], k=2, temperature=1.0, max_new_tokens=10, seed=0):
+        seen.append(trace.stats["rounds"])
+        assert trace.stats["rounds"] == len(trace.rounds)        # read twice, computed once
+    assert calls == sorted(set(calls)) and len(calls) >= len(set(seen))
+    n = len(calls)
+    assert [trace.stats["new_tokens"] for _ in range(5)] == [10] * 5 and len(calls) == n
+    trace.rounds.pop()                                              # a changed trace is recomputed
+    assert trace.stats["rounds"] == len(trace.rounds) and len(calls) == n + 1

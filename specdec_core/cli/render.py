@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..trace.decisions import DECISIONS, correction_decision, draft_decision, visible_whitespace
 from ..trace import Trace, greedy_check, measured_speedup
-from ..trace.stats import speedup_why
+from ..trace.compare import speedup_why
 
 _STYLE_CODES = {"plain": "", "strike": "\x1b[9m", "faded": "\x1b[2m", "underline": "\x1b[4m",
                 "overline": "\x1b[1m"}

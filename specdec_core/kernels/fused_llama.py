@@ -23,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .packed import packed_linear
+
 MODEL_TYPES = ("llama", "qwen2", "mistral")
 
 
@@ -71,7 +73,6 @@ def _attention_forward(self, hidden_states, position_embeddings=None, attention_
     pack = _fused(self, "qkv")
     if pack is None:    # weights changed since packing: HF's own forward, on the stock modules
         return type(self).forward(self, hidden_states, position_embeddings, attention_mask, past_key_values, **kwargs)
-    from .fastpath import packed_linear
     B, T, _ = hidden_states.shape
     # One matrix call for q, k and v: heads laid out [q heads | k heads | v heads].
     qkv = packed_linear(hidden_states, pack.tensor, pack.bias).view(B, T, -1, self.head_dim).transpose(1, 2)
@@ -95,7 +96,6 @@ def _mlp_forward(self, x):
     pack = _fused(self, "gate_up")
     if pack is None:
         return type(self).forward(self, x)
-    from .fastpath import packed_linear
     gate, up = packed_linear(x, pack.tensor, pack.bias).chunk(2, dim=-1)
     return self.down_proj(self.act_fn(gate) * up)
 

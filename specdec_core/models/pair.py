@@ -112,7 +112,7 @@ class ModelPair:
     def trace_config(self, *, k, drafter, cfg, seed, max_new_tokens, mode) -> dict:
         import transformers
 
-        from .. import __version__
+        from ..version import __version__
         from ..trace.tokens import encode_vocab
         return {"kernels": self.kernels(None if mode == "autoregressive" else drafter),
                 "target": self.target_name, "draft": None if mode == "autoregressive" else drafter.name,

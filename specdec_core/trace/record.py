@@ -13,6 +13,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Optional
 
+from .stats import compute_stats
+
 SCHEMA_ID = "specdec.trace/1"
 
 TopList = list  # [[token_id, token_text, probability], ...]
@@ -93,8 +95,14 @@ class Trace:
 
     @property
     def stats(self) -> dict:
-        from .stats import compute_stats   # stats reads a Trace; the Trace does not need stats to exist
-        return compute_stats(self)
+        """compute_stats(self), computed once per state of the trace: a streaming trace that gained
+        a round (or finished) recomputes, a finished one reads the cached dict."""
+        last = self.rounds[-1] if self.rounds else None
+        key = (len(self.rounds), self.finished, len(self.output["ids"]), self.prefill_s,
+               None if last is None else (last.t_end, last.verify_s, last.draft_s))
+        if self.__dict__.get("_stats_key") != key:
+            self.__dict__["_stats"], self.__dict__["_stats_key"] = compute_stats(self), key
+        return self.__dict__["_stats"]
 
     def to_dict(self) -> dict:
         d = asdict(self)

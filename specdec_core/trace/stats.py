@@ -1,10 +1,8 @@
-"""Statistics of one trace (acceptance, α, tokens/s, time split) and cost ratios of a pair of them."""
+"""Statistics of one trace (acceptance, α, tokens/s, time split): plain functions of a Trace that
+import nothing of the trace package (record.py reads them; two-trace comparisons are compare.py)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
-
-if TYPE_CHECKING:
-    from .record import Trace
+from typing import Optional
 
 
 def _mean(xs) -> Optional[float]:
@@ -77,58 +75,3 @@ def _rounds_by_k(rounds) -> dict:
     for r in rounds:
         counts[len(r.drafted)] = counts.get(len(r.drafted), 0) + 1
     return {str(k): n for k, n in sorted(counts.items())}
-
-
-def cost_ratios(spec: "Trace", plain: "Trace") -> dict:
-    """c and v(k) from a speculative and a plain trace of the same pair and device.
-
-    c = draft_step_s / step_s; v(k) = mean verify time of a k-draft round / step_s.
-    """
-    step_s = plain.stats["step_s"]
-    s = spec.stats
-    if not step_s:
-        return {"c": None, "v": {}}
-    c = s["draft_step_s"] / step_s if s["draft_step_s"] is not None else None
-    return {"c": c, "v": {k: t / step_s for k, t in s["verify_s_by_k"].items()}}
-
-
-def speedup_reasons(spec: "Trace", plain: "Trace") -> Optional[dict]:
-    """Why a run's speedup is what it is, from its two traces: measured α, c and v(k) at the draft
-    length most rounds used, the theory's E[τ]/(k·c + v(k)) from them, and the share of rounds that
-    were plain steps (k = "auto" declining to speculate, or nothing to propose). None without a
-    plain step time. {"alpha", "c", "k", "v", "theory", "plain_share", "measured"}."""
-    from ..costs.theory import predicted_speedup
-    from .compare import measured_speedup
-    costs = cost_ratios(spec, plain)
-    by_k = {int(k): n for k, n in spec.stats["rounds_by_k"].items()}
-    n_rounds = sum(by_k.values())
-    if not n_rounds or not plain.stats["step_s"]:
-        return None
-    spec_k = {k: n for k, n in by_k.items() if k > 0}
-    out = {"plain_share": by_k.get(0, 0) / n_rounds, "measured": measured_speedup(spec, plain),
-           "alpha": spec.stats["alpha"], "c": costs["c"], "k": None, "v": None, "theory": None}
-    if spec_k:
-        k = max(spec_k, key=lambda j: (spec_k[j], j))
-        out["k"], out["v"] = k, costs["v"].get(str(k))
-        if None not in (out["alpha"], out["c"], out["v"]):
-            out["theory"] = predicted_speedup(out["alpha"], k, out["c"], out["v"])
-    return out
-
-
-def speedup_why(spec: "Trace", plain: "Trace") -> Optional[str]:
-    """speedup_reasons in one line of words (the app's verdict and the CLI print it)."""
-    r = speedup_reasons(spec, plain)
-    if r is None:
-        return None
-    f = lambda x: "—" if x is None else f"{x:.2f}"
-    if r["k"] is None:
-        return ("Why: every round was a plain target step (k = auto predicted no gain, or the drafter had "
-                "nothing to propose), so both lanes do the same work.")
-    text = (f"Why: α = {f(r['alpha'])} (acceptance), c = {f(r['c'])} (a draft step ÷ a target step), "
-            f"v({r['k']}) = {f(r['v'])} (a verify pass of {r['k']} draft{'s' if r['k'] != 1 else ''} ÷ a target step) → theory "
-            f"E[τ]/(k·c + v(k)) = {f(r['theory'])}× at k = {r['k']}")
-    if r["plain_share"] > 0:
-        text += f"; {r['plain_share']:.0%} of rounds were plain steps"
-    if r["theory"] is not None and r["theory"] < 1:
-        text += ". Drafts are accepted too rarely here for the verify pass and the draft steps to pay off"
-    return text + "."

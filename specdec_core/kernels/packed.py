@@ -1,0 +1,56 @@
+"""Prepacked matrices for oneDNN: `pack` a dense fp32 matrix once, multiply with `packed_linear`,
+and `Pack`, a packed copy that knows which tensors it was made from (so a forward can tell whether
+it is still current). Used by the fast path (fastpath.py) and the fused Llama layers (fused_llama.py).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+
+def pack(weight: torch.Tensor) -> torch.Tensor:
+    """A dense fp32 [out, in] matrix -> its prepacked oneDNN copy (an opaque tensor)."""
+    # Batch-size hint 8: measured best for the 1–9 rows a decoding or verify pass feeds.
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), 8)
+
+
+def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    """y = x Wᵀ + b on a prepacked W: x [..., in] -> [..., out]."""
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+class Pack:
+    """A packed copy of one or more matrices concatenated by rows (q|k|v, gate|up) and the bias
+    for the concatenation, with the identity of the tensors it was made from. Kept as a plain
+    attribute: state_dict, parameters(), `.to` never see it. A deepcopy or pickle of it is empty,
+    so a copied model runs the stock code (correct, stock speed)."""
+
+    def __init__(self, sources: list, bias: Optional[torch.Tensor] = None):
+        self.tensor = pack(torch.cat([w.detach() for w in sources]) if len(sources) > 1 else sources[0])
+        self.bias = None if bias is None else bias.detach().clone()
+        self.stamp = self._stamp(sources)
+
+    @staticmethod
+    def _stamp(tensors) -> tuple:
+        # Same storage, no in-place edit since (the version counter), fp32 on the CPU.
+        return tuple((t.data_ptr(), t._version, t.dtype, t.device.type) for t in tensors)
+
+    def rebase(self, sources: list) -> None:
+        """The sources now live elsewhere with the same values (a memory map): re-stamp them."""
+        self.stamp = self._stamp(sources)
+
+    def valid_for(self, sources: list) -> bool:
+        return self.tensor is not None and self._stamp(sources) == self.stamp
+
+    def __deepcopy__(self, memo):
+        return _empty_pack()
+
+    def __reduce__(self):
+        return (_empty_pack, ())
+
+
+def _empty_pack() -> Pack:
+    p = Pack.__new__(Pack)
+    p.tensor, p.bias, p.stamp = None, None, ()
+    return p

@@ -1,0 +1,75 @@
+"""The package's structure: no import cycles in specdec_core (lazy and typing-only imports
+count too: a cycle hidden inside a function is still a cycle in the design)."""
+import ast
+from pathlib import Path
+
+import specdec_core
+
+ROOT = Path(specdec_core.__file__).parent
+
+
+def _modules() -> dict:
+    mods = {}
+    for path in ROOT.rglob("*.py"):
+        parts = ("specdec_core",) + path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        mods[name] = path
+    return mods
+
+
+def import_graph() -> dict:
+    """{module: set of specdec_core modules it imports anywhere in its source}."""
+    mods = _modules()
+    graph = {}
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                base = package
+                for _ in range(node.level - 1):
+                    base = base.rsplit(".", 1)[0]
+                module = (f"{base}.{node.module}" if node.module else base) if node.level else node.module
+                edges |= {f"{module}.{a.name}" if f"{module}.{a.name}" in mods else module for a in node.names}
+        graph[name] = {m for m in edges if m in mods and m != name}
+    return graph
+
+
+def cycles(graph: dict) -> list:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v), on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while not comp or comp[-1] != v:
+                comp.append(stack.pop())
+                on.discard(comp[-1])
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_detector_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_specdec_core_has_no_import_cycle():
+    graph = import_graph()
+    assert len(graph) > 50 and "specdec_core.trace.record" in graph["specdec_core.trace"]
+    assert cycles(graph) == []
