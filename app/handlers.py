@@ -8,9 +8,9 @@ import logging
 import time
 from typing import Iterator, Optional
 
-from specdec_core import (PRESETS, ModelLoadError, TraceFormatError, autoregressive_generate, load_pair,
-                          speculative_generate, stream_autoregressive, stream_speculative)
+from specdec_core import PRESETS, ModelLoadError, TraceFormatError, load_pair, stream_autoregressive, stream_speculative
 
+from specdec_core import decoding
 from specdec_core.models import is_loaded
 from specdec_core.models.presets import LOOKUP_PREFIX
 from specdec_core.errors import DecodeError
@@ -82,10 +82,8 @@ def load(target: str, draft: str, device: str, progress, notify) -> object:
 
 
 def warm_up(pair, ids, k, settings) -> None:
-    """Uncounted warm-up of both code paths (first-call allocations, kernel selection)."""
-    short = dict(settings, max_new_tokens=2)
-    autoregressive_generate(pair, ids, **short)
-    speculative_generate(pair, ids, k, **dict(settings, max_new_tokens=3))
+    """Uncounted warm-up of both code paths (specdec_core.decoding.warm_up)."""
+    decoding.warm_up(pair, ids, k, **settings)
 
 
 def _lane_update(lane: str, trace, status: str) -> dict:

@@ -16,7 +16,10 @@ from pathlib import Path
 
 from specdec_core import autoregressive_generate, load_pair, speculative_generate
 from specdec_core.data import file as data_file
+from specdec_core.decoding import warm_up
+from specdec_core.trace import measured_speedup
 
+from . import race
 from .explain import EXAMPLES, FIRST_PAINT_RACES
 from .teach.walkthrough import rounds_with
 
@@ -26,25 +29,16 @@ FIRST_PAINT_NEW_TOKENS = 48
 
 def record_first_paint(pair, out: Path) -> None:
     ids = pair.encode_prompt(EXAMPLES[0][1], chat=True)
-    autoregressive_generate(pair, ids, max_new_tokens=4)            # warm-up, not kept
-    speculative_generate(pair, ids, "auto", max_new_tokens=4)
+    warm_up(pair, ids, "auto")
     # One race is one draw from a noisy ratio: race FIRST_PAINT_RACES times (lane order
-    # alternating, as the app's race does) and keep the race with the median speedup.
-    def run_plain():
-        return autoregressive_generate(pair, ids, max_new_tokens=FIRST_PAINT_NEW_TOKENS)
-
-    def run_spec():
-        return speculative_generate(pair, ids, "auto", max_new_tokens=FIRST_PAINT_NEW_TOKENS)
+    # alternating as the app's race does: race.lane_order) and keep the race with the median speedup.
+    decode = {"plain": lambda: autoregressive_generate(pair, ids, max_new_tokens=FIRST_PAINT_NEW_TOKENS),
+              "speculative": lambda: speculative_generate(pair, ids, "auto", max_new_tokens=FIRST_PAINT_NEW_TOKENS)}
     races = []
     for i in range(FIRST_PAINT_RACES):
-        if i % 2 == 0:
-            plain = run_plain()
-            spec = run_spec()
-        else:
-            spec = run_spec()
-            plain = run_plain()
-        races.append((plain.rounds[-1].t_end / spec.rounds[-1].t_end, plain, spec))
-    _, plain, spec = sorted(races, key=lambda race: race[0])[len(races) // 2]
+        lanes = {lane: decode[lane]() for lane in race.lane_order(i)}
+        races.append((measured_speedup(lanes["speculative"], lanes["plain"]), lanes["plain"], lanes["speculative"]))
+    _, plain, spec = sorted(races, key=lambda r: r[0])[len(races) // 2]
     spec.save(out / "example_speculative.trace.json")
     plain.save(out / "example_plain.trace.json")
 

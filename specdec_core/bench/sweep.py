@@ -11,6 +11,7 @@ from typing import Iterator, Optional, Sequence, Union
 from ..costs import theory
 from ..decoding.autoregressive import autoregressive_generate
 from ..decoding.speculative import speculative_generate
+from ..decoding.warmup import warm_up
 
 K_VALUES: tuple = (*range(1, theory.K_HORIZON + 1), "auto")
 
@@ -19,8 +20,7 @@ def sweep_runs(pair, prompt_ids, ks: Sequence[Union[int, str]] = K_VALUES, repea
                **settings) -> Iterator[dict]:
     """Yields {"k", "rep", "trace", "done", "total"} per run: each repeat runs plain (k = 0) and every
     k once, the order of the k's rotating between repeats. An uncounted warm-up comes first."""
-    autoregressive_generate(pair, prompt_ids, **dict(settings, max_new_tokens=2))
-    speculative_generate(pair, prompt_ids, 2, **dict(settings, max_new_tokens=3))
+    warm_up(pair, prompt_ids, 2, **settings)
     order = [0] + list(ks)
     total, done = repeats * len(order), 0
     for rep in range(repeats):

@@ -2,6 +2,7 @@
 no drafts (autoregressive.py), and the k = "auto" policy (kpolicy.py)."""
 from .autoregressive import autoregressive_generate, stream_autoregressive
 from .speculative import decode_round, speculative_generate, start_decode, stream_speculative
+from .warmup import warm_up
 
 __all__ = ["speculative_generate", "stream_speculative", "autoregressive_generate", "stream_autoregressive",
-           "start_decode", "decode_round"]
+           "start_decode", "decode_round", "warm_up"]

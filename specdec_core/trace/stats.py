@@ -14,7 +14,7 @@ def _ratio(a, b) -> Optional[float]:
     return a / b if b else None
 
 
-def compute_stats(trace: "Trace") -> dict:
+def compute_stats(trace) -> dict:
     """Statistics of a trace (docs/ARCHITECTURE.md, README "Statistics"). Undefined values are None, never NaN.
 
     - acceptance_rate: accepted drafted tokens / all drafted tokens (every proposal counts, also the
