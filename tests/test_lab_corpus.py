@@ -56,10 +56,12 @@ def test_corpus_shards_round_trip_and_a_crash_leaves_no_shard(tmp_path, monkeypa
 
     def crash(*a, **k):
         raise OSError("disk full")
-    monkeypatch.setattr(corpus.os, "replace", crash)
+    from specdec_core import atomic
+    monkeypatch.setattr(atomic.os, "replace", crash)                     # the one atomic writer
     with pytest.raises(OSError):
         corpus._save(tmp_path / "gen_0001.npz", seqs)
     assert len(corpus.load_corpus(tmp_path, "gen")) == 2                 # the half shard is not read
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gen_0000.npz"]   # nor left behind
 
 
 def test_plain_text_becomes_chat_answers_ending_in_eos(default_pair, monkeypatch):

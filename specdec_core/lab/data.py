@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..atomic import write_atomic
+
 ENV_DATA = "SPECDEC_DISTILL_DATA"   # the self-distillation data folder (`--data`)
 ENV_CACHE = "SPECDEC_LAB_CACHE"     # extracted shards, checkpoints, results (`--cache`)
 ENV_CORPUS = "SPECDEC_CORPUS"       # the corpus step's shards (`--corpus`), read in place
@@ -60,15 +62,8 @@ def keyed_dir(stem: str, man: dict) -> Path:
     folder = cache_dir() / f"{stem}_{key}"
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / "manifest.json").is_file():
-        write_atomic(folder / "manifest.json", json.dumps(man, indent=1).encode())
+        write_atomic(folder / "manifest.json", lambda f: f.write(json.dumps(man, indent=1).encode()))
     return folder
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temporary name, then rename: a crash never leaves a half file."""
-    tmp = Path(str(path) + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 HELD_OUT_FRACTION, SEED = 0.08, 0
@@ -161,9 +156,8 @@ def extract(target, seqs: list[dict], idx: list[int], out_dir: Path, shard_size:
 
 
 def save_npz(path: Path, **arrays) -> None:
-    """np.savez under a temporary name, then renamed: readers never see a half shard."""
-    np.savez(str(path) + ".tmp.npz", **arrays)
-    os.replace(str(path) + ".tmp.npz", path)
+    """np.savez, atomically: readers never see a half shard."""
+    write_atomic(path, lambda f: np.savez(f, **arrays))
 
 
 def read_shards(folder: Path, stem: str, max_shards: int = 10**9):

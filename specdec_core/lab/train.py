@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from ..atomic import write_atomic
 from .data import SEED, make_batch
 from .losses import (LOSSES, STEPS_OF, _along_chain, chain_expected_length, loss_fn, rollout, step_terms,
                      teacher_logp, tv_loss)
@@ -79,9 +79,8 @@ def train(head, seqs: list[dict], *, loss: str, steps: int, ckpt: Path, batch: i
             log(f"[{bar:<20}] {s + 1}/{steps} {tokens / el:.0f} tok/s ETA {el / done - el:.0f}s "
                 + " ".join(f"{k} {v:.3f}" for k, v in run.items()))
         if (s + 1) % 50 == 0 or s + 1 == steps:
-            torch.save({"head": {k: v for k, v in head.state_dict().items()}, "opt": opt.state_dict(),
-                        "step": s + 1, "settings": settings}, str(ckpt) + ".tmp")
-            os.replace(str(ckpt) + ".tmp", ckpt)
+            state = {"head": dict(head.state_dict()), "opt": opt.state_dict(), "step": s + 1, "settings": settings}
+            write_atomic(ckpt, lambda f: torch.save(state, f))
     head.eval()
 
 

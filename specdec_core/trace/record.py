@@ -6,13 +6,12 @@ form). Top-N lists are `[[id, text, prob], ...]`. p is always the target, q the 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
 from typing import Any, Optional
 
+from ..atomic import write_atomic
 from .stats import compute_stats
 
 SCHEMA_ID = "specdec.trace/1"
@@ -142,14 +141,7 @@ class Trace:
     def save(self, path) -> None:
         """Write the trace as JSON, atomically: to a temporary name beside it, then renamed, so a
         crash mid-write never leaves a half-written file that could later be read as a trace."""
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(self.to_json(indent=1))
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_atomic(path, lambda f: f.write(self.to_json(indent=1).encode("utf-8")))
 
 
 @lru_cache(maxsize=1)
