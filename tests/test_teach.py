@@ -39,9 +39,10 @@ def test_rejection_round_narrates_its_real_numbers():
     assert len(views) == 8 and len({v["title"] for v in views}) == 8
     # the drafted tokens as code spans (model text never renders as HTML), q, k
     assert "`␣the`" in by_id["draft"]["text"] and "`<b>&`" in by_id["draft"]["text"] and "k = 3" in by_id["draft"]["text"]
-    # the verify pass answers k + 1 questions; its time and v against the plain step (0.25 s vs 0.18 s)
+    # the verify pass answers k + 1 questions; its target time is the round's clock minus its draft
+    # (0.5 − 0.1 − 0.1 = 0.3 s) and v is that over plain's step (a 0.2 s round): 1.50
     assert "4 “what comes next?” questions" in by_id["verify"]["text"]
-    assert "250.0 ms" in by_id["verify"]["text"] and "v = 1.39" in by_id["verify"]["text"]
+    assert "300.0 ms" in by_id["verify"]["text"] and "v = 1.50" in by_id["verify"]["text"]
     # accept: p, q, p/q and u of each checked draft; the unchecked one is named as such
     text = by_id["accept"]["text"]
     assert "p = 0.900, q = 0.800, p/q = 1.125, u = 0.300 → ✓ accepted" in text
@@ -178,7 +179,8 @@ def test_cost_chart_from_given_timings():
     assert list(by_name["flat ideal (one read serves all)"].y) == pytest.approx([10.0] * 12)
     assert set(by_name["weight-streaming floor"].y) == {5.0}
     marks = by_name["this run's v(k) × one pass"]                           # rounds with 2 and 3 drafts
-    assert list(marks.x) == [3, 4] and list(marks.y) == pytest.approx([0.25 / 0.18 * 10] * 2)
+    # v = a round's target time (clock 0.4 s − draft 0.1 s) ÷ plain's step (its 0.2 s rounds) = 1.5
+    assert list(marks.x) == [3, 4] and list(marks.y) == pytest.approx([1.5 * 10] * 2)
     summary = figures.cost_summary(c)
     assert "2.10×" in summary and "Not flat" in summary and "538 MB" in summary
     assert "Nearly flat" in figures.cost_summary(curve([0.010] * 12))

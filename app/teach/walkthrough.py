@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from typing import Optional
 
+from specdec_core.costs.measured import round_target_s
 from specdec_core.costs import theory
 from specdec_core.trace import cost_ratios, measured_speedup, mismatch
 from specdec_core.trace.decisions import correction_decision, draft_decision, visible_whitespace
@@ -112,8 +113,8 @@ def round_facts(spec, plain, round_index: int, weight_bytes: Optional[int] = Non
         "draft_ms": _fmt(rnd.draft_s * 1e3, ".1f"), "c": _fmt(ratios["c"]),
         "step_ms": _fmt(step_s * 1e3 if step_s else None, ".1f"),
         "weights": (f"≈ {weight_bytes / 1e6:.0f} MB of weight matrices" if weight_bytes else "every weight matrix"),
-        "n_questions": k + 1, "last_d": _d(k), "verify_ms": _fmt(rnd.verify_s * 1e3, ".1f"),
-        "v": _fmt(rnd.verify_s / step_s if step_s else None),
+        "n_questions": k + 1, "last_d": _d(k), "verify_ms": _fmt(round_target_s(rnd) * 1e3, ".1f"),
+        "v": _fmt(round_target_s(rnd) / step_s if step_s else None),
         "accept_lines": _accept_lines(rnd, greedy),
         "rejected": _tok(rej.text) if rej else "—", "rejected_pos": (n_rej + 1) if rej else "—",
         "rejected_u": _fmt(rej.u, ".3f") if rej else "—",

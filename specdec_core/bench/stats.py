@@ -3,9 +3,8 @@
 Conventions (README "Statistics"): tokens/s of a lane on a prompt set = Σ tokens / Σ median
 wall seconds over its prompts (wall = outside clock around the whole call, prefill included).
 The theory is checked on decode time only (trace wall − prefill), because E[τ]/(k·c + v(k)) models
-rounds, not the prefill: c = draft step ÷ plain step, v(m) = verify time of an m-draft round ÷
-plain step, both pooled over repeats (and prompts for the overall row); α pooled over every
-evaluated draft position.
+rounds, not the prefill. α, c and v(m) are costs.measured's (one definition: a round's target time
+is its clock minus its draft time), pooled over repeats (and prompts for the overall row).
 """
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from collections import Counter, defaultdict
 from statistics import median
 from typing import Optional
 
+from ..costs import measured
 from ..costs.theory import expected_tokens, predicted_speedup, verify_cost
 
 
@@ -21,36 +21,26 @@ def _div(a, b) -> Optional[float]:
 
 
 def run_sums(trace) -> dict:
-    """Additive per-run quantities of one of our traces (so repeats and prompts can be pooled)."""
+    """Additive per-run quantities of one of our traces (so repeats and prompts can be pooled);
+    "costs" holds the round sums α, c and v(m) are defined on (costs.measured)."""
     s = trace.stats
-    verify = defaultdict(lambda: [0.0, 0])
-    overlaps = [t.overlap for r in trace.rounds for t in r.drafted if t.evaluated and t.overlap is not None]
-    for r in trace.rounds:
-        v = verify[len(r.drafted)]
-        v[0] += r.verify_s
-        v[1] += 1
     return {"tokens": s["new_tokens"], "rounds": s["rounds"], "decode_s": s["wall_s"] - s["prefill_s"],
             "prefill_s": s["prefill_s"], "trace_wall_s": s["wall_s"], "draft_s": s["draft_s"],
             "verify_s": s["verify_s"], "overhead_s": s["overhead_s"],
-            "draft_steps": sum(len(r.drafted) for r in trace.rounds),
-            "drafted": s["drafted"], "accepted": s["accepted"],
-            "overlap_sum": sum(overlaps), "overlap_n": len(overlaps),
-            "verify_by_m": {m: tuple(v) for m, v in verify.items()},
+            "drafted": s["drafted"], "accepted": s["accepted"], "costs": measured.round_sums(trace.rounds),
             "m_list": [len(r.drafted) for r in trace.rounds],
             "k_list": [r.k for r in trace.rounds], "decisions": [(r.k_policy or {}).get("kind", "fixed") for r in trace.rounds]}
 
 
 def pool(sums: list) -> dict:
     """Add up run_sums dicts."""
-    out = {"verify_by_m": defaultdict(lambda: [0.0, 0]), "m_list": [], "k_list": [], "decisions": []}
+    out = {"costs": measured.RoundSums(), "m_list": [], "k_list": [], "decisions": []}
     for s in sums:
         for key, val in s.items():
-            if key == "verify_by_m":
-                for m, (t, n) in val.items():
-                    out[key][m][0] += t
-                    out[key][m][1] += n
-            elif isinstance(val, list):
+            if isinstance(val, list):
                 out[key] += val
+            elif key == "costs":
+                out[key] = out[key] + val
             else:
                 out[key] = out.get(key, 0) + val
     return out
@@ -58,10 +48,8 @@ def pool(sums: list) -> dict:
 
 def theory_row(spec: dict, plain: dict, k) -> dict:
     """α, c, v(k), measured decode speedup and the predictions for pooled spec vs plain sums."""
-    step_s = _div(plain.get("verify_s"), plain.get("rounds"))
-    alpha = _div(spec.get("overlap_sum"), spec.get("overlap_n"))
-    c = _div(_div(spec.get("draft_s"), spec.get("draft_steps")), step_s)
-    v = {m: t / n / step_s for m, (t, n) in spec["verify_by_m"].items() if n and step_s}
+    m = measured.measured(spec["costs"], plain["costs"])
+    step_s, alpha, c, v = m.step_s, m.alpha, m.c, m.v
     meas = _div(_div(plain.get("decode_s"), plain.get("tokens")), _div(spec.get("decode_s"), spec.get("tokens")))
     row = {"alpha": alpha, "c": c, "v": {str(m): v[m] for m in sorted(v)}, "step_s": step_s,
            "mean_committed": _div(spec.get("tokens"), spec.get("rounds")),
@@ -74,7 +62,7 @@ def theory_row(spec: dict, plain: dict, k) -> dict:
     # The same theory over the draft lengths the rounds really had (the n-gram drafter proposes
     # fewer than k when its match is short, k = "auto" varies, the last round is cut).
     ms = spec["m_list"]
-    if ms and all(m in v for m in ms):
+    if ms and all(m == 0 or m in v for m in ms):      # v(0) = 1: a round that drafted nothing
         cost = verify_cost(v)
         row["predicted_mix"] = (sum(expected_tokens(alpha, m) for m in ms)
                                 / sum(m * c + cost(m) for m in ms))

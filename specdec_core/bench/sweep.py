@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from typing import Iterator, Optional, Sequence, Union
 
-from ..costs import theory
+from ..costs import measured, theory
 from ..decoding.autoregressive import autoregressive_generate
 from ..decoding.speculative import speculative_generate
 from ..decoding.warmup import warm_up
@@ -39,8 +39,8 @@ def _median(xs):
 
 def summarise(runs: list[dict]) -> dict:
     """Per k: median / min / max tokens per second, median acceptance rate, α and measured speedup
-    (÷ plain's median); the theory's predicted tokens/s for k = 1..8 from the measured α (median over
-    every speculative run), c and v(k) (from every run against the plain runs); the best k measured
+    (÷ plain's median); the theory's predicted tokens/s for k = 1..K_HORIZON from α, c and v(k)
+    (costs.measured, pooled over every speculative run against the plain runs); the best k measured
     and predicted. {"rows": [...], "theory": {k: tok/s}, "best_measured", "best_theory", "alpha", "c"}."""
     by_k: dict = {}
     for r in runs:
@@ -56,20 +56,16 @@ def summarise(runs: list[dict]) -> dict:
                      "speedup": (_median(tps) / plain_tps) if plain_tps and k != 0 else (1.0 if k == 0 else None)})
     rows.sort(key=lambda r: (r["k"] == "auto", r["k"] if r["k"] != "auto" else 0))
     spec = [t for k, ts in by_k.items() if k != 0 for t in ts]
-    alpha = _median([t.stats["alpha"] for t in spec])
-    c, v_points = None, {}
-    step_s = _median([t.stats["step_s"] for t in plain])      # one plain target step, median over runs
-    if step_s and spec:
-        c = _median([t.stats["draft_step_s"] / step_s for t in spec if t.stats["draft_step_s"] is not None])
-        for t in spec:
-            for k, verify_s in t.stats["verify_s_by_k"].items():
-                v_points.setdefault(int(k), []).append(verify_s / step_s)
+    # α, c and v(m) as costs.measured defines them, pooled over every run of the sweep.
+    pooled = lambda traces: sum((measured.round_sums(t.rounds) for t in traces), measured.RoundSums())
+    m = measured.measured(pooled(spec), pooled(plain))
+    alpha, c = m.alpha, m.c
     predicted: dict = {}
     if alpha is not None and c is not None and plain_tps:
-        v = theory.verify_cost({k: statistics.median(vs) for k, vs in v_points.items()})
+        v = theory.verify_cost(m.v)
         predicted = {k: plain_tps * theory.predicted_speedup(alpha, k, c, v) for k in range(1, theory.K_HORIZON + 1)}
-    measured = [r for r in rows if r["tokens_per_s"] is not None]
-    best = max(measured, key=lambda r: r["tokens_per_s"]) if measured else None
+    timed = [r for r in rows if r["tokens_per_s"] is not None]
+    best = max(timed, key=lambda r: r["tokens_per_s"]) if timed else None
     return {"rows": rows, "theory": predicted, "alpha": alpha, "c": c, "plain_tokens_per_s": plain_tps,
             "best_measured": best["k"] if best else None,
             "best_theory": max(predicted, key=predicted.get) if predicted else None}

@@ -38,6 +38,7 @@ from typing import Optional
 
 from ..drafters.combined import LOOKUP, MODEL   # the combined drafter's sources
 from ..registry import REGISTRY
+from ..costs.measured import round_target_s
 from ..costs.theory import K_HORIZON, best_k, verify_cost
 
 EMA = 0.15            # weight of a new measurement in running means
@@ -222,7 +223,7 @@ class AutoK:
         # The target's share of the round: its pass plus the round's bookkeeping (accept, trace
         # record, cache crop). Plain and speculative rounds both pay bookkeeping, a speculative one
         # more (more rows to record): measured whole, v(k) includes that difference.
-        target_s = rnd.t_end - rnd.t_start - rnd.draft_s
+        target_s = round_target_s(rnd)            # costs.measured: the one definition
         if m == 0:   # a plain step (chosen, or the drafter had nothing to propose)
             self.step_s = _ema(self.step_s, target_s)
             self.hot = False

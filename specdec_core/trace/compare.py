@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Sequence
 
+from ..costs import measured
 from ..costs.theory import predicted_speedup
 
 if TYPE_CHECKING:
@@ -106,14 +107,10 @@ def greedy_check(plain: "Trace", other_ids: Sequence[int]) -> GreedyVerdict:
 def cost_ratios(spec: "Trace", plain: "Trace") -> dict:
     """c and v(k) from a speculative and a plain trace of the same pair and device.
 
-    c = draft_step_s / step_s; v(k) = mean verify time of a k-draft round / step_s.
-    """
-    step_s = plain.stats["step_s"]
-    s = spec.stats
-    if not step_s:
-        return {"c": None, "v": {}}
-    c = s["draft_step_s"] / step_s if s["draft_step_s"] is not None else None
-    return {"c": c, "v": {k: t / step_s for k, t in s["verify_s_by_k"].items()}}
+    costs.measured's definitions: c = draft seconds per drafted token ÷ plain's step, v(m) = mean
+    target time of an m-draft round ÷ plain's step (str keys). {"c", "v"}."""
+    m = measured.measured(measured.round_sums(spec.rounds), measured.round_sums(plain.rounds))
+    return {"c": m.c, "v": {str(k): x for k, x in m.v.items()}}
 
 
 def speedup_reasons(spec: "Trace", plain: "Trace") -> Optional[dict]:

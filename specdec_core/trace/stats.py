@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-
-def _mean(xs) -> Optional[float]:
-    xs = list(xs)
-    return sum(xs) / len(xs) if xs else None
+from ..costs import measured
 
 
 def _ratio(a, b) -> Optional[float]:
@@ -19,17 +16,19 @@ def compute_stats(trace) -> dict:
 
     - acceptance_rate: accepted drafted tokens / all drafted tokens (every proposal counts, also the
       unchecked ones after a rejection; vLLM's "draft acceptance rate").
-    - alpha: mean of `overlap` = Σ min(p, q) over evaluated positions: Leviathan's α, the expected
-      per-token acceptance probability used by the theory (independent of the draws u).
+    - alpha: costs.measured.alpha, the mean of `overlap` = Σ min(p, q) over evaluated positions:
+      Leviathan's α (independent of the draws u).
     - mean_committed_per_round: new_tokens / rounds, correction and bonus included: the measured E[τ].
     - acceptance_by_position: for draft position i = 1..k, accepted / drafted at position i.
     - wall_s: prefill + all rounds (model loading excluded); tokens_per_s = new_tokens / wall_s.
     - draft_s / verify_s / overhead_s: sums over rounds; draft_step_s: mean time of one draft step.
-    - step_s (plain traces): mean time of one target step (one round of k = 0).
+    - step_s (plain traces): costs.measured.step_s, the mean target time of a plain round.
+    - target_s_by_k: mean target time (costs.measured.round_target_s) of the rounds that verified
+      m drafts, by m (str keys); rounds_by_k: how many rounds verified m drafts.
     """
     rounds = trace.rounds
     drafted = [t for r in rounds for t in r.drafted]
-    evaluated = [t for t in drafted if t.evaluated and t.overlap is not None]
+    sums = measured.round_sums(rounds)
     new_tokens = len(trace.output["ids"])
     wall_s = rounds[-1].t_end if rounds else trace.prefill_s
     max_k = max((len(r.drafted) for r in rounds), default=0)
@@ -38,14 +37,13 @@ def compute_stats(trace) -> dict:
         at_i = [r.drafted[i] for r in rounds if len(r.drafted) > i]
         by_position.append(_ratio(sum(t.accepted for t in at_i), len(at_i)))
     draft_steps = sum(len(r.drafted) for r in rounds)
-    plain_rounds = [r for r in rounds if r.k == 0]
     return {
         "new_tokens": new_tokens,
         "rounds": len(rounds),
         "drafted": len(drafted),
         "accepted": sum(t.accepted for t in drafted),
         "acceptance_rate": _ratio(sum(t.accepted for t in drafted), len(drafted)),
-        "alpha": _mean(t.overlap for t in evaluated),
+        "alpha": measured.alpha(sums),
         "mean_committed_per_round": _ratio(new_tokens, len(rounds)),
         "acceptance_by_position": by_position,
         "wall_s": wall_s,
@@ -55,23 +53,7 @@ def compute_stats(trace) -> dict:
         "verify_s": sum(r.verify_s for r in rounds),
         "overhead_s": sum(r.overhead_s for r in rounds),
         "draft_step_s": _ratio(sum(r.draft_s for r in rounds), draft_steps),
-        "step_s": _mean(r.verify_s for r in plain_rounds) if trace.config.get("k") == 0 else None,
-        "verify_s_by_k": _verify_by_k(rounds),
-        "rounds_by_k": _rounds_by_k(rounds),
+        "step_s": measured.step_s(sums) if trace.config.get("k") == 0 else None,
+        "target_s_by_k": {str(m): t / n for m, (t, n) in sorted(sums.target_by_m.items())},
+        "rounds_by_k": {str(m): n for m, (_, n) in sorted(sums.target_by_m.items())},
     }
-
-
-def _verify_by_k(rounds) -> dict:
-    """Mean verify time of a round, keyed by the number of drafted tokens it scored (str keys)."""
-    by_k: dict[int, list[float]] = {}
-    for r in rounds:
-        by_k.setdefault(len(r.drafted), []).append(r.verify_s)
-    return {str(k): sum(v) / len(v) for k, v in sorted(by_k.items())}
-
-
-def _rounds_by_k(rounds) -> dict:
-    """How many rounds scored each number of drafted tokens (str keys), to weight v(k) fits."""
-    counts: dict[int, int] = {}
-    for r in rounds:
-        counts[len(r.drafted)] = counts.get(len(r.drafted), 0) + 1
-    return {str(k): n for k, n in sorted(counts.items())}
