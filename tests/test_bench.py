@@ -61,8 +61,28 @@ def test_every_lane_and_field(report):
 def test_greedy_lanes_agree(report):
     g = report["greedy_check"]
     n_greedy_lanes = len(report["results"]["greedy"]["lanes"])
-    assert g["checked"] == 2 * n_greedy_lanes          # 2 prompts × 1 repeat
+    assert g["checked"] == 2 * (n_greedy_lanes - 1)    # every lane but plain itself: 2 prompts × 1 repeat
     assert g["identical"] == g["checked"] and not g["mismatches"] and not g["ties"]
+
+
+def test_a_greedy_mismatch_is_caught():
+    """A lane whose output differs from plain where the target's top-2 logits are far apart is
+    reported as a mismatch (and the command exits non-zero on it); an identical lane is not."""
+    from specdec_core import autoregressive_generate
+    from specdec_core.bench.lanes import Run
+    from specdec_core.bench.run import check_greedy
+    from specdec_core.trace import logit_gap_at
+    pair = ModelPair.from_models(tiny_llama(vocab_size=32, seed=0), "ngram")
+    plain = autoregressive_generate(pair, [1, 2, 3], max_new_tokens=8)
+    ids = plain.output_ids
+    pos = max(range(len(ids)), key=lambda i: logit_gap_at(plain, i))       # a clear argmax, no tie
+    wrong = ids[:pos] + [(ids[pos] + 1) % 32] + ids[pos + 1:]
+    runs = [Run("plain", "greedy", "p", 0, 1.0, ids, {}, plain), Run("spec_k2", "greedy", "p", 0, 1.0, ids, {}, None),
+            Run("broken", "greedy", "p", 0, 1.0, wrong, {}, None)]
+    g = check_greedy(runs)
+    assert g["checked"] == 2 and g["identical"] == 1 and not g["ties"]
+    assert [(m["lane"], m["position"]) for m in g["mismatches"]] == [("broken", pos)]
+    assert g["mismatches"][0]["logit_gap"] > g["tolerance"]
 
 
 def test_kernel_section(report):

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from specdec_core import ModelPair, autoregressive_generate, load_pair, speculative_generate
+from specdec_core.kernels import fastpath
 from specdec_core.models import draft_from_target_layers
 from specdec_core.sampling import SamplingConfig
 from specdec_core.trace.compare import greedy_check
@@ -23,7 +24,10 @@ CUDA = "cuda"
 
 
 def on_gpu(pair) -> ModelPair:
-    assert pair.input_device.type == CUDA and pair.kernels()["target"] != "onednn-prepacked"
+    """The pair is on the GPU, and the CPU fast path stood aside for it (stock kernels, saying why)."""
+    kernels = fastpath.kernels_of(pair.target)
+    assert pair.input_device.type == CUDA and kernels.name == fastpath.STOCK
+    assert kernels.note in ("on cuda: the fast path is for CPU", "fast path turned off"), kernels.note
     return pair
 
 

@@ -130,7 +130,7 @@ def test_pass_cost_measurement_and_breakdown():
     fastpath.apply(target)
     costs = measure_pass_costs(target, 32, n_max=4, context=8, reps=2)
     assert sorted(costs.seconds) == [1, 2, 3, 4] and all(s > 0 for s in costs.seconds.values())
-    assert costs.v(0) == 1.0 and sorted(costs.v_table()) == [1, 2, 3]
+    assert sorted(costs.v_table()) == [1, 2, 3] and all(v > 0 for v in costs.v_table().values())
     assert costs.kernels.startswith(fastpath.FAST)
     parts = step_breakdown(target, 32, n_tokens=3, context=8, reps=2)
     assert set(parts) == {"linears", "attention", "norms", "lm_head", "other", "total"}

@@ -66,7 +66,7 @@ def check_greedy(runs: list) -> dict:
     plain = {r.prompt: r for r in runs if r.mode == "greedy" and r.lane == "plain"}
     out = {"checked": 0, "identical": 0, "ties": [], "mismatches": [], "tolerance": None}
     for r in runs:
-        if r.mode != "greedy" or r.prompt not in plain:
+        if r.mode != "greedy" or r.prompt not in plain or r.lane == "plain":   # plain is the reference
             continue
         out["checked"] += 1
         ref = plain[r.prompt]
