@@ -88,23 +88,25 @@ def test_malformed_files_give_clear_errors(traces, mutate, message):
 
 
 def test_the_verdict_explains_itself_from_the_two_traces():
-    """speedup_why: measured α, c, v(k) at the most used k, and the theory's speedup from them."""
+    """speedup_why: measured α, c, v(k) at the most used k, and the theory's speedup from them —
+    checked against numbers worked out by hand from synthetic rounds."""
     from specdec_core import ModelPair, autoregressive_generate, speculative_generate
-    from specdec_core.costs.theory import predicted_speedup
-    from specdec_core.trace import cost_ratios
-    from specdec_core.trace.compare import speedup_reasons, speedup_why
+    from specdec_core.trace.compare import cost_ratios, speedup_reasons, speedup_why
 
     from .conftest import tiny_llama
-    pair = ModelPair.from_models(tiny_llama(vocab_size=16, seed=0), tiny_llama(vocab_size=16, seed=1))
-    spec = speculative_generate(pair, [1, 2, 3], k=3, max_new_tokens=30)
-    plain = autoregressive_generate(pair, [1, 2, 3], max_new_tokens=30)
+    from .test_timeline import make_plain, make_spec
+    # Rounds verifying 3, 2 and 0 drafts (k = 3 wins the tie: the larger k). α = mean(0.5, 0.5, 0.9,
+    # 0.8) = 0.675; c = 0.2 s of drafting for 5 drafts ÷ plain's 0.2 s step = 0.2; v(3) = (0.4 s
+    # clock − 0.1 s draft) ÷ 0.2 s = 1.5; theory (1 − 0.675⁴)/(1 − 0.675) / (3·0.2 + 1.5) = 1.16104.
+    spec, plain = make_spec(), make_plain([5, 6, 7, 8], step=0.2)
     r = speedup_reasons(spec, plain)
-    costs = cost_ratios(spec, plain)
-    assert r["k"] == 3 and r["alpha"] == spec.stats["alpha"] and r["c"] == costs["c"] and r["v"] == costs["v"]["3"]
-    n_plain = spec.stats["rounds_by_k"].get("0", 0)   # the last round cannot draft past max_new_tokens
-    assert r["theory"] == predicted_speedup(r["alpha"], 3, r["c"], r["v"]) and r["plain_share"] == n_plain / len(spec.rounds)
+    assert r["k"] == 3 and r["alpha"] == pytest.approx(0.675) and r["c"] == pytest.approx(0.2)
+    assert r["v"] == pytest.approx(1.5) and r["theory"] == pytest.approx(1.16104, abs=1e-4)
+    assert r["plain_share"] == pytest.approx(1 / 3) and cost_ratios(spec, plain)["v"] == pytest.approx({"2": 1.5, "3": 1.5})
     text = speedup_why(spec, plain)
-    assert f"α = {r['alpha']:.2f}" in text and f"v(3) = {r['v']:.2f}" in text and f"{r['theory']:.2f}×" in text
+    assert "α = 0.68" in text and "c = 0.20" in text and "v(3) = 1.50" in text and "1.16×" in text
+    pair = ModelPair.from_models(tiny_llama(vocab_size=16, seed=0), tiny_llama(vocab_size=16, seed=1))
+    plain = autoregressive_generate(pair, [1, 2, 3], max_new_tokens=30)
     plain_only = speculative_generate(pair, [1, 2, 3], k=3, max_new_tokens=8, k_schedule=[0] * 8)
     assert speedup_reasons(plain_only, plain)["k"] is None and "plain target step" in speedup_why(plain_only, plain)
 
