@@ -105,8 +105,14 @@ def test_a_failing_decode_ends_only_its_request(server, monkeypatch):
 
 
 def test_memory_and_temporary_files_stay_flat(server, monkeypatch):
-    """50 runs on one pair, then 21 alternating between three, with the registry bound low: RSS
-    grows < 64 MB after warm-up, the bound evicts, and the download folders stay within budget."""
+    """50 runs on one pair, then 21 alternating between three, with the registry bound low: no trace
+    or model outlives its run (live objects counted, not RSS, which moves with the allocator and
+    the machine), the bound evicts, and the download folders stay within budget."""
+    import gc
+
+    def live(kind):
+        gc.collect()
+        return sum(isinstance(o, kind) for o in gc.get_objects())
     from app import views
     monkeypatch.setenv("SPECDEC_TRACE_MAX_RUNS", "10")
     monkeypatch.setattr(REGISTRY, "max_models", 2)
@@ -114,7 +120,7 @@ def test_memory_and_temporary_files_stay_flat(server, monkeypatch):
     proc = psutil.Process()
     for i in range(3):    # warm-up: every pair once, first-call allocations done
         client.predict(*run_args(PROMPTS[i % 4], 2, 0.0, i, draft=f"target-layers:{1 + i}", max_new=6), api_name="/run")
-    rss0 = proc.memory_info().rss
+    rss0, traces0 = proc.memory_info().rss, live(Trace)
     for i in range(50):
         client.predict(*run_args(PROMPTS[i % 4], 2, 0.8, i, max_new=6), api_name="/run")
     for i in range(21):
@@ -123,7 +129,8 @@ def test_memory_and_temporary_files_stay_flat(server, monkeypatch):
     growth = (proc.memory_info().rss - rss0) / 2**20
     print(f"RSS after warm-up {rss0 / 2**20:.0f} MB, after 71 runs +{growth:.0f} MB; "
           f"models held {len(REGISTRY.loaded())}; download folders {len(list(views.trace_dir().glob('run-*')))}")
-    assert growth < 64
+    # The last run's traces may still be referenced by gradio's state; nothing accumulates.
+    assert live(Trace) <= traces0 + 4
     assert len(REGISTRY.loaded()) <= 2
     assert len(list(views.trace_dir().glob("run-*"))) <= 10
 

@@ -192,7 +192,7 @@ def _record_round(st, proposal, draft_list, logits, p_target, q_draft, correctio
     q_x = q_draft.gather(-1, ids_t[:, None]).squeeze(-1)
     rows = torch.cat([p_target, p_raw, q_draft, q_raw, correction_dist[None]])  # [4m+3, V]
     top_p, top_i = rows.topk(min(TOP_N, rows.shape[-1]), dim=-1)
-    # The single device->host move of the round's details.
+    # The round's details to the host: top values, top ids, scalars, u (docs/ARCHITECTURE.md, Devices).
     top_p, top_i = top_p.cpu().tolist(), top_i.cpu().tolist()
     scalars = torch.stack([p_x, q_x, overlap]).cpu().tolist()
     u_list = u.cpu().tolist() if u is not None else [None] * m
