@@ -31,7 +31,8 @@ def default_pair():
 
 
 def pytest_collection_modifyitems(items):
-    """Tests that use the real default target are marked `model` (the fast subset skips them)."""
+    """Tests that use the real default target are marked `model`: `-m "not model"` leaves them out
+    (`make test-fast` keeps them; it leaves out `slow` and `browser`)."""
     for item in items:
         if "default_pair" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.model)
