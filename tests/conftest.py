@@ -36,3 +36,17 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "default_pair" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.model)
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    """The decoder's clock ticks 10 ms per reading: every round's draft, verify and bookkeeping take
+    one tick each, so k = "auto"'s decisions depend on the model's numbers only, never on the load
+    of the machine. (The pass-cost priors are measured once per target with the real clock.)"""
+    from types import SimpleNamespace
+
+    from specdec_core.decoding import speculative
+    ticks = iter(range(10**9))
+    clock = SimpleNamespace(perf_counter=lambda: 0.01 * next(ticks), time=speculative.time.time)
+    monkeypatch.setattr(speculative, "time", clock)
+    return clock
