@@ -76,13 +76,23 @@ def _shard_dirs(source: str, pair=None) -> tuple[Path, Path]:
     return keyed_dir(f"train_{source}", man), keyed_dir(f"val_{source}", man)
 
 
+def _source_caps(sources: str) -> list[tuple[str, int]]:
+    """"gen,shared:34" -> [("gen", no cap), ("shared", 34)]: a shard cap per source, so a recipe names
+    exactly the data it used whatever a longer extraction added since."""
+    out = []
+    for item in sources.split(","):
+        name, _, cap = item.partition(":")
+        out.append((name, int(cap) if cap else 10**9))
+    return out
+
+
 def _train_data(sources: str, max_shards: int, layers: str) -> tuple[list[dict], list[dict]]:
     """(train, held-out) teacher-forced sequences of the sources, feats cut to the head's taps;
     train shuffled across sources."""
     data, held = [], []
-    for s in sources.split(","):
+    for s, cap in _source_caps(sources):
         train_dir, val_dir = _shard_dirs(s)
-        data += select_taps(load_shards(train_dir, max_shards), layers.split(","))
+        data += select_taps(load_shards(train_dir, min(max_shards, cap)), layers.split(","))
         held += select_taps(load_shards(val_dir), layers.split(","))
     # One fixed shuffle across sources: batches mix them.
     return [data[i] for i in np.random.default_rng(SEED).permutation(len(data))], held
@@ -109,7 +119,7 @@ def _train_one(a, target, vocab, data, held, loss: str, name: str, init_from):
         state = torch.load(cache_dir() / f"ckpt_{init_from}.pt", weights_only=True)["head"]
         head.load_state_dict({k: v for k, v in state.items() if not (k in ("bias", "vocab_ids") and v.shape != head.bias.shape)},
                              strict=False)
-    manifests = {s: _shard_dirs(s)[0].name for s in a.sources.split(",")}
+    manifests = {s: _shard_dirs(s)[0].name for s, _ in _source_caps(a.sources)}
     train(head, data, loss=loss, steps=a.steps, ckpt=cache_dir() / f"ckpt_{name}.pt", batch=a.batch, lr=a.lr, K=a.K,
           settings={"data": manifests, "vocab": len(vocab), "vocab_sum": int(vocab.sum()), "layers": layers,
                     "init_layer": a.init_layer, "init_from": init_from})
@@ -240,7 +250,7 @@ def main(argv=None) -> None:
         t.add_argument("--layers", default=",".join(map(str, FEATURE_LAYERS)),
                        help="hidden_states indices the head reads (the last -1); the shards must hold them")
         t.add_argument("--shards", type=int, default=10**9, help="at most this many shards per source")
-        t.add_argument("--sources", default=",".join(SOURCES))
+        t.add_argument("--sources", default=",".join(SOURCES), help="of gen, shared, text; NAME:N uses its first N shards")
         t.add_argument("--init-from", default=None, type=run_name, help="start from the weights of run NAME")
     y = sub.add_parser("yardstick", help="offline agreement per task type on the frozen held-out prompts")
     y.add_argument("--head", default=None, help="a head folder (default: the shipped draft)")
