@@ -98,14 +98,17 @@ def _train_data(sources: str, max_shards: int, layers: str) -> tuple[list[dict],
     return [data[i] for i in np.random.default_rng(SEED).permutation(len(data))], held
 
 
-def _vocab(n: int) -> torch.Tensor:
-    return frequent_vocab_of([s["gen"] for s in _target_outputs()], n)
+def _vocab(n: int, sources: str) -> torch.Tensor:
+    """The n most frequent tokens of the target's outputs in the training sources' train splits."""
+    return frequent_vocab_of([s["gen"] for s in _target_outputs(sources)], n)
 
 
-def _target_outputs() -> list[dict]:
-    """The target's own outputs on training instructions (shared train split + corpus train split)."""
+def _target_outputs(sources: str = ",".join(SOURCES)) -> list[dict]:
+    """The target's own outputs on training instructions: the train splits of the sources that hold
+    them (shared, gen; whole splits, shard caps aside), in the order shared, gen."""
+    names = {name for name, _ in _source_caps(sources)}
     out = []
-    for source in ("shared", "gen"):
+    for source in [s for s in ("shared", "gen") if s in names]:
         seqs, train_idx, _, _ = source_sets(source)
         out += [seqs[i] for i in train_idx]
     return out
@@ -115,7 +118,13 @@ def _train_one(a, target, vocab, data, held, loss: str, name: str, init_from):
     torch.manual_seed(SEED)
     layers = [int(x) for x in a.layers.split(",")]
     head = new_head(target, vocab, a.init_layer, layers)
-    if init_from:   # curriculum: continue from another run's weights (fresh optimizer)
+    if getattr(a, "init_head", None):   # a saved head folder (safetensors), e.g. a committed run
+        from safetensors.torch import load_file
+        init_from = str(Path(a.init_head).resolve())
+        state = {k: v.float() if v.is_floating_point() else v for k, v in load_file(Path(a.init_head) / "weights.safetensors").items()}
+        head.load_state_dict({k: v for k, v in state.items() if not (k in ("bias", "vocab_ids") and v.shape != head.bias.shape)},
+                             strict=False)
+    elif init_from:   # curriculum: continue from another run's weights (fresh optimizer)
         state = torch.load(cache_dir() / f"ckpt_{init_from}.pt", weights_only=True)["head"]
         head.load_state_dict({k: v for k, v in state.items() if not (k in ("bias", "vocab_ids") and v.shape != head.bias.shape)},
                              strict=False)
@@ -151,7 +160,7 @@ def cmd_extract(a) -> None:
 
 def cmd_train(a) -> None:
     from ..drafters.feature_head import save_head
-    pair, vocab = _target(), _vocab(a.vocab)
+    pair, vocab = _target(), _vocab(a.vocab, a.sources)
     data, held = _train_data(a.sources, a.shards, a.layers)
     n_pos = int(sum(len(d["ids"]) for d in data))
     print(f"{len(data)} train sequences, {n_pos} positions")
@@ -164,7 +173,7 @@ def cmd_train(a) -> None:
 
 def cmd_ablate(a) -> None:
     """Every loss from the same start (fresh, or --init-from's weights), same data order, steps, seed."""
-    pair, vocab = _target(), _vocab(a.vocab)
+    pair, vocab = _target(), _vocab(a.vocab, a.sources)
     data, held = _train_data(a.sources, a.shards, a.layers)
     rows = []
     for loss in a.losses.split(","):
@@ -252,6 +261,7 @@ def main(argv=None) -> None:
         t.add_argument("--shards", type=int, default=10**9, help="at most this many shards per source")
         t.add_argument("--sources", default=",".join(SOURCES), help="of gen, shared, text; NAME:N uses its first N shards")
         t.add_argument("--init-from", default=None, type=run_name, help="start from the weights of run NAME")
+        t.add_argument("--init-head", default=None, help="start from a saved head folder (e.g. specdec_core/lab/runs/v2)")
     y = sub.add_parser("yardstick", help="offline agreement per task type on the frozen held-out prompts")
     y.add_argument("--head", default=None, help="a head folder (default: the shipped draft)")
     y.add_argument("--max-new", type=int, default=64)
