@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from typing import Iterator, Optional
 
-from specdec_core.trace.decisions import DECISIONS
+from specdec_core.trace.decisions import DECISIONS, NEUTRAL_COLOUR
 from specdec_core.trace import cost_ratios, measured_speedup
 from specdec_core.trace.compare import speedup_why
 from specdec_core.trace import greedy_check as core_greedy_check
@@ -42,18 +42,34 @@ def verdict_html(spec, plain) -> str:
     if spec is None or plain is None or not (spec.finished and plain.finished):
         return '<div class="sd-verdict" id="sd-verdict"><span class="sd-empty">The speedup appears when both lanes finish.</span></div>'
     s = measured_speedup(spec, plain)
-    colour = DECISIONS["accepted"].colour if s and s >= 1 else DECISIONS["rejected"].colour
     check = greedy_check(spec, plain)
     if check is None:
         check_text = "temperature > 0: the two lanes are different samples of the same distribution"
     else:
         check_text = check["text"]
-    return (f'<div class="sd-verdict" id="sd-verdict"><span class="sd-speedup" style="color:{colour}">'
-            f'{_fmt(s)}× speedup</span> <span>speculative {_fmt(spec.stats["tokens_per_s"], ".1f")} tok/s ÷ '
-            f'plain {_fmt(plain.stats["tokens_per_s"], ".1f")} tok/s</span><br>'
+    rates = (f'speculative {_fmt(spec.stats["tokens_per_s"], ".1f")} tok/s ÷ '
+             f'plain {_fmt(plain.stats["tokens_per_s"], ".1f")} tok/s')
+    if not spec.stats["drafted"]:
+        # Nothing was drafted: both lanes did the same work, so their ratio is timing noise.
+        head = (f'<span class="sd-speedup" style="color:{NEUTRAL_COLOUR}">No speculation in this run</span> '
+                f'<span>every round was a plain target step ({html.escape(_no_draft_reason(spec))}), so both '
+                f'lanes did the same work; {rates} = {_fmt(s)}× is timing noise, not a speedup</span>')
+    else:
+        colour = DECISIONS["accepted"].colour if s and s >= 1 else DECISIONS["rejected"].colour
+        head = f'<span class="sd-speedup" style="color:{colour}">{_fmt(s)}× speedup</span> <span>{rates}</span>'
+    return (f'<div class="sd-verdict" id="sd-verdict">{head}<br>'
             f'<span id="sd-check">{html.escape(check_text)}</span>'
             + (f'<br><span id="sd-why" class="sd-why">{html.escape(why)}</span>' if (why := speedup_why(spec, plain)) else "")
             + '</div>')
+
+
+def _no_draft_reason(spec) -> str:
+    """Why a speculative trace drafted nothing, from its config and rounds."""
+    if len(spec.output_ids) <= 1:
+        return "one new token: a round drafts only what comes after the token it must produce anyway"
+    if spec.config.get("k") == "auto":
+        return "k = auto predicted no gain from drafting"
+    return "the drafter had nothing to propose"
 
 
 def stats_markdown(spec, plain) -> str:

@@ -146,6 +146,24 @@ def test_verdict_speedup_and_greedy_check():
     assert "appears when both lanes finish" in race.verdict_html(make_spec(finished=False), same)
 
 
+def test_no_speedup_is_claimed_when_nothing_was_drafted():
+    """A run whose rounds drafted nothing (max new tokens 1, or k = auto always plain) did the same
+    work in both lanes: the verdict says so and names no speedup, whatever the clocks measured."""
+    from specdec_core import Trace
+    quick = make_plain([5], step=0.2)                    # 1 token, 0.3 s
+    slow = make_plain([5], step=0.3)                     # 1 token, 0.4 s: a "1.33×" that means nothing
+    spec = Trace.from_dict({**quick.to_dict(), "config": {**quick.config, "k": 4, "mode": "speculative", "draft": "d"}})
+    text = race.verdict_html(spec, slow)
+    assert "No speculation in this run" in text and "one new token" in text and "timing noise" in text
+    assert "× speedup" not in text and "every round was a plain target step" in text   # the why line agrees
+    auto = Trace.from_dict({**spec.to_dict(), "output": {"ids": [5, 6], "text": ""},
+                            "rounds": spec.to_dict()["rounds"] * 2})
+    auto.rounds[1].index, auto.rounds[1].committed = 1, [6]
+    auto.config["k"] = "auto"
+    assert "k = auto predicted no gain" in race.verdict_html(auto, make_plain([5, 6]))
+    assert "× speedup" in race.verdict_html(make_spec(), make_plain(make_spec().output_ids))   # drafted: claimed
+
+
 def test_lane_order_alternates():
     assert race.lane_order(0) == ("plain", "speculative")
     assert race.lane_order(1) == ("speculative", "plain")
