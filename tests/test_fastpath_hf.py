@@ -110,3 +110,19 @@ def test_the_stock_matrices_are_a_memory_map_of_the_weights_file(fast):
     q = fast.model.layers[0].self_attn.q_proj.weight
     stock_q = _stock_load(embedded.converted_dir()).model.layers[0].self_attn.q_proj.weight
     assert torch.equal(q, stock_q)
+
+
+def test_training_runs_the_stock_code_and_gets_gradients(stock, ids):
+    """The packed kernels have no backward: with gradients wanted, the stock code runs (and
+    `kernels_of` still reports the fast path, which every no-grad forward keeps using)."""
+    twin = copy.deepcopy(stock)
+    fastpath.apply(twin)                   # packed, no weights file: dense kept
+    assert fastpath.kernels_of(twin).name == fastpath.FAST
+    loss = twin(ids).logits[0, -1].logsumexp(-1)
+    loss.backward()
+    grad = twin.model.layers[0].self_attn.q_proj.weight.grad
+    assert grad is not None and float(grad.abs().sum()) > 0
+    assert twin.model.layers[0].mlp.down_proj.weight.grad is not None
+    assert fastpath.kernels_of(twin).name == fastpath.FAST
+    with torch.inference_mode():
+        assert torch.allclose(twin(ids).logits, _logits(stock, ids), atol=1e-4)

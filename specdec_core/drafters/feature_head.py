@@ -138,7 +138,7 @@ class FeatureHead(nn.Module):
 
     def logits(self, g: torch.Tensor) -> torch.Tensor:
         """g [..., H] -> logits over the N draft tokens [..., N]."""
-        if self.packed_logits is not None and self.packed_logits.valid_for([self.head_w]) and g.dtype == torch.float32:
+        if self.packed_logits is not None and self.packed_logits.usable_for([self.head_w]) and g.dtype == torch.float32:
             return fastpath.packed_linear(self.norm(g), self.packed_logits.tensor, self.bias)
         return self.norm(g) @ self.head_w.T.to(g.dtype) + self.bias
 

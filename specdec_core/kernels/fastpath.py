@@ -100,7 +100,7 @@ class PackedLinear(nn.Linear):
         return mod
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.pack.valid_for([self.weight]) and (self.bias is None or self.bias.dtype == torch.float32):
+        if self.pack.usable_for([self.weight]) and (self.bias is None or self.bias.dtype == torch.float32):
             return packed_linear(x, self.pack.tensor, self.bias)
         return super().forward(x)
 

@@ -64,7 +64,7 @@ def packs(module: nn.Module) -> dict:
 def _fused(module: nn.Module, key: str):
     """The pack `key` of a fused module when it matches its stock weights now, else None."""
     pack, names = packs(module)[key]
-    return pack if pack.valid_for([getattr(module, n).weight for n in names]) else None
+    return pack if pack.usable_for([getattr(module, n).weight for n in names]) else None
 
 
 def _attention_forward(self, hidden_states, position_embeddings=None, attention_mask=None,

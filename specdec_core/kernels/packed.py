@@ -32,16 +32,25 @@ class Pack:
         self.stamp = self._stamp(sources)
 
     @staticmethod
-    def _stamp(tensors) -> tuple:
-        # Same storage, no in-place edit since (the version counter), fp32 on the CPU.
-        return tuple((t.data_ptr(), t._version, t.dtype, t.device.type) for t in tensors)
+    def _stamp(tensors) -> list:
+        # Same storage (another device or dtype is another storage), no in-place edit since (the
+        # version counter), fp32. Checked on every forward: kept to two reads and a compare each.
+        return [(t.data_ptr(), t._version, t.dtype is torch.float32) for t in tensors]
 
     def rebase(self, sources: list) -> None:
         """The sources now live elsewhere with the same values (a memory map): re-stamp them."""
         self.stamp = self._stamp(sources)
 
     def valid_for(self, sources: list) -> bool:
+        """The pack is a copy of `sources` as they are now."""
         return self.tensor is not None and self._stamp(sources) == self.stamp
+
+    def usable_for(self, sources: list) -> bool:
+        """A forward may use the pack: it is current, and no gradient is wanted through `sources`
+        (the packed kernel has no backward: fine-tuning a fast-path model runs the stock code)."""
+        if torch.is_grad_enabled() and any(t.requires_grad for t in sources):
+            return False
+        return self.valid_for(sources)
 
     def __deepcopy__(self, memo):
         return _empty_pack()
@@ -52,5 +61,5 @@ class Pack:
 
 def _empty_pack() -> Pack:
     p = Pack.__new__(Pack)
-    p.tensor, p.bias, p.stamp = None, None, ()
+    p.tensor, p.bias, p.stamp = None, None, []
     return p
