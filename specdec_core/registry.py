@@ -144,8 +144,8 @@ class Registry:
         """The value `name` derived from `model`, made once with make() and kept as long as the
         model lives (or stays registered)."""
         def find():
-            item = self._attachments.get(model, {}).get(name)
-            return None if item is None else item
+            return self._attachments.get(model, {}).get(name)
+
         def store(value):
             item = self._attachments.setdefault(model, {})[name] = (value, tensor_bytes(value))
             if any(e.value[0] is model for e in self._entries.values()):

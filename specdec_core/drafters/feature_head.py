@@ -3,9 +3,10 @@
 At committed position t the target's verify pass already gave its hidden states; the head taps
 a few layers (cfg "feature_layers", the last one the final post-norm state f_t), fuses them into
 one H-vector f̃_t (inner taps RMS-normed, one linear 3H -> H; a one-tap head reads f_t as is),
-reads [f̃_t ; e(x_{t+1})] (e: the target's frozen token embeddings), projects 2H -> H, runs ONE decoder layer of the target's width (causal attention over its own KV
-cache), a final RMSNorm, and a truncated output layer: the rows of the target's tied embedding
-matrix for the N most frequent output tokens (+ a trained bias). Its output g_t imitates f_{t+1},
+reads [f̃_t ; e(x_{t+1})] (e: the target's frozen token embeddings), projects 2H -> H, runs ONE
+decoder layer of the target's width (causal attention over its own KV cache), a final RMSNorm,
+and a truncated output layer: the rows of the target's tied embedding matrix for the N most
+frequent output tokens (+ a trained bias). Its output g_t imitates f_{t+1},
 so a second draft step feeds [g_t ; e(d_1)], and so on. q is 0 outside the N tokens (padded with
 -inf by `fit_vocab`), which keeps speculative sampling exact.
 
@@ -229,8 +230,8 @@ class FeatureDrafter(Drafter):
     """Drafts with a FeatureHead from the target's verify-pass features (needs wants_hidden).
 
     State: `feats` [n, H] = f̃_0..f̃_{n-1}, the fused features of what observe() was handed; the
-    head's KV cache holds `n_true` entries built from TRUE features (entry p = [f̃_p ; e(x_{p+1})]). With L committed tokens the
-    decoder has shown us f_0..f_{L-2}, so entry L-2 is the last true one and its output drafts x_L;
+    head's KV cache holds `n_true` entries built from TRUE features (entry p = [f̃_p ; e(x_{p+1})]).
+    With L committed tokens the decoder has shown us f_0..f_{L-2}, so entry L-2 is the last true one and its output drafts x_L;
     later draft steps feed the head's own output g. Entries made from g are dropped every round.
     """
 

@@ -96,7 +96,7 @@ class PackedLinear(nn.Linear):
         nn.Module.__init__(mod)
         mod.in_features, mod.out_features = linear.in_features, linear.out_features
         mod.weight, mod.bias = linear.weight, linear.bias      # the same Parameter objects (ties kept)
-        object.__setattr__(mod, "pack", Pack([linear.weight], linear.bias))
+        object.__setattr__(mod, "pack", Pack([linear.weight]))   # forward passes self.bias itself
         return mod
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -228,12 +228,14 @@ def map_from_files(model: nn.Module, weights_from) -> set:
     index = _safetensors_index(weights_from)
     if not index:
         return set()
-    names = {p.data_ptr(): n for n, p in model.named_parameters()}
+    params = dict(model.named_parameters())
+    names = {p.data_ptr(): n for n, p in params.items()}
     wanted = {}
     for t in _matrices(model):
         key = names.get(t.data_ptr())
         if key in index and index[key][2] == tuple(t.shape) and index[key][1] % t.element_size() == 0:
             wanted[key] = t
+
     def view(storages, key):
         f, offset, shape = index[key]
         if f not in storages:
@@ -243,9 +245,7 @@ def map_from_files(model: nn.Module, weights_from) -> set:
     same = [key for key, t in wanted.items() if torch.equal(view(check, key), t)]
     del check                                  # the checked pages go with this mapping
     lazy, mapped = {}, set()
-    params = dict(model.named_parameters())
     for key in same:
         params[key].data = view(lazy, key)
         mapped.add(params[key].data_ptr())
     return mapped
-

@@ -47,22 +47,30 @@ HEAD_VERSION = 2        # of the recipe (traces record "<name> v<N>"): 2 = three
 VAL_PER_SOURCE = 96     # held-out sequences per source for tuning (by instruction)
 
 
+def source_manifest(source: str, pair=None) -> dict:
+    """What one source's shards are made from: its input files and their sizes and its split rule
+    (read from the file system; only "text" has to build its sequences to describe them)."""
+    if source == "shared":
+        files = [data_dir() / "selfdistill.npz", data_dir() / "instructions.json"]
+        return manifest(files, source=source, split="instruction-8%")
+    if source == "gen":
+        files = sorted(corpus_dir().glob("gen_*.npz"))
+        if not files:
+            raise SystemExit(f"no corpus shards (gen_*.npz) in {corpus_dir()}: pass --corpus DIR or run the corpus step")
+        return manifest(files, source=source, split="prompt-md5-4%")
+    return source_sets(source, pair)[3]
+
+
 def source_sets(source: str, pair=None) -> tuple[list[dict], list[int], list[int], dict]:
     """(sequences, train indices, held-out indices, manifest) of one source; the held-out side is
     split by instruction. The manifest names the input files and their sizes."""
     if source == "shared":
         seqs, _ = load_sequences()
-        train_idx, test_idx = split(seqs)
-        files = [data_dir() / "selfdistill.npz", data_dir() / "instructions.json"]
-        return seqs, train_idx, test_idx, manifest(files, source=source, split="instruction-8%")
+        return (seqs, *split(seqs), source_manifest(source))
     if source == "gen":
-        folder = corpus_dir()
-        files = sorted(folder.glob("gen_*.npz"))
-        if not files:
-            raise SystemExit(f"no corpus shards (gen_*.npz) in {folder}: pass --corpus DIR or run the corpus step")
-        seqs = corpus.load_corpus(folder, "gen")
-        train_idx, test_idx = split_by_prompt(seqs)
-        return seqs, train_idx, test_idx, manifest(files, source=source, split="prompt-md5-4%")
+        man = source_manifest(source)
+        seqs = corpus.load_corpus(corpus_dir(), "gen")
+        return (seqs, *split_by_prompt(seqs), man)
     seqs = corpus.text_sequences(pair or _target(), TEXT_PER_SOURCE)
     n_tok = int(sum(len(s["gen"]) for s in seqs))
     return seqs, list(range(len(seqs))), [], manifest([], source=source, sequences=len(seqs), tokens=n_tok)
@@ -72,7 +80,7 @@ TEXT_PER_SOURCE = 1500
 
 
 def _shard_dirs(source: str, pair=None) -> tuple[Path, Path]:
-    man = source_sets(source, pair)[3]
+    man = source_manifest(source, pair)
     return keyed_dir(f"train_{source}", man), keyed_dir(f"val_{source}", man)
 
 
@@ -118,14 +126,14 @@ def _train_one(a, target, vocab, data, held, loss: str, name: str, init_from):
     torch.manual_seed(SEED)
     layers = [int(x) for x in a.layers.split(",")]
     head = new_head(target, vocab, a.init_layer, layers)
+    state = None
     if getattr(a, "init_head", None):   # a saved head folder (safetensors), e.g. a committed run
         from safetensors.torch import load_file
         init_from = str(Path(a.init_head).resolve())
         state = {k: v.float() if v.is_floating_point() else v for k, v in load_file(Path(a.init_head) / "weights.safetensors").items()}
-        head.load_state_dict({k: v for k, v in state.items() if not (k in ("bias", "vocab_ids") and v.shape != head.bias.shape)},
-                             strict=False)
     elif init_from:   # curriculum: continue from another run's weights (fresh optimizer)
         state = torch.load(cache_dir() / f"ckpt_{init_from}.pt", weights_only=True)["head"]
+    if state is not None:   # another vocabulary's output bias and ids are not carried over
         head.load_state_dict({k: v for k, v in state.items() if not (k in ("bias", "vocab_ids") and v.shape != head.bias.shape)},
                              strict=False)
     manifests = {s: _shard_dirs(s)[0].name for s, _ in _source_caps(a.sources)}
@@ -151,9 +159,9 @@ def cmd_extract(a) -> None:
     """Teacher-force every source, held-out sides first; one time budget across all of them."""
     import time
     pair, deadline = _target(), time.time() + a.minutes * 60
+    left = lambda: max(0.0, (deadline - time.time()) / 60)
     for source in a.sources.split(","):
         seqs, train_idx, test_idx, man = source_sets(source, pair)
-        left = lambda: max(0.0, (deadline - time.time()) / 60)
         extract(pair.target, seqs, test_idx[:VAL_PER_SOURCE], keyed_dir(f"val_{source}", man), minutes=left())
         extract(pair.target, seqs, train_idx, keyed_dir(f"train_{source}", man), minutes=left())
 

@@ -27,7 +27,6 @@ def heldout_sequences(pair, max_new: int = 64) -> list[dict]:
     folder = keyed_dir(f"yardstick_{max_new}", manifest([data.file("heldout_prompts.json")], max_new=max_new))
     prompts = heldout_prompts()
     if not (folder / "seqs.npz").is_file():
-        folder.mkdir(parents=True, exist_ok=True)
         seqs = []
         for p in prompts:
             ids = torch.tensor([pair.encode_prompt(p["text"])])
@@ -69,33 +68,27 @@ def online_rows(pair, k: int = 4, max_new: int = 64) -> list[dict]:
     draft's top-m at step 1), accept [k] (acceptance at step j given step j was tried), tau
     (tokens per round)}."""
     from ..decoding.speculative import speculative_generate
-    prompts, per_task = heldout_prompts(), {}
-    for p in prompts:
+    tally = lambda: {"n": set(), "rounds": 0, "pos1": 0, "top1": 0, "top3": 0, "top5": 0,
+                     "tried": [0] * k, "ok": [0] * k, "tokens": 0}
+    per_task, total = {}, tally()
+    for p in heldout_prompts():
         trace = speculative_generate(pair, pair.encode_prompt(p["text"]), k=k, temperature=0.0, max_new_tokens=max_new)
         for r in trace.rounds:
             if not r.drafted:
                 continue
             first, target_id = r.drafted[0], r.drafted[0].p_top_raw[0][0]
             ranks = [t[0] for t in first.q_top_raw]
-            row = per_task.setdefault(p["task"], {"n": set(), "rounds": 0, "pos1": 0, "top1": 0, "top3": 0, "top5": 0,
-                                                  "tried": [0] * k, "ok": [0] * k, "tokens": 0})
-            row["n"].add(p["name"])
-            row["rounds"] += 1
-            row["tokens"] += len(r.committed)
-            row["pos1"] += first.accepted
-            for m in (1, 3, 5):
-                row[f"top{m}"] += target_id in ranks[:m]
-            for j, d in enumerate(r.drafted):
-                if d.evaluated:
-                    row["tried"][j] += 1
-                    row["ok"][j] += d.accepted
-    total = {"n": set(), "rounds": 0, "pos1": 0, "top1": 0, "top3": 0, "top5": 0, "tried": [0] * k, "ok": [0] * k, "tokens": 0}
-    for row in per_task.values():
-        total["n"] |= row["n"]
-        for key in ("rounds", "pos1", "top1", "top3", "top5", "tokens"):
-            total[key] += row[key]
-        total["tried"] = [a + b for a, b in zip(total["tried"], row["tried"])]
-        total["ok"] = [a + b for a, b in zip(total["ok"], row["ok"])]
+            for row in (per_task.setdefault(p["task"], tally()), total):   # the task's row and "all"
+                row["n"].add(p["name"])
+                row["rounds"] += 1
+                row["tokens"] += len(r.committed)
+                row["pos1"] += first.accepted
+                for m in (1, 3, 5):
+                    row[f"top{m}"] += target_id in ranks[:m]
+                for j, d in enumerate(r.drafted):
+                    if d.evaluated:
+                        row["tried"][j] += 1
+                        row["ok"][j] += d.accepted
     out = []
     for task, row in [*per_task.items(), ("all", total)]:
         n = max(row["rounds"], 1)
