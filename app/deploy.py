@@ -15,15 +15,14 @@ operator allows it, caps model size and upload size. Every refusal is one line f
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
+from specdec_core.errors import ModelLoadError
 from specdec_core.models.presets import LOOKUP_PREFIX
+from specdec_core.models.refs import ref_kind
 
-HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?$")   # "gpt2", "org/name"
 
 
 @dataclass(frozen=True)
@@ -46,28 +45,14 @@ class Policy:
                    trace_max_runs=int(os.environ.get("SPECDEC_TRACE_MAX_RUNS", 100)))
 
 
-def is_local_path(ref: str) -> bool:
-    """A reference that would read the server's disk: a path-like string, an existing file or
-    folder, or a distilled draft from a folder."""
-    ref = ref.strip()
-    if ref.startswith("distilled:"):
-        return True
-    if ref.startswith(("/", "./", "../", "~", "\\")) or "\\" in ref or ".." in ref.split("/"):
-        return True
-    if not HF_ID.match(ref):
-        return True
-    return Path(ref).exists()
-
-
-def check_model_refs(policy: Policy, refs: list[str], presets) -> None:
-    """Raise ValueError for a model reference the page may not load."""
+def check_model_refs(policy: Policy, refs: list[str]) -> None:
+    """Raise ModelLoadError for a model reference that names nothing loadable (models.refs) or
+    that the page may not load (a local folder unless the operator allows them)."""
     for ref in refs:
-        ref = ref.removeprefix(LOOKUP_PREFIX)     # prompt lookup + a draft: the draft is what loads
-        if not ref or ref in presets or ref in ("ngram", "distilled") or ref.startswith("target-layers:"):
-            continue
-        if not policy.allow_local_paths and is_local_path(ref):
-            raise ValueError(f"{ref!r} is a local path: this page loads presets and Hugging Face ids only "
-                             "(the operator can allow local folders with SPECDEC_ALLOW_LOCAL_PATHS=1)")
+        if ref_kind(ref) == "local" and not policy.allow_local_paths:
+            raise ModelLoadError(f"{ref.removeprefix(LOOKUP_PREFIX)[:80]!r} is a local path: this page loads "
+                                 "presets and Hugging Face ids only (the operator can allow local folders "
+                                 "with SPECDEC_ALLOW_LOCAL_PATHS=1)")
 
 
 def check_uploads(policy: Policy, paths) -> None:

@@ -14,7 +14,7 @@ from specdec_core import decoding
 from specdec_core.models import is_loaded
 from specdec_core.models.presets import LOOKUP_PREFIX
 from specdec_core.errors import DecodeError
-from specdec_core.settings import SettingsError, check_prompt_text, check_settings
+from specdec_core.settings import RANGES, SettingsError, check_prompt_text, check_settings
 
 from . import deploy, explain, race, views
 from .gpu import gpu
@@ -46,10 +46,16 @@ def preset_fields(preset: str) -> dict:
     return {"target": preset, "draft": p.draft, "drafter": MODEL_CHOICE}
 
 
+def field_hint(name: str) -> str:
+    """The hint under a settings field: its allowed range on this page, from the one table."""
+    hint = RANGES[name].allowed(page=True)
+    return hint + "; auto picks k each round from measured α, c and v(k)" if name == "k" else hint
+
+
 def parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed) -> dict:
-    """The page's fields through the core's one settings check (specdec_core.settings)."""
+    """The page's fields through the core's one settings check, with the page's caps."""
     try:
-        s = check_settings(k, temperature, top_k, top_p, max_new_tokens, seed)
+        s = check_settings(k, temperature, top_k, top_p, max_new_tokens, seed, page=True)
     except SettingsError as e:
         raise UserError(str(e)) from None
     return {"k": s.k, **s.decode_kwargs()}
@@ -71,7 +77,7 @@ def load(target: str, draft: str, device: str, progress, notify) -> object:
     """Load the pair under the deployment policy: never a model's own code (trust_remote_code is
     never passed), local folders only when allowed, models up to the size cap."""
     policy = deploy.Policy.from_env()
-    deploy.check_model_refs(policy, [target, draft], PRESETS)
+    deploy.check_model_refs(policy, [target, draft])
     if not is_loaded(target, device):
         notify(explain.FIRST_LOAD_NOTE.replace("**", ""))      # a toast shows text, not markdown
     progress(0.0, desc=f"loading {target} + {draft}")
@@ -126,16 +132,19 @@ def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, to
         raise UserError(str(e)) from None
     settings = parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed)
     target_ref, draft_ref = pair_args(preset, target, draft, drafter)
-    yield {"banner": f"▶ **Loading {target_ref} + {draft_ref}** and warming up (not timed)…",
-           "plain_lane": plain_lane_html(None, status="waiting"), "spec_lane": spec_lane_html(None, status="waiting"),
-           "verdict": race.verdict_html(None, None), "timeline": timeline_html(None)}
+    # Only the banner changes until the race starts: a run refused while loading leaves the
+    # previous results on the page (see `refused`).
+    yield {"banner": f"▶ **Loading {target_ref} + {draft_ref}** and warming up (not timed)…"}
     done, last = {"plain": None, "speculative": None}, 0.0
     try:
         for lane, status, trace in decode_race(target_ref, draft_ref, device or "auto", prompt, bool(chat), settings,
                                                run_number, progress, notify):
             if lane == "racing":
                 yield {"run_number": run_number + 1,
-                       "banner": "▶ **Racing…** plain and speculative decoding, one after the other."}
+                       "banner": "▶ **Racing…** plain and speculative decoding, one after the other.",
+                       "plain_lane": plain_lane_html(None, status="waiting"),
+                       "spec_lane": spec_lane_html(None, status="waiting"),
+                       "verdict": race.verdict_html(None, None), "timeline": timeline_html(None)}
                 continue
             done[lane] = trace
             traces = {"traces": {"spec": done["speculative"], "plain": done["plain"]}}
@@ -158,7 +167,7 @@ def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, to
     spec, plain = done["speculative"], done["plain"]
     final = views.views(spec, plain, "run")
     final["files"] = views.write_files(spec, plain)
-    final["traces"] = {"spec": spec, "plain": plain}
+    final["traces"] = {"spec": spec, "plain": plain, "banner": final["banner"]}
     yield final
 
 
@@ -176,13 +185,45 @@ def user_error(e: Exception, what: str) -> UserError:
     return UserError(explain.ERRORS["internal"].format(error=f"{type(e).__name__}: {e}"))
 
 
+STILL_SHOWING = "\n\nThe views below are unchanged: "
+
+
+def refused(message: str, traces: Optional[dict], what: str = "Not run", rerender: bool = True) -> dict:
+    """A refused or failed action: the banner keeps the reason until the next action, followed by
+    the banner of the results still shown (`traces["banner"]`); with `rerender` (a run, which may
+    have cleared its lanes before failing) every view shows those results again. The server log
+    gets one line, never a traceback (a bug's traceback is logged in user_error)."""
+    LOG.info("%s: %s", what.lower(), message)
+    traces = traces or {}
+    previous = traces.get("banner") or ""
+    out = {}
+    if rerender:
+        spec, plain = traces.get("spec"), traces.get("plain")
+        out = views.views(spec, plain, "run")
+        out["traces"] = traces
+    out["banner"] = f"⚠ **{what}:** {message}" + (STILL_SHOWING + previous if previous else "")
+    return out
+
+
+def lane_status(trace) -> str:
+    """A lane's status after Stop, from the trace the page holds (so the count matches the stats)."""
+    if trace is None:
+        return "not run: stopped before it started"
+    return "finished" if trace.finished else f"stopped after {len(trace.output_ids)} tokens"
+
+
 def after_stop(traces: dict) -> dict:
-    """Stop: keep what was shown, and render the inspector, charts and stats of the partial traces."""
+    """Stop: every view (lanes included) rendered from the partial traces the page holds, each lane
+    labelled finished or stopped after N tokens; no speedup is claimed for an unfinished race."""
     spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
     out = views.views(spec, plain, "run")
-    out.pop("plain_lane"), out.pop("spec_lane")
-    out["banner"] = "■ **Stopped** — " + out["banner"].lstrip("▶ ")
+    out["plain_lane"] = plain_lane_html(plain, status=lane_status(plain))
+    out["spec_lane"] = spec_lane_html(spec, status=lane_status(spec))
+    lanes = "; ".join(f"{name} {lane_status(t)}" for name, t in (("plain", plain), ("speculative", spec)))
+    out["banner"] = (f"■ **Stopped** — {lanes}. The views below show what was decoded until then; "
+                     "the speedup needs both lanes to finish.")
     out["files"] = views.write_files(spec, plain) if (spec or plain) else None
+    out["traces"] = {"spec": spec, "plain": plain, "banner": out["banner"]}
     return out
 
 
@@ -194,7 +235,7 @@ def upload(paths) -> dict:
     except (TraceFormatError, ValueError, OSError) as e:
         raise UserError(f"could not load the trace: {e}") from None
     out = views.views(spec, plain, "upload", files=names)
-    out["traces"] = {"spec": spec, "plain": plain}
+    out["traces"] = {"spec": spec, "plain": plain, "banner": out["banner"]}
     out["files"] = views.write_files(spec, plain)
     return out
 

@@ -60,7 +60,7 @@ def _updates(C: dict, vals: dict) -> dict:
 def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) -> dict:
     """Create the page's components (inside a gr.Blocks context); returns them by name."""
     C: dict = {}
-    C["traces"] = gr.State({"spec": spec0, "plain": plain0})
+    C["traces"] = gr.State({"spec": spec0, "plain": plain0, "banner": init["banner"]})
     C["run_number"] = gr.State(0)
     gr.Markdown(explain.INTRO)
     teach_tab.layout_controls(C)
@@ -78,16 +78,21 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) 
                     C["draft"] = gr.Textbox(default["draft"], label="Draft model (distilled, HF id, folder, or target-layers:N)")
                     C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=5, elem_id="sd-prompt")
                     C["chat"] = gr.Checkbox(True, label="Apply the chat template")
+                    # Number fields, not sliders: whatever is typed reaches the settings check, which
+                    # refuses it with the field's range (RANGES) instead of a widget clamping silently.
                     with gr.Row():
                         C["k"] = gr.Dropdown(handlers.K_CHOICES, value="auto", label="k (draft length)", elem_id="sd-k",
-                                             info="'auto' (default) picks k each round from measured α, c and v(k)")
-                        C["max_new_tokens"] = gr.Slider(1, 256, value=48, step=1, label="Max new tokens", elem_id="sd-max-new")
+                                             allow_custom_value=True, info=handlers.field_hint("k"))
+                        C["max_new_tokens"] = gr.Number(48, label="Max new tokens", elem_id="sd-max-new",
+                                                        info=handlers.field_hint("max_new_tokens"))
                     with gr.Row():
-                        C["temperature"] = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
-                        C["seed"] = gr.Number(0, precision=0, label="Seed")
+                        C["temperature"] = gr.Number(0, step=0.05, label="Temperature", elem_id="sd-temperature",
+                                                     info=handlers.field_hint("temperature"))
+                        C["seed"] = gr.Number(0, label="Seed", elem_id="sd-seed", info=handlers.field_hint("seed"))
                     with gr.Row():
-                        C["top_k"] = gr.Number(0, precision=0, label="Top-k (0 = off)")
-                        C["top_p"] = gr.Slider(0.05, 1, value=1, step=0.05, label="Top-p (1 = off)")
+                        C["top_k"] = gr.Number(0, label="Top-k", elem_id="sd-top-k", info=handlers.field_hint("top_k"))
+                        C["top_p"] = gr.Number(1, step=0.05, label="Top-p", elem_id="sd-top-p",
+                                               info=handlers.field_hint("top_p"))
                     with gr.Accordion("Device", open=False):
                         C["device"] = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")
                     with gr.Row(elem_id="sd-run-row"):
@@ -157,16 +162,20 @@ def listeners(C: dict) -> None:
     """Wire the events of the components in C to app.handlers (inside the same gr.Blocks)."""
     view_outputs = [C[name] for name in VIEW_OUTPUTS]
     run_inputs = [C[n] for n in ("preset", "target", "draft", "drafter", "device", "prompt", "chat", "k",
-                                 "temperature", "top_k", "top_p", "max_new_tokens", "seed", "run_number")]
+                                 "temperature", "top_k", "top_p", "max_new_tokens", "seed", "run_number",
+                                 "traces")]
 
+    # A refused action never raises to Gradio (that leaves "Error" badges on the views until some
+    # later event happens to clear them): the banner says why and the previous results stay.
     def on_run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
-               max_new_tokens, seed, run_number, progress=gr.Progress()):
+               max_new_tokens, seed, run_number, traces, progress=gr.Progress()):
         try:
             for vals in handlers.run(preset, target, draft, drafter, device, prompt, chat, k, temperature,
                                      top_k, top_p, max_new_tokens, seed, run_number, progress, gr.Info):
                 yield _updates(C, vals)
         except handlers.UserError as e:
-            raise gr.Error(str(e)) from None
+            gr.Warning(str(e))
+            yield _updates(C, handlers.refused(str(e), traces))
 
     def on_preset(preset):
         f = handlers.preset_fields(preset)
@@ -176,18 +185,19 @@ def listeners(C: dict) -> None:
     def on_stop(traces):
         return _updates(C, handlers.after_stop(traces))
 
-    def on_upload(paths):
+    def on_upload(paths, traces):
         try:
             return _updates(C, handlers.upload(paths))
         except handlers.UserError as e:
-            raise gr.Error(str(e)) from None
+            gr.Warning(str(e))
+            return _updates(C, handlers.refused(str(e), traces, what="Not loaded", rerender=False))
 
     def on_replay(traces, on):
         try:
             for vals in handlers.replay(traces, speed=classroom.REPLAY_SPEED if on else 1.0):
                 yield _updates(C, vals)
         except handlers.UserError as e:
-            raise gr.Warning(str(e)) from None
+            gr.Warning(str(e))
 
     def on_round(traces, round_index):
         return _updates(C, handlers.inspect_round(traces, round_index))
@@ -211,7 +221,7 @@ def listeners(C: dict) -> None:
                                      concurrency_limit=None, api_name="replay",
                                      show_progress="hidden")
     C["stop"].click(on_stop, C["traces"], view_outputs, cancels=[run_event, replay_event], api_name="stop")
-    C["upload"].upload(on_upload, C["upload"], view_outputs, api_name="upload")
+    C["upload"].upload(on_upload, [C["upload"], C["traces"]], view_outputs, api_name="upload")
     C["round"].input(on_round, [C["traces"], C["round"]],
                        [C["position"], C["round_plot"], C["position_plot"]], api_name="inspect_round",
                        show_progress="hidden", trigger_mode="always_last")

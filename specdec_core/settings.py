@@ -1,26 +1,92 @@
 """The one validation of decode settings, shared by the Python API, the CLI and the app.
 
-Values may arrive as numbers (API) or as text (CLI arguments, UI fields); `check_settings` turns
-them into a `Settings` or raises `SettingsError` (a ValueError) with one line that names the field
-and the allowed range.
+`RANGES` is the one table of what each setting may be: the core's check, the page's fields (their
+labels and hints) and the share link all read it. Values may arrive as numbers (API) or as text
+(CLI arguments, UI fields); `check_settings` turns them into a `Settings` or raises `SettingsError`
+(a ValueError) with one line that names the field and its allowed range.
 """
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Optional, Union
 
 from .sampling import SamplingConfig
 
-K_CAP = 32                 # longest draft per round: beyond it E[τ] gains nothing at any real α
-MAX_NEW_TOKENS_CAP = 4096  # a decode longer than this is a job, not a demo
-TEMPERATURE_CAP = 10.0      # beyond it every distribution is uniform for any real logits
 PROMPT_CHARS_CAP = 100_000  # refused before tokenizing: no model here has a context this long
 _ALLOWED_CONTROLS = {"\t", "\n", "\r"}
 
 
 class SettingsError(ValueError):
     """A decode setting is unusable; the message is one line meant for a person."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """What one setting may be: a number (an integer when `integer`) from lo to hi, `lo_open` when
+    lo itself is excluded; `page_hi` a lower cap on the page (shared by many visitors) than in the
+    API and CLI; `note` what special values mean."""
+    name: str                      # keyword of check_settings
+    label: str                     # how the page and every message call it
+    lo: float
+    hi: Optional[float]            # None: no upper bound
+    integer: bool
+    note: str = ""
+    lo_open: bool = False
+    page_hi: Optional[float] = None
+
+    def top(self, page: bool = False) -> Optional[float]:
+        return self.page_hi if page and self.page_hi is not None else self.hi
+
+    def allowed(self, page: bool = False) -> str:
+        """'from 0 to 10 (0 = greedy)', '> 0 and ≤ 1 (1 = off)', '≥ 0 (0 = off)'."""
+        hi, num = self.top(page), (lambda x: f"{int(x):,}" if self.integer else f"{x:g}")
+        low = f"> {num(self.lo)}" if self.lo_open else None
+        text = (f"{low} and ≤ {num(hi)}" if low and hi is not None else low if low
+                else f"from {num(self.lo)} to {num(hi)}" if hi is not None else f"≥ {num(self.lo)}")
+        return text + (f" ({self.note})" if self.note else "")
+
+    def refuse(self, got, page: bool = False) -> SettingsError:
+        kind = "an integer" if self.integer else "a number"
+        shown = ("empty" if got is None or (isinstance(got, str) and not got.strip()) else
+                 f"got {got:g}" if isinstance(got, float) else f"got {got!r}")
+        more = (f" on this page (the API and CLI allow up to {int(self.hi):,})"
+                if page and self.page_hi is not None else "")
+        return SettingsError(f"{self.label} must be {kind} {self.allowed(page)}{more}; {shown}")
+
+    def check(self, value, page: bool = False):
+        """value (number or text) -> int or float inside the range, else SettingsError."""
+        if isinstance(value, bool) or value is None:
+            raise self.refuse(value, page)
+        try:
+            x = float(value.strip()) if isinstance(value, str) else float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise self.refuse(value, page) from None
+        if not math.isfinite(x) or (self.integer and x != int(x)):
+            raise self.refuse(value, page)
+        if self.integer:   # exact for large integers passed as int or typed as digits
+            digits = isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip())
+            x = value if isinstance(value, int) else int(value.strip()) if digits else int(x)
+        hi = self.top(page)
+        if (x <= self.lo if self.lo_open else x < self.lo) or (hi is not None and x > hi):
+            raise self.refuse(value, page)
+        return x
+
+
+K_CAP = 32                 # longest draft per round: beyond it E[τ] gains nothing at any real α
+RANGES = {r.name: r for r in (
+    Range("k", "k", 1, K_CAP, True, 'or "auto"'),
+    # beyond 10 every distribution is uniform for any real logits
+    Range("temperature", "temperature", 0, 10, False, "0 = greedy"),
+    Range("top_k", "top-k", 0, None, True, "0 = off"),
+    Range("top_p", "top-p", 0, 1, False, "1 = off", lo_open=True),
+    # a decode longer than 4,096 is a job, not a demo; on the shared page 256 keeps runs short
+    Range("max_new_tokens", "max new tokens", 1, 4096, True, page_hi=256),
+    # torch's generators take 64-bit seeds; empty asks for a fresh random one
+    Range("seed", "seed", 0, 2**63 - 1, True, "empty = a random seed"),
+)}
+MAX_NEW_TOKENS_CAP = int(RANGES["max_new_tokens"].hi)
 
 
 @dataclass(frozen=True)
@@ -40,29 +106,6 @@ class Settings:
         """The keyword arguments of speculative_generate / autoregressive_generate (without k)."""
         return dict(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
                     max_new_tokens=self.max_new_tokens, seed=self.seed)
-
-
-def _int(name: str, value, allowed: str) -> int:
-    if isinstance(value, bool):
-        raise SettingsError(f"{name} must be an integer {allowed}, got {value!r}")
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, int):
-        return value
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise SettingsError(f"{name} must be an integer {allowed}, got {value!r}") from None
-
-
-def _float(name: str, value, allowed: str) -> float:
-    try:
-        x = float(str(value).strip()) if isinstance(value, str) else float(value)
-    except (TypeError, ValueError):
-        raise SettingsError(f"{name} must be a number {allowed}, got {value!r}") from None
-    if not math.isfinite(x):
-        raise SettingsError(f"{name} must be a finite number {allowed}, got {value!r}")
-    return x
 
 
 def check_prompt_text(text) -> str:
@@ -96,28 +139,20 @@ def check_fits_context(n_prompt: int, max_new_tokens: int, context: Optional[int
                             f"tokens and the prompt takes {n_prompt:,}, so at most {context - n_prompt:,}")
 
 
-def check_settings(k=4, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=64, seed=0, *,
-                   allow_plain: bool = False) -> Settings:
-    """Validate and normalise decode settings. k: an integer 1..K_CAP or "auto" (0 too when
-    allow_plain: a plain decode). Raises SettingsError naming the field and its range."""
+def check_k(k, allow_plain: bool = False, page: bool = False) -> Union[int, str]:
+    """k: "auto" or an integer in RANGES["k"] (0 too when allow_plain: a plain decode)."""
     if isinstance(k, str) and k.strip().lower() == "auto":
-        k_val: Union[int, str] = "auto"
-    else:
-        low = 0 if allow_plain else 1
-        k_val = _int("k", k, f"from {low} to {K_CAP} or \"auto\"")
-        if not low <= k_val <= K_CAP:
-            raise SettingsError(f"k must be from {low} to {K_CAP} or \"auto\", got {k_val}")
-    t = _float("temperature", temperature, "≥ 0 (0 = greedy)")
-    if not 0 <= t <= TEMPERATURE_CAP:
-        raise SettingsError(f"temperature must be from 0 (greedy) to {TEMPERATURE_CAP:g}, got {t:g}")
-    tk = _int("top-k", top_k, "≥ 0 (0 = off)")
-    if tk < 0:
-        raise SettingsError(f"top-k must be an integer ≥ 0 (0 = off), got {tk}")
-    tp = _float("top-p", top_p, "in (0, 1] (1 = off)")
-    if not 0 < tp <= 1:
-        raise SettingsError(f"top-p must be in (0, 1] (1 = off), got {tp:g}")
-    n = _int("max new tokens", max_new_tokens, f"from 1 to {MAX_NEW_TOKENS_CAP}")
-    if not 1 <= n <= MAX_NEW_TOKENS_CAP:
-        raise SettingsError(f"max new tokens must be from 1 to {MAX_NEW_TOKENS_CAP}, got {n}")
-    s = None if seed is None or (isinstance(seed, str) and not seed.strip()) else _int("seed", seed, "")
-    return Settings(k_val, t, tk, tp, n, s)
+        return "auto"
+    r = RANGES["k"]
+    return (Range(r.name, r.label, 0, r.hi, True, r.note) if allow_plain else r).check(k, page)
+
+
+def check_settings(k=4, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=64, seed=0, *,
+                   allow_plain: bool = False, page: bool = False) -> Settings:
+    """Validate and normalise decode settings against RANGES (the page's caps when `page`).
+    Raises SettingsError naming the field and its allowed range."""
+    no_seed = seed is None or (isinstance(seed, str) and not seed.strip())
+    return Settings(check_k(k, allow_plain, page), RANGES["temperature"].check(temperature, page),
+                    RANGES["top_k"].check(top_k, page), RANGES["top_p"].check(top_p, page),
+                    RANGES["max_new_tokens"].check(max_new_tokens, page),
+                    None if no_seed else RANGES["seed"].check(seed, page))

@@ -70,20 +70,18 @@ UI_CASES = [  # (name, kwargs for ui_run, message)
     ("undecodable bytes", dict(prompt="caf\udce9 au lait"), "not valid UTF-8"),
     ("control characters", dict(prompt="a\x00b"), "control character (U+0000"),
     ("1 MB prompt", dict(prompt="word " * 210_000), "the limit is 100,000"),
-    ("k 0", dict(k="0"), "k must be from 1 to 32"),
-    ("k negative", dict(k="-3"), "k must be from 1 to 32"),
-    ("k above the cap", dict(k="100000"), "k must be from 1 to 32"),
-    ("temperature negative", dict(temperature=-1), "temperature must be from 0 (greedy) to 10"),
-    ("temperature above the cap", dict(temperature=50), "temperature must be from 0 (greedy) to 10"),
-    ("top-p negative", dict(top_p=-0.2), "top-p must be in (0, 1]"),
-    ("temperature NaN", dict(temperature=math.nan), "finite number"),
-    ("temperature inf", dict(temperature=math.inf), "finite number"),
-    ("top-p 0", dict(top_p=0), "top-p must be in (0, 1]"),
-    ("top-p above 1", dict(top_p=1.5), "top-p must be in (0, 1]"),
-    ("top-k negative", dict(top_k=-1), "top-k must be an integer ≥ 0"),
-    ("seed not an integer", dict(seed="seven"), "seed must be an integer"),
-    ("max new tokens 0", dict(max_new=0), "max new tokens must be from 1 to 4096"),
-    ("max new tokens huge", dict(max_new=999_999_999), "max new tokens must be from 1 to 4096"),
+    ("k 0", dict(k="0"), 'k must be an integer from 1 to 32 (or "auto"); got \'0\''),
+    ("k negative", dict(k="-3"), "k must be an integer from 1 to 32"),
+    ("k above the cap", dict(k="100000"), "k must be an integer from 1 to 32"),
+    ("temperature negative", dict(temperature=-1), "temperature must be a number from 0 to 10 (0 = greedy); got -1"),
+    ("temperature above the cap", dict(temperature=50), "temperature must be a number from 0 to 10"),
+    ("top-p negative", dict(top_p=-0.2), "top-p must be a number > 0 and ≤ 1 (1 = off)"),
+    ("temperature NaN", dict(temperature=math.nan), "temperature must be a number from 0 to 10 (0 = greedy); got nan"),
+    ("temperature inf", dict(temperature=math.inf), "got inf"),
+    ("top-p above 1", dict(top_p=1.5), "top-p must be a number > 0 and ≤ 1"),
+    ("top-k negative", dict(top_k=-1), "top-k must be an integer ≥ 0 (0 = off)"),
+    ("seed not an integer", dict(seed="seven"), "seed must be an integer from 0 to"),
+    ("max new tokens huge", dict(max_new=999_999_999), "max new tokens must be an integer from 1 to 256 on this page"),
     ("unknown model id", dict(target="no-such-org/no-such-model"), "could not load model"),
     ("local path refused", dict(target="/tmp"), "is a local path"),
     ("distilled:DIR refused", dict(draft="distilled:/tmp", drafter=handlers.MODEL_CHOICE), "is a local path"),
@@ -98,6 +96,83 @@ def test_page_refuses_with_one_line(name, kwargs, message, monkeypatch):
     with pytest.raises(handlers.UserError) as e:
         ui_run(**kwargs)
     assert message in str(e.value) and "\n" not in str(e.value) and "Traceback" not in str(e.value)
+
+
+# Issue 27's table of what a new user typed, one case per row: (row, kwargs for ui_run, message).
+# Each message names the field and its allowed range, or the model reference and what is accepted.
+RANDOM_300 = "".join(chr(33 + (i * 37) % 94) for i in range(300))
+ISSUE_ROWS = [
+    ("NUL in the prompt", dict(prompt="a\x00b"), "the prompt contains a control character (U+0000 at character 1)"),
+    ("k 3.5", dict(k="3.5"), 'k must be an integer from 1 to 32 (or "auto"); got \'3.5\''),
+    ("k -2", dict(k="-2"), 'k must be an integer from 1 to 32 (or "auto"); got \'-2\''),
+    ("k abc", dict(k="abc"), 'k must be an integer from 1 to 32 (or "auto"); got \'abc\''),
+    ("k 0", dict(k="0"), 'k must be an integer from 1 to 32 (or "auto"); got \'0\''),
+    ("temperature nan", dict(temperature="nan"), "temperature must be a number from 0 to 10 (0 = greedy); got 'nan'"),
+    ("temperature 1e9", dict(temperature=1e9), "temperature must be a number from 0 to 10 (0 = greedy); got 1e+09"),
+    ("temperature empty", dict(temperature=None), "temperature must be a number from 0 to 10 (0 = greedy); empty"),
+    ("top-p 0", dict(top_p=0), "top-p must be a number > 0 and ≤ 1 (1 = off); got 0"),
+    ("max new tokens 0", dict(max_new=0), "max new tokens must be an integer from 1 to 256 on this page "
+                                          "(the API and CLI allow up to 4,096); got 0"),
+    ("max new tokens 100000", dict(max_new=100000), "max new tokens must be an integer from 1 to 256 on this page"),
+    ("seed -1", dict(seed=-1), "seed must be an integer from 0 to 9,223,372,036,854,775,807 (empty = a random seed); got -1"),
+    ("seed 1e30 at T 0.8", dict(seed=1e30, temperature=0.8), "seed must be an integer from 0 to "
+                                                             "9,223,372,036,854,775,807 (empty = a random seed); got 1e+30"),
+    ("../../../etc/passwd as target", dict(target="../../../etc/passwd"), "'../../../etc/passwd' is a local path"),
+    ("file:///etc/passwd as target", dict(target="file:///etc/passwd"), "'file:///etc/passwd' is a local path"),
+    ("gpt2 offline", dict(target="gpt2"), "could not load model 'gpt2' (not a local folder; a Hugging Face id needs internet)"),
+    ("300 × r as target", dict(target="r" * 300), "the model name is 300 characters long (at most 256): give a preset, "
+                                                 "a Hugging Face id"),
+    ("300 random characters as target", dict(target=RANDOM_300), "the model name is 300 characters long"),
+    ("40 random characters as target", dict(target="".join(c for c in RANDOM_300[:60] if c not in "/\\~.")),
+     "is not a preset, a Hugging Face id (name or org/name: letters, digits, '-', '_', '.') or a local folder"),
+    ("a web address as target", dict(target="https://huggingface.co/gpt2"), "is a web address"),
+]
+
+
+@pytest.mark.parametrize("row,kwargs,message", ISSUE_ROWS, ids=[c[0] for c in ISSUE_ROWS])
+def test_issue_table_row_gets_one_plain_line(row, kwargs, message, monkeypatch, caplog):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("SPECDEC_ALLOW_LOCAL_PATHS", raising=False)
+    with pytest.raises(handlers.UserError) as e:
+        ui_run(**kwargs)
+    text = str(e.value)
+    assert message in text and "\n" not in text
+    assert "inside the decoder" not in text            # a user's mistake is never a decoder failure
+    # and the page's answer leaves the previous results, with the reason kept in the banner
+    with caplog.at_level("INFO", logger="specdec-explainer"):
+        out = handlers.refused(text, {"spec": None, "plain": None, "banner": "▶ **Your run** on **cpu**"})
+    assert out["banner"].startswith("⚠ **Not run:** " + text) and "Your run" in out["banner"]
+    lines = [r for r in caplog.records if r.name == "specdec-explainer"]
+    assert len(lines) == 1 and lines[0].exc_info is None and "\n" not in lines[0].getMessage()
+
+
+def test_issue_table_long_prompt_names_tokens_and_context(monkeypatch):
+    """The 60,000-character prompt: refused with its token count and the model's context."""
+    with pytest.raises(handlers.UserError, match=r"the prompt has [\d,]+ tokens; the model's context is 8,192 tokens"):
+        ui_run(prompt="The quick brown fox jumps over the lazy dog. " * 1334, max_new=8)
+
+
+def test_issue_table_uploads(tmp_path):
+    """A PNG renamed or not, and valid JSON that is not a trace: one line naming the file."""
+    png = tmp_path / "picture.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    with pytest.raises(handlers.UserError, match=r"could not load the trace: picture.png: "):
+        handlers.upload([str(png)])
+    other = tmp_path / "data.json"
+    other.write_text('{"rows": [1, 2, 3]}')
+    with pytest.raises(handlers.UserError, match=r'data.json: not a trace file: expected "schema": "specdec.trace/1"'):
+        handlers.upload([str(other)])
+
+
+def test_issue_table_share_link():
+    """k=999&temperature=-5&prompt=<script>…: both settings named with their ranges; the prompt is
+    restored as plain text (the page shows it in a text box, never as markup)."""
+    from app.teach import classroom
+    values, problems = classroom.restore({"k": "999", "temperature": "-5", "prompt": "<script>alert(1)</script>"})
+    assert values == {"prompt": "<script>alert(1)</script>"}
+    assert any("“k” ignored (k must be an integer from 1 to 32" in p for p in problems)
+    assert any("“temperature” ignored (temperature must be a number from 0 to 10 (0 = greedy); got '-5')" in p
+               for p in problems)
 
 
 @pytest.mark.parametrize("kind,message", [
@@ -212,8 +287,8 @@ def test_token_text_with_html_is_escaped_after_upload(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["hi", "--target", "no-such-org/no-such-model"], "could not load model"),
-    (["hi", "--temperature", "nan"], "temperature must be a finite number"),
-    (["hi", "--top-p", "0"], "top-p must be in (0, 1]"),
+    (["hi", "--temperature", "nan"], "temperature must be a number from 0 to 10 (0 = greedy); got nan"),
+    (["hi", "--top-p", "0"], "top-p must be a number > 0 and ≤ 1 (1 = off); got 0"),
     (["a\x01b"], "control character"),
 ])
 def test_cli_refuses_with_one_line(args, message):

@@ -1,6 +1,7 @@
 """The one settings check (specdec_core.settings): the API, the CLI and the app accept and refuse
 the same inputs with the same one-line messages."""
 import math
+import re
 
 import pytest
 
@@ -11,26 +12,32 @@ from .conftest import tiny_llama
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    (dict(k=0), "k must be from 1 to 32"),
-    (dict(k=-1), "k must be from 1 to 32"),
-    (dict(k=K_CAP + 1), "k must be from 1 to 32"),
-    (dict(k="many"), "k must be an integer"),
+    (dict(k=0), 'k must be an integer from 1 to 32 (or "auto"); got 0'),
+    (dict(k=-1), 'k must be an integer from 1 to 32 (or "auto"); got -1'),
+    (dict(k=K_CAP + 1), "k must be an integer from 1 to 32"),
+    (dict(k="many"), "k must be an integer from 1 to 32 (or \"auto\"); got 'many'"),
     (dict(k=True), "k must be an integer"),
-    (dict(temperature=-0.5), "temperature must be from 0 (greedy) to 10"),
-    (dict(temperature=11), "temperature must be from 0 (greedy) to 10"),
-    (dict(top_p=-0.5), "top-p must be in (0, 1]"),
-    (dict(temperature=math.nan), "temperature must be a finite number"),
-    (dict(temperature=math.inf), "temperature must be a finite number"),
+    (dict(k="3.5"), "k must be an integer"),
+    (dict(temperature=-0.5), "temperature must be a number from 0 to 10 (0 = greedy); got -0.5"),
+    (dict(temperature=11), "temperature must be a number from 0 to 10 (0 = greedy); got 11"),
+    (dict(top_p=-0.5), "top-p must be a number > 0 and ≤ 1 (1 = off)"),
+    (dict(temperature=math.nan), "temperature must be a number from 0 to 10 (0 = greedy); got nan"),
+    (dict(temperature=math.inf), "temperature must be a number from 0 to 10 (0 = greedy); got inf"),
     (dict(temperature="hot"), "temperature must be a number"),
-    (dict(top_p=0), "top-p must be in (0, 1]"),
-    (dict(top_p=1.5), "top-p must be in (0, 1]"),
-    (dict(top_k=-3), "top-k must be an integer ≥ 0"),
-    (dict(max_new_tokens=0), "max new tokens must be from 1 to 4096"),
-    (dict(max_new_tokens=MAX_NEW_TOKENS_CAP + 1), "max new tokens must be from 1 to 4096"),
-    (dict(seed="abc"), "seed must be an integer"),
+    (dict(temperature=None), "temperature must be a number from 0 to 10 (0 = greedy); empty"),
+    (dict(top_p=0), "top-p must be a number > 0 and ≤ 1 (1 = off); got 0"),
+    (dict(top_p=1.5), "top-p must be a number > 0 and ≤ 1"),
+    (dict(top_k=-3), "top-k must be an integer ≥ 0 (0 = off); got -3"),
+    (dict(top_k=2.5), "top-k must be an integer ≥ 0"),
+    (dict(max_new_tokens=0), "max new tokens must be an integer from 1 to 4,096; got 0"),
+    (dict(max_new_tokens=MAX_NEW_TOKENS_CAP + 1), "max new tokens must be an integer from 1 to 4,096"),
+    (dict(seed="abc"), "seed must be an integer from 0 to 9,223,372,036,854,775,807 (empty = a random seed)"),
+    (dict(seed=-1), "seed must be an integer from 0 to"),
+    (dict(seed=1e30), "seed must be an integer from 0 to 9,223,372,036,854,775,807 (empty = a random seed); got 1e+30"),
+    (dict(seed=2**63), "seed must be an integer from 0 to"),
 ])
 def test_bad_settings_are_refused_with_one_line(kwargs, message):
-    with pytest.raises(SettingsError, match=message.replace("(", r"\(").replace(")", r"\)")) as e:
+    with pytest.raises(SettingsError, match=re.escape(message)) as e:
         check_settings(**kwargs)
     assert "\n" not in str(e.value)
     assert isinstance(e.value, ValueError)
@@ -42,13 +49,27 @@ def test_text_fields_are_normalised():
     assert check_settings(k="4").k == 4 and check_settings(k=4.0).k == 4
     assert check_settings(seed="").seed is None and check_settings(seed=None).seed is None
     assert check_settings(k=0, allow_plain=True).k == 0
+    assert check_settings(seed=str(2**63 - 1)).seed == 2**63 - 1        # exact: not through a float
+    assert check_settings(max_new_tokens=4096).max_new_tokens == 4096
+
+
+def test_the_page_has_its_own_caps_in_the_same_table():
+    assert check_settings(max_new_tokens=256, page=True).max_new_tokens == 256
+    with pytest.raises(SettingsError, match=r"max new tokens must be an integer from 1 to 256 on this page "
+                                            r"\(the API and CLI allow up to 4,096\); got 100000"):
+        check_settings(max_new_tokens=100000, page=True)
+    # every page hint is the table's range
+    from app.handlers import field_hint
+    assert field_hint("temperature") == "from 0 to 10 (0 = greedy)"
+    assert field_hint("max_new_tokens") == "from 1 to 256"
+    assert field_hint("seed").startswith("from 0 to 9,223,372,036,854,775,807")
 
 
 def test_the_api_uses_the_same_check():
     pair = ModelPair.from_models(tiny_llama(seed=0), tiny_llama(seed=1))
-    with pytest.raises(SettingsError, match="k must be from 1 to 32"):
+    with pytest.raises(SettingsError, match="k must be an integer from 1 to 32"):
         speculative_generate(pair, [1, 2], k=100)
-    with pytest.raises(SettingsError, match="max new tokens must be from 1 to 4096"):
+    with pytest.raises(SettingsError, match="max new tokens must be an integer from 1 to 4,096"):
         autoregressive_generate(pair, [1, 2], max_new_tokens=-5)
     with pytest.raises(SettingsError, match="k must be ≥ 1 for speculative decoding"):
         speculative_generate(pair, [1, 2], k=0)

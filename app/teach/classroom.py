@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import urlencode
 
-from specdec_core.settings import SettingsError, check_prompt_text
+from specdec_core.settings import RANGES, SettingsError, check_k, check_prompt_text
 
 from .. import handlers
 
@@ -24,13 +24,13 @@ def _bool(text: str) -> bool:
     raise ValueError("expected 1 or 0")
 
 
-def _number(lo: float, hi: float, integer: bool = False) -> Callable[[str], float]:
-    def parse(text: str):
-        x = float(text)
-        if not lo <= x <= hi or (integer and x != int(x)):
-            raise ValueError(f"expected {'an integer' if integer else 'a number'} in [{lo:g}, {hi:g}]")
-        return int(x) if integer else x
-    return parse
+def _setting(name: str) -> Callable[[str], object]:
+    """A decode setting from the link, checked against the one table of ranges (the page's caps)."""
+    return lambda text: RANGES[name].check(text, page=True)
+
+
+def _k(text: str) -> str:
+    return str(check_k(text, page=True))
 
 
 def _choice(choices) -> Callable[[str], str]:
@@ -75,12 +75,12 @@ URL_FIELDS = (
     UrlField("drafter", "drafter", lambda t: DRAFTER_KEYS[_choice(list(DRAFTER_KEYS))(t)],
              lambda v: next((k for k, c in DRAFTER_KEYS.items() if c == v), "combined")),
     UrlField("draft", "draft", _text),
-    UrlField("k", "k", _choice(handlers.K_CHOICES)),
-    UrlField("temperature", "temperature", _number(0, 2)),
-    UrlField("seed", "seed", _number(0, 2**63 - 1, integer=True), lambda v: str(int(v or 0))),
-    UrlField("top_k", "top_k", _number(0, 10**6, integer=True), lambda v: str(int(v or 0))),
-    UrlField("top_p", "top_p", _number(0.05, 1)),
-    UrlField("max_new", "max_new_tokens", _number(1, 256, integer=True), lambda v: str(int(v))),
+    UrlField("k", "k", _k),
+    UrlField("temperature", "temperature", _setting("temperature")),
+    UrlField("seed", "seed", _setting("seed"), lambda v: str(int(v or 0))),
+    UrlField("top_k", "top_k", _setting("top_k"), lambda v: str(int(v or 0))),
+    UrlField("top_p", "top_p", _setting("top_p")),
+    UrlField("max_new", "max_new_tokens", _setting("max_new_tokens"), lambda v: str(int(v))),
     UrlField("classroom", "classroom", _bool, lambda v: "1" if v else "0"),
 )
 SHARED_CONTROLS = [f.control for f in URL_FIELDS]

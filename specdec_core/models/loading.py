@@ -17,6 +17,7 @@ from ..kernels import fastpath
 from ..registry import REGISTRY
 from . import embedded
 from .pair import ModelPair, model_name
+from .refs import ref_kind
 from .presets import DEFAULT_PRESET, DISTILLED, LAYERS_PREFIX, LOOKUP_PREFIX, NGRAM, PRESETS
 
 def resolve_device(device: str = "auto") -> str:
@@ -212,6 +213,9 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Optional[str] = None, device:
     max_params: refuse a target or draft model larger than this (estimated from its config,
     before its weights are read; the app sets it for public deployments)."""
     fast = fastpath.resolve(fast_path)
+    for ref in (target, draft):
+        if ref is not None:
+            ref_kind(ref)      # one line for a name that cannot be a model, before anything loads
     preset = PRESETS.get(target)
     target_ref = preset.target if preset else target
     draft_ref = draft if draft is not None else (preset.draft if preset else NGRAM)
