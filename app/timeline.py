@@ -1,7 +1,8 @@
 """Trace -> HTML: the token timeline (every decision visible), the race lanes and the legend.
 
-Pure functions of a Trace; colours, labels and marks come from specdec_core.trace.decisions only.
-Every token text is made visibly-whitespaced and HTML-escaped before it reaches the page.
+Pure functions of a Trace; colours, labels and marks come from specdec_core.trace.decisions only,
+token texts from specdec_core.trace.text (the whole decode; a split character's bytes as a dotted
+cue, never "�"). Every token text is made visibly-whitespaced and HTML-escaped before it reaches the page.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Optional
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, INK_COLOUR, MUTED_COLOUR, NEUTRAL_COLOUR,
                                           PLAIN_COLOUR, TARGET_COLOUR, correction_decision, draft_decision,
                                           visible_whitespace)
+from specdec_core.trace.text import round_texts
 
 _STYLE_CSS = {  # the non-colour cue of each legend style
     "plain": "",
@@ -35,6 +37,8 @@ def timeline_css() -> str:
         ".sd-tok{display:inline-block;line-height:1.35;white-space:pre;padding:1px 2px;margin:0 1px;border-radius:4px;"
         "border:1px solid transparent;cursor:help}",
         ".sd-tok .sd-ws{opacity:.55}",
+        ".sd-part{border:1px dotted currentColor;border-radius:3px;padding:0 2px;margin:0 1px;font-size:.78em;"
+        "opacity:.75;cursor:help;white-space:nowrap}",
         ".sd-tok:hover{outline:2px solid " + INK_COLOUR + "88}",
         "#sd-timeline .sd-tok{cursor:pointer}",
         ".sd-eos{font-size:11px;opacity:.8}",
@@ -72,6 +76,8 @@ class Piece:
     tooltip: str
     eos: bool = False
     position: int = 0       # 1-based draft position (0: the correction token)
+    part: str = ""          # bytes of a split character this token carries: "⟨F0 9F⟩" (trace.text)
+    note: str = ""          # which bytes of which character (tooltip)
 
 
 def _fmt(x: Optional[float], spec: str = ".3f") -> str:
@@ -120,21 +126,33 @@ def round_pieces(trace, rnd, last_eos: bool = False) -> list[Piece]:
     greedy = float(trace.config.get("temperature") or 0.0) == 0.0
     pieces: list[Piece] = []
     n_committed = len(rnd.committed)
-    for i, t in enumerate(rnd.drafted):
+    drafted_texts, correction_text = round_texts(trace, rnd)
+    for i, (t, shown) in enumerate(zip(rnd.drafted, drafted_texts)):
         decision = draft_decision(t)
         if decision == "accepted" and i >= n_committed:
             break
-        pieces.append(Piece(t.text, decision, rnd.index, draft_tooltip(t, i + 1, decision, greedy, getattr(rnd, "draft_source", None)),
-                            position=i + 1))
+        tooltip = draft_tooltip(t, i + 1, decision, greedy, getattr(rnd, "draft_source", None))
+        pieces.append(_piece(shown, decision, rnd.index, tooltip, position=i + 1))
     if n_committed > rnd.n_accepted:
         c = rnd.correction
         decision = correction_decision(c)
-        pieces.append(Piece(c.text, decision, rnd.index, correction_tooltip(c, decision)))
+        pieces.append(_piece(correction_text, decision, rnd.index, correction_tooltip(c, decision)))
     if last_eos and pieces:
         committed = [p for p in pieces if p.decision in ("accepted", "resampled", "bonus")]
         if committed:
             committed[-1].eos = True
     return pieces
+
+
+def _piece(shown, decision: str, round_index: int, tooltip: str, position: int = 0) -> Piece:
+    """A Piece from a token's display text (trace.text.TokenText): its characters, byte cue, note."""
+    return Piece(shown.text, decision, round_index, tooltip + (f"\n{shown.note}" if shown.note else ""),
+                 position=position, part=shown.part, note=shown.note)
+
+
+def part_span(part: str, note: str) -> str:
+    """The dotted cue of bytes a token carries of a character it does not complete."""
+    return f'<span class="sd-part" title="{html.escape(note, quote=True)}">{html.escape(part)}</span>' if part else ""
 
 
 def token_span(piece: Piece) -> str:
@@ -147,7 +165,7 @@ def token_span(piece: Piece) -> str:
             body.append(f'<span class="sd-ws">{ch}</span>')
         else:
             body.append(html.escape(ch))
-    inner = "".join(body) or "∅"
+    inner = ("".join(body) + part_span(piece.part, piece.note)) or "∅"
     after = "<br>" if committed and "\n" in piece.text else ""
     cls = f"sd-tok sd-{piece.decision}" + (" sd-eos" if piece.eos else "")
     title = html.escape(piece.tooltip + ("\n(end of sequence)" if piece.eos else ""), quote=True)
@@ -184,10 +202,12 @@ TIMELINE_CLICK_JS = ("element.addEventListener('click', (e) => { const t = e.tar
 
 
 # -- the race lanes ----------------------------------------------------------------------------
-def committed_texts(rnd) -> list[str]:
-    """Texts of the tokens a round committed (accepted prefix, then the correction)."""
-    texts = [t.text for t in rnd.drafted[: rnd.n_accepted]] + [rnd.correction.text]
-    return texts[: len(rnd.committed)]
+def committed_texts(trace, rnd) -> list[str]:
+    """The tokens a round committed (accepted prefix, then the correction) as HTML of running
+    text: each token's characters of the whole decode, the bytes of a pending character as a cue."""
+    drafted, correction = round_texts(trace, rnd)
+    shown = (drafted[: rnd.n_accepted] + [correction])[: len(rnd.committed)]
+    return [html.escape(t.text) + (part_span(t.part, t.note) if t.pending else "") for t in shown]
 
 
 def lane_numbers(trace, upto_t: Optional[float] = None) -> tuple[int, float]:
@@ -215,10 +235,10 @@ def lane_html(trace, title: str, *, colour: str, upto_t: Optional[float] = None,
         for r in trace.rounds:
             if upto_t is not None and r.t_end > upto_t:
                 break
-            texts = committed_texts(r)
+            texts = committed_texts(trace, r)
             if trace.stop_reason == "eos" and r is trace.rounds[-1]:
                 texts = texts[:-1]       # the EOS token is committed but hidden in displayed text
-            text = html.escape("".join(texts))
+            text = "".join(texts)
             parts.append(f'<span class="sd-burst-{r.index % 2}">{text}</span>' if spec else text)
         body = "".join(parts)
     lane_id = "sd-lane-spec" if colour == TARGET_COLOUR else "sd-lane-plain"

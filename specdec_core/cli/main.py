@@ -84,7 +84,8 @@ def run(args) -> None:
     print(legend_line(args.color))
     trace = None
     for trace in stream_speculative(pair, ids, args.k, **settings):
-        print("".join(round_pieces(trace.rounds[-1], pair.eos_ids, args.color)), end="", flush=True)
+        # A character still incomplete is printed with the round that completes it.
+        print("".join(round_pieces(trace, trace.rounds[-1], pair.eos_ids, args.color, pending=False)), end="", flush=True)
     print()
     print("\n".join(stats_lines(trace)))
     if args.json:

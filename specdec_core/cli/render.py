@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..trace.decisions import DECISIONS, correction_decision, draft_decision, visible_whitespace
 from ..trace import Trace, greedy_check, measured_speedup
 from ..trace.compare import speedup_why
+from ..trace.text import round_texts
 
 _STYLE_CODES = {"plain": "", "strike": "\x1b[9m", "faded": "\x1b[2m", "underline": "\x1b[4m",
                 "overline": "\x1b[1m"}
@@ -21,24 +22,28 @@ def paint(text: str, decision: str, colour: bool, token: bool = True) -> str:
     return f"\x1b[38;2;{r};{g};{b}m{_STYLE_CODES[d.style]}{text}{RESET}"
 
 
-def round_pieces(rnd, eos_ids, colour: bool) -> list[str]:
-    """The painted tokens of one round: drafts (accepted / rejected / unchecked), then correction."""
+def round_pieces(trace: Trace, rnd, eos_ids, colour: bool, pending: bool = True) -> list[str]:
+    """The painted tokens of one round: drafts (accepted / rejected / unchecked), then correction.
+    Committed tokens show their characters of the whole decode (trace/text.py); with `pending`, a
+    character not complete yet as its bytes so far ("⟨F0 9F⟩"); other drafts their text or bytes."""
+    drafted, correction = round_texts(trace, rnd)
+    shown = lambda t, committed: (t.text + (t.part if pending and t.pending else "")) if committed else t.label
     pieces = []
-    for t in rnd.drafted:
+    for t, text in zip(rnd.drafted, drafted):
         decision = draft_decision(t)
         if decision == "accepted" and len(pieces) >= len(rnd.committed):
             break  # cut at EOS / max_new_tokens
         if not (decision == "accepted" and t.id in eos_ids):
-            pieces.append(paint(t.text, decision, colour))
+            pieces.append(paint(shown(text, decision == "accepted"), decision, colour))
     if len(rnd.committed) > rnd.n_accepted and rnd.correction.id not in eos_ids:
         kind = correction_decision(rnd.correction)
-        pieces.append(paint(rnd.correction.text, kind, colour))
+        pieces.append(paint(shown(correction, True), kind, colour))
     return pieces
 
 
 def render_tokens(trace: Trace, eos_ids=(), colour: bool = True, separator: str = "") -> str:
     """The whole output, round by round, every decision visible."""
-    return separator.join("".join(round_pieces(r, eos_ids, colour)) for r in trace.rounds)
+    return separator.join("".join(round_pieces(trace, r, eos_ids, colour)) for r in trace.rounds)
 
 
 def legend_line(colour: bool = True) -> str:

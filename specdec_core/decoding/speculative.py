@@ -77,7 +77,7 @@ def start_decode(pair, prompt_ids, k, *, temperature=0.0, top_k=0, top_p=1.0, ma
         generator.manual_seed(int(seed) if seed is not None else torch.seed())
     trace = Trace(config=pair.trace_config(k=k, drafter=drafter, cfg=cfg, seed=seed,
                                            max_new_tokens=max_new_tokens, mode=mode),
-                  prompt={"text": pair.decode(prompt.tolist()), "ids": prompt.tolist()})
+                  prompt={"text": pair.decode(prompt.tolist()), "ids": prompt.tolist()}, token_bytes={})
     st = DecodeState(pair, cfg, drafter, DynamicCache(config=pair.target.config), prompt, generator,
                      trace, max_new_tokens)
     if k == "auto":   # the k policy's cost priors: measured once per target, before the clock starts
@@ -196,7 +196,7 @@ def _record_round(st, proposal, draft_list, logits, p_target, q_draft, correctio
     top_p, top_i = top_p.cpu().tolist(), top_i.cpu().tolist()
     scalars = torch.stack([p_x, q_x, overlap]).cpu().tolist()
     u_list = u.cpu().tolist() if u is not None else [None] * m
-    text = st.pair.token_text
+    text = _text_noting_bytes(st)
 
     def top(r):
         return [[i, text(i), pr] for i, pr in zip(top_i[r], top_p[r]) if pr > 0]
@@ -220,9 +220,27 @@ def _record_round(st, proposal, draft_list, logits, p_target, q_draft, correctio
                  correction=correction, committed=new_ids)
 
 
+def _text_noting_bytes(st: DecodeState):
+    """pair.token_text that also records in trace.token_bytes the raw bytes (hex) of every token
+    whose text alone is not whole characters ("�"): views show those as bytes, never as "�"."""
+    table, token_text, token_bytes = st.trace.token_bytes, st.pair.token_text, st.pair.token_bytes
+
+    def text(token_id: int) -> str:
+        s = token_text(token_id)
+        if "\ufffd" in s and str(token_id) not in table:
+            b = token_bytes(token_id)
+            if b is not None:
+                table[str(token_id)] = b.hex().upper()
+        return s
+    return text
+
+
 def _sync_output(st: DecodeState) -> None:
+    """The trace's output: ids, their text (a character not complete yet left out) and which
+    characters each token carries (the last round's spans reused: only new tokens are decoded)."""
     ids = st.committed[len(st.trace.prompt["ids"]):].tolist()
-    st.trace.output = {"ids": ids, "text": st.pair.decode(ids)}
+    text, spans = st.pair.decode_output(ids, st.trace.output.get("spans"))
+    st.trace.output = {"ids": ids, "text": text, "spans": spans}
 
 
 def stream_speculative(pair, prompt_ids, k: Union[int, str] = 4, *, temperature=0.0, top_k=0,

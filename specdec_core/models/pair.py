@@ -10,6 +10,7 @@ from ..drafters import Drafter, ModelDrafter, NGramDrafter
 from ..errors import ModelLoadError
 from ..kernels import fastpath
 from ..settings import check_prompt_text
+from .text import decode_with_spans, token_bytes
 from .presets import NGRAM
 
 DrafterFactory = Callable[["ModelPair"], Drafter]
@@ -27,6 +28,7 @@ class ModelPair:
     vocab_size: int = 0                     # logits size shared by target and draft
     eos_ids: frozenset = frozenset()
     _texts: dict = field(default_factory=dict, repr=False)
+    _bytes: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_models(cls, target, draft=None, tokenizer=None, *, fast_path: Optional[bool] = False) -> "ModelPair":
@@ -74,6 +76,18 @@ class ModelPair:
             text = self.tokenizer.decode([token_id]) if self.tokenizer is not None else f"<{token_id}>"
             self._texts[token_id] = text
         return text
+
+    def token_bytes(self, token_id: int) -> Optional[bytes]:
+        """The raw bytes a token stands for (None when the tokenizer does not say; cached)."""
+        if token_id not in self._bytes:
+            self._bytes[token_id] = token_bytes(self.tokenizer, token_id)
+        return self._bytes[token_id]
+
+    def decode_output(self, ids: list[int], previous_spans: Optional[list] = None) -> tuple[str, list]:
+        """(text, spans) of output ids: the text as the tokenizer decodes the whole sequence (an
+        incomplete last character left out) and the characters each token completes, with the
+        bytes of one it only begins (models/text.py); `previous_spans` of a prefix are reused."""
+        return decode_with_spans(ids, self.decode, self.token_bytes, previous_spans)
 
     def decode(self, ids: list[int]) -> str:
         """Text of a sequence, special tokens (EOS) hidden."""

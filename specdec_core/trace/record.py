@@ -73,11 +73,12 @@ class Trace:
                              # device, dtype, versions, mode ("speculative" | "autoregressive")
     prompt: dict             # {"text": str, "ids": [int]}
     rounds: list[Round] = field(default_factory=list)
-    output: dict = field(default_factory=lambda: {"ids": [], "text": ""})
+    output: dict = field(default_factory=lambda: {"ids": [], "text": ""})  # + optional "spans" (trace/text.py)
     prefill_s: float = 0.0   # time of the prompt pass(es) before the first round
     finished: bool = False   # True once the decode stopped (EOS or max_new_tokens)
     stop_reason: Optional[str] = None  # "eos" | "max_new_tokens"
     wall_clock: Optional[dict] = None  # optional: {"start", "end"} Unix seconds of the decode (lanes never overlap)
+    token_bytes: Optional[dict] = None  # optional: {"id": "D983D9"} raw bytes of tokens whose text alone is not whole characters
 
     @property
     def output_ids(self) -> list[int]:
@@ -122,7 +123,7 @@ class Trace:
             rounds.append(Round(**r))
         return cls(config=d["config"], prompt=d["prompt"], rounds=rounds, output=d["output"],
                    prefill_s=d["prefill_s"], finished=d["finished"], stop_reason=d.get("stop_reason"),
-                   wall_clock=d.get("wall_clock"))
+                   wall_clock=d.get("wall_clock"), token_bytes=d.get("token_bytes"))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Trace":
@@ -165,3 +166,10 @@ def validate(d: Any) -> None:
     if n_committed != len(d["output"]["ids"]):
         raise TraceFormatError(f"invalid trace: rounds commit {n_committed} tokens but output has "
                                f"{len(d['output']['ids'])}")
+    spans = d["output"].get("spans")
+    if spans is not None:
+        ends = [0] + [s[1] for s in spans]
+        if len(spans) != n_committed or any(s[0] != e or s[1] < s[0] for s, e in zip(spans, ends)) \
+                or ends[-1] > len(d["output"]["text"]):
+            raise TraceFormatError("invalid trace: output.spans must give one [start, end] per output "
+                                   "token, in order, within output.text")
