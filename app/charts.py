@@ -12,6 +12,7 @@ from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, FAINT_COLOUR,
                                           PLAIN_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           draft_decision, visible_whitespace)
 from specdec_core.trace import cost_ratios, measured_speedup
+from specdec_core.trace.text import display_texts, round_labels
 
 OVERHEAD_COLOUR = NEUTRAL_COLOUR
 K_MAX = theory.K_HORIZON
@@ -156,10 +157,11 @@ def round_figure(trace, round_index: int) -> go.Figure:
     if trace is None or not 0 <= round_index < len(trace.rounds):
         return _empty(fig, "no such round")
     rnd = trace.rounds[round_index]
+    labels, correction_label = round_labels(trace, rnd)
     if not rnd.drafted:
-        c = rnd.correction
-        return _empty(fig, f"nothing drafted this round: the target produced “{_label(c.text)}” ({c.kind})")
-    xs = [f"{i + 1}: {_label(t.text)}" for i, t in enumerate(rnd.drafted)]
+        return _empty(fig, f"nothing drafted this round: the target produced “{_label(correction_label)}” "
+                           f"({rnd.correction.kind})")
+    xs = [f"{i + 1}: {_label(label)}" for i, label in enumerate(labels)]
     decisions = [draft_decision(t) for t in rnd.drafted]
     fig.add_bar(x=xs, y=[t.p for t in rnd.drafted], name="p (target)", marker_color=TARGET_COLOUR,
                 hovertemplate="p = %{y:.3f}<extra></extra>")
@@ -196,8 +198,9 @@ def position_figure(trace, round_index: int, position: int) -> go.Figure:
     greedy = float(trace.config.get("temperature") or 0.0) == 0.0
     p_top, q_top, raw = _tops(t, greedy)
     ids = list(dict.fromkeys([row[0] for row in p_top] + [row[0] for row in q_top] + [t.id]))
-    text = {row[0]: row[1] for row in p_top + q_top}
-    text[t.id] = t.text
+    top_label = display_texts(trace).top
+    text = {row[0]: top_label(row[0], row[1]) for row in p_top + q_top}
+    text[t.id] = round_labels(trace, rnd)[0][position - 1]
     p_of, q_of = {r[0]: r[2] for r in p_top}, {r[0]: r[2] for r in q_top}
     xs = [("▶ " if i == t.id else "") + _label(text[i]) for i in ids]
     suffix = " (raw, T = 1)" if raw else ""
@@ -227,7 +230,8 @@ def position_figure(trace, round_index: int, position: int) -> go.Figure:
     is_rejection = decision == "rejected" and rnd.correction.kind == "resample" and position - 1 == rnd.n_accepted
     if is_rejection and rnd.correction.residual_top:
         res = rnd.correction.residual_top
-        fig.add_bar(x=[("▶ " if r[0] == rnd.correction.id else "") + _label(r[1]) for r in res], y=[r[2] for r in res],
+        fig.add_bar(x=[("▶ " if r[0] == rnd.correction.id else "") + _label(top_label(r[0], r[1])) for r in res],
+                    y=[r[2] for r in res],
                     name="residual (▶ = resampled)", marker_color=RESIDUAL_COLOUR, row=1, col=3)
         fig.update_yaxes(title_text="probability", range=[0, 1.05], row=1, col=3)
         fig.update_xaxes(title_text="token", row=1, col=3)
@@ -238,7 +242,7 @@ def position_figure(trace, round_index: int, position: int) -> go.Figure:
                            font=dict(size=12, color=MUTED_COLOUR))
         fig.update_xaxes(visible=False, row=1, col=3)
         fig.update_yaxes(visible=False, row=1, col=3)
-    fig.update_layout(title=dict(text=f"Round {round_index}, draft position {position}: “{_label(t.text)}” — "
+    fig.update_layout(title=dict(text=f"Round {round_index}, draft position {position}: “{_label(text[t.id])}” — "
                                       f"{DECISIONS[decision].label} {DECISIONS[decision].mark}", font=dict(size=15)))
     return fig
 

@@ -14,6 +14,7 @@ from typing import Optional
 
 from specdec_core import Trace, data
 from specdec_core.trace.decisions import DECISIONS, draft_decision
+from specdec_core.trace.text import round_labels
 
 from . import charts, explain, race
 from .timeline import plain_lane_html, spec_lane_html, timeline_html
@@ -60,9 +61,10 @@ def position_choices(trace, round_index: int) -> list[tuple[str, int]]:
     if trace is None or not 0 <= round_index < len(trace.rounds):
         return []
     out = []
-    for i, t in enumerate(trace.rounds[round_index].drafted):
+    rnd = trace.rounds[round_index]
+    for i, (t, label) in enumerate(zip(rnd.drafted, round_labels(trace, rnd)[0])):
         d = DECISIONS[draft_decision(t)]
-        out.append((f"{i + 1} · {charts._label(t.text)} · {d.mark} {d.label}", i + 1))
+        out.append((f"{i + 1} · {charts._label(label)} · {d.mark} {d.label}", i + 1))
     return out
 
 
@@ -126,6 +128,17 @@ def inspector(spec, round_index: int, position: Optional[int]) -> dict:
     return {"position_choices": choices, "position": position,
             "round_plot": charts.round_figure(spec, round_index),
             "position_plot": charts.position_figure(spec, round_index, position or 1)}
+
+
+def plots(spec, plain, round_index: int, position: Optional[int]) -> dict:
+    """Just the race's figures (charts and inspector) for these traces, keyed by component name."""
+    out = dict(zip(CHART_NAMES, charts.all_run_charts(spec, plain)))
+    if spec is not None and 0 <= round_index < len(spec.rounds):
+        out.update(round_plot=charts.round_figure(spec, round_index),
+                   position_plot=charts.position_figure(spec, round_index, position or 1))
+    else:
+        out.update(round_plot=charts.round_figure(spec, 0), position_plot=charts.position_figure(spec, 0, 1))
+    return out
 
 
 def views(spec, plain, kind: str = "run", files: str = "") -> dict:

@@ -11,6 +11,7 @@ from specdec_core.costs.measured import round_target_s
 from specdec_core.trace import cost_ratios
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, FAINT_COLOUR, NEUTRAL_COLOUR, PLAIN_COLOUR,
                                           RESIDUAL_COLOUR, TARGET_COLOUR, THEORY_COLOUR, draft_decision)
+from specdec_core.trace.text import display_texts, round_labels
 
 from .. import charts
 from ..charts import _empty, _label, _layout
@@ -37,7 +38,7 @@ def plain_steps(spec, plain, round_index: int) -> go.Figure:
     if plain is None or not plain.rounds:
         return _empty(fig, "no plain lane: run a race")
     rounds = plain.rounds[:24]
-    fig.add_bar(x=[f"{i}: {_label(r.correction.text)}" for i, r in enumerate(rounds, 1)],
+    fig.add_bar(x=[f"{i}: {_label(round_labels(plain, r)[1])}" for i, r in enumerate(rounds, 1)],
                 y=[1e3 * round_target_s(r) for r in rounds], marker_color=PLAIN_COLOUR, name="one pass = one token",
                 hovertemplate="%{x}: %{y:.1f} ms<extra></extra>")
     if plain.stats["step_s"]:
@@ -52,7 +53,8 @@ def draft_q(spec, round_index: int) -> go.Figure:
                   "drafted token", "q (draft probability)")
     if not rnd.drafted:
         return _empty(fig, "nothing drafted this round")
-    fig.add_bar(x=[f"d{i}: {_label(t.text)}" for i, t in enumerate(rnd.drafted, 1)], y=[t.q for t in rnd.drafted],
+    fig.add_bar(x=[f"d{i}: {_label(label)}" for i, label in enumerate(round_labels(spec, rnd)[0], 1)],
+                y=[t.q for t in rnd.drafted],
                 marker_color=DRAFT_COLOUR, name="q (draft)", text=[f"{t.q:.2f}" for t in rnd.drafted],
                 textposition="outside")
     fig.update_yaxes(range=[0, 1.15])
@@ -81,8 +83,9 @@ def accept_line(spec, round_index: int) -> go.Figure:
     fig = _layout(go.Figure(), f"Round {round_index}: accept dᵢ if u < p(dᵢ)/q(dᵢ)", "0 … 1", "")
     if not rnd.drafted:
         return _empty(fig, "nothing drafted this round")
+    labels = round_labels(spec, rnd)[0]
     for i, t in reversed(list(enumerate(rnd.drafted, 1))):
-        y = f"d{i}: {_label(t.text)}"
+        y = f"d{i}: {_label(labels[i - 1])}"
         d = draft_decision(t)
         ratio = min(t.p / t.q, 1.0) if t.q else 0.0
         fig.add_scatter(x=[0, 1], y=[y, y], mode="lines", line=dict(color=FAINT_COLOUR, width=14),
@@ -107,7 +110,8 @@ def bonus(spec, round_index: int) -> go.Figure:
     fig = _layout(go.Figure(), "The target's distribution after the last draft (the bonus position)",
                   "token (▶ = drawn)", "p (target)")
     top = c.p_top if float(spec.config.get("temperature") or 0) > 0 or not c.p_top_raw else c.p_top_raw
-    fig.add_bar(x=[("▶ " if r[0] == c.id else "") + _label(r[1]) for r in top], y=[r[2] for r in top],
+    top_label = display_texts(spec).top
+    fig.add_bar(x=[("▶ " if r[0] == c.id else "") + _label(top_label(r[0], r[1])) for r in top], y=[r[2] for r in top],
                 marker_color=[DECISIONS["bonus"].colour if r[0] == c.id else TARGET_COLOUR + "88" for r in top],
                 showlegend=False)
     fig.update_yaxes(range=[0, 1.05])
@@ -134,7 +138,7 @@ def routes(spec, round_index: int) -> go.Figure:
     q_of = {r[0]: r[2] for r in t.q_top}
     floor_q = min(q_of.values()) if len(q_of) >= 5 else 0.0
     rows = t.p_top
-    xs = [_label(r[1]) for r in rows]
+    xs = [_label(display_texts(spec).top(r[0], r[1])) for r in rows]
     qs = [q_of.get(r[0], 0.0) for r in rows]
     fig.add_bar(x=xs, y=[min(r[2], q) for r, q in zip(rows, qs)], name="drafted and kept: min(p, q)",
                 marker_color=DECISIONS["accepted"].colour)

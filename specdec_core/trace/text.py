@@ -214,6 +214,12 @@ def round_texts(trace: "Trace", rnd) -> tuple[list[TokenText], TokenText]:
     return texts.drafted[i], texts.correction[i]
 
 
+def round_labels(trace: "Trace", rnd) -> tuple[list[str], str]:
+    """(drafted, correction) of one round as labels for charts and tables: characters and byte cue."""
+    drafted, correction = round_texts(trace, rnd)
+    return [t.label for t in drafted], correction.label
+
+
 def output_reading(trace: "Trace") -> str:
     """The output as running text: the whole decode, a pending character as its bytes so far."""
     return "".join(t.reading for t in display_texts(trace).output)
