@@ -7,8 +7,9 @@ from typing import Optional
 
 from specdec_core.costs.measured import round_target_s
 from specdec_core.costs import theory
-from specdec_core.trace import cost_ratios, measured_speedup, mismatch
+from specdec_core.trace import cost_ratios, measured_speedup
 from specdec_core.trace.decisions import correction_decision, draft_decision, visible_whitespace
+from specdec_core.trace.text import TokenText, display_texts, round_texts, text_before
 
 from .. import race
 from ..charts import _label
@@ -68,19 +69,19 @@ def has_rejection(rnd) -> bool:
     return rnd.correction.kind == "resample"
 
 
-def _accept_lines(rnd, greedy: bool) -> str:
+def _accept_lines(rnd, labels: list[str], greedy: bool) -> str:
     lines = []
-    for i, t in enumerate(rnd.drafted, 1):
+    for i, (t, label) in enumerate(zip(rnd.drafted, labels), 1):
         d = draft_decision(t)
         if d == "discarded":
-            lines.append(f"- {_d(i)} {_tok(t.text)}: not checked (after the first rejection) → discarded")
+            lines.append(f"- {_d(i)} {_tok(label)}: not checked (after the first rejection) → discarded")
             continue
         verdict = "✓ accepted" if d == "accepted" else "✗ rejected"
         if greedy:
-            lines.append(f"- {_d(i)} {_tok(t.text)}: p = {_fmt(t.p)} (top token: {'yes' if t.p >= 1 else 'no'}) → {verdict}")
+            lines.append(f"- {_d(i)} {_tok(label)}: p = {_fmt(t.p)} (top token: {'yes' if t.p >= 1 else 'no'}) → {verdict}")
         else:
             ratio = t.p / t.q if t.q else 0.0
-            lines.append(f"- {_d(i)} {_tok(t.text)}: p = {_fmt(t.p, '.3f')}, q = {_fmt(t.q, '.3f')}, "
+            lines.append(f"- {_d(i)} {_tok(label)}: p = {_fmt(t.p, '.3f')}, q = {_fmt(t.q, '.3f')}, "
                          f"p/q = {_fmt(ratio, '.3f')}, u = {_fmt(t.u, '.3f')} → {verdict}")
     return "\n\n" + "\n".join(lines)
 
@@ -107,25 +108,27 @@ def round_facts(spec, plain, round_index: int, weight_bytes: Optional[int] = Non
     rej = rnd.drafted[n_rej] if n_rej is not None and n_rej < k else None
     alpha = stats["alpha"]
     speedup = measured_speedup(spec, plain) if plain is not None else None
+    drafted, correction = round_texts(spec, rnd)
+    labels = [t.label for t in drafted]
     return {
         "round": round_index, "k": k, "draft": spec.config.get("draft", "?"),
-        "drafted": ", ".join(f"{_d(i)} = {_tok(t.text)}" for i, t in enumerate(rnd.drafted, 1)) or "nothing",
+        "drafted": ", ".join(f"{_d(i)} = {_tok(label)}" for i, label in enumerate(labels, 1)) or "nothing",
         "draft_ms": _fmt(rnd.draft_s * 1e3, ".1f"), "c": _fmt(ratios["c"]),
         "step_ms": _fmt(step_s * 1e3 if step_s else None, ".1f"),
         "weights": (f"≈ {weight_bytes / 1e6:.0f} MB of weight matrices" if weight_bytes else "every weight matrix"),
         "n_questions": k + 1, "last_d": _d(k), "verify_ms": _fmt(round_target_s(rnd) * 1e3, ".1f"),
         "v": _fmt(round_target_s(rnd) / step_s if step_s else None),
-        "accept_lines": _accept_lines(rnd, greedy),
-        "rejected": _tok(rej.text) if rej else "—", "rejected_pos": (n_rej + 1) if rej else "—",
+        "accept_lines": _accept_lines(rnd, labels, greedy),
+        "rejected": _tok(labels[n_rej]) if rej else "—", "rejected_pos": (n_rej + 1) if rej else "—",
         "rejected_u": _fmt(rej.u, ".3f") if rej else "—",
         "rejected_ratio": _fmt(min(rej.p / rej.q, 1.0) if rej and rej.q else None, ".3f"),
         "n_discarded": (k - n_rej - 1) if rej else 0,
-        "correction": _tok(c.text), "correction_kind": "resampled token" if has_rejection(rnd) else "bonus token",
+        "correction": _tok(correction.label), "correction_kind": "resampled token" if has_rejection(rnd) else "bonus token",
         "correction_residual": (_fmt(_prob_in(c.residual_top, c.id), ".3f") if _prob_in(c.residual_top, c.id) is not None
                                 else "outside the residual's top 5: a less likely draw"),
         "correction_p": _fmt(_prob_in(c.p_top, c.id), ".3f"),
         "n_committed": len(rnd.committed), "n_accepted": rnd.n_accepted,
-        "committed": " ".join(_tok(t.text) for t in rnd.drafted[: rnd.n_accepted]) + " " + _tok(c.text),
+        "committed": " ".join(_tok(t.label) for t in drafted[: rnd.n_accepted] + [correction]),
         "tokens_per_round": _fmt(stats["mean_committed_per_round"]),
         "race_exact": _race_exact(spec, plain),
         "alpha": _fmt(alpha), "expected_tau": _fmt(theory.expected_tokens(alpha, k) if alpha is not None and k else None),
@@ -135,20 +138,14 @@ def round_facts(spec, plain, round_index: int, weight_bytes: Optional[int] = Non
 
 def _context(spec, round_index: int) -> str:
     """The text committed before this round (prompt tail included), last CONTEXT_CHARS characters."""
-    before = [t for r in spec.rounds[:round_index] for t in r.committed]
-    from_rounds = "".join(_texts_of(spec, before))
-    text = (spec.prompt.get("text", "") + from_rounds)[-CONTEXT_CHARS:]
+    position = sum(len(r.committed) for r in spec.rounds[:round_index])
+    text = (spec.prompt.get("text", "") + text_before(spec, position))[-CONTEXT_CHARS:]
     return html.escape(visible_whitespace(text))
 
 
-def _texts_of(spec, ids: list[int]) -> list[str]:
-    """Token texts of committed ids, read back from the rounds (the trace stores every token's text)."""
-    texts = mismatch.token_texts(spec)
-    return [texts.get(i, "") for i in ids]
-
-
-def _span(text: str, decision: str, below: str = "", focus: bool = False, rnd: int = 0, pos: int = 0) -> str:
-    span = token_span(Piece(text, decision, rnd, below or decision, position=pos))
+def _span(shown: TokenText, decision: str, below: str = "", focus: bool = False, rnd: int = 0, pos: int = 0) -> str:
+    tooltip = (below or decision) + (f"\n{shown.note}" if shown.note else "")
+    span = token_span(Piece(shown.text, decision, rnd, tooltip, position=pos, part=shown.part, note=shown.note))
     cls = "sd-wt-cell sd-wt-focus" if focus else "sd-wt-cell"
     lines = "<br>".join(html.escape(line) for line in below.split("\n"))
     return f'<span class="{cls}">{span}<small>{lines}</small></span>'
@@ -160,23 +157,24 @@ def strip_html(spec, round_index: int, stage: str) -> str:
     rnd = spec.rounds[round_index]
     greedy = float(spec.config.get("temperature") or 0.0) == 0.0
     ctx = f'<span class="sd-wt-ctx">…{_context(spec, round_index)}</span>'
+    drafted, correction = round_texts(spec, rnd)
     cells = []
     if stage == "plain":
-        texts = _texts_of(spec, rnd.committed)
+        texts = (drafted[: rnd.n_accepted] + [correction])[: len(rnd.committed)]
         cells = [_span(t, "bonus", f"target pass {i}", rnd=rnd.index) for i, t in enumerate(texts, 1)]
     elif stage == "questions":
-        rows = []
+        rows, top_label = [], display_texts(spec).top
         for i in range(len(rnd.drafted) + 1):
-            shown = "".join(_span(t.text, "discarded", _d(j + 1)) for j, t in enumerate(rnd.drafted[:i]))
+            shown = "".join(_span(t, "discarded", _d(j + 1)) for j, t in enumerate(drafted[:i]))
             top = rnd.drafted[i].p_top if i < len(rnd.drafted) else (rnd.correction.p_top if rnd.correction.kind == "bonus" else None)
-            answer = (f"target's top: {_tok_html(top[0][1])} (p = {top[0][2]:.2f})" if top
+            answer = (f"target's top: {_tok_html(top_label(top[0][0], top[0][1]))} (p = {top[0][2]:.2f})" if top
                       else "not needed: an earlier draft was rejected")
             rows.append(f'<div class="sd-wt-q">{ctx}{shown} <b>→ ?</b> <span class="sd-wt-a">{answer}</span></div>')
         return f'<div class="sd-wt" id="sd-wt-strip" data-stage="{stage}">{"".join(rows)}</div>'
     else:
-        for i, t in enumerate(rnd.drafted, 1):
+        for i, (t, shown) in enumerate(zip(rnd.drafted, drafted), 1):
             if stage == "drafted":
-                cells.append(_span(t.text, "discarded", f"q = {t.q:.2f}", focus=True, rnd=rnd.index, pos=i))
+                cells.append(_span(shown, "discarded", f"q = {t.q:.2f}", focus=True, rnd=rnd.index, pos=i))
                 continue
             d = draft_decision(t)
             if stage == "decided":
@@ -184,11 +182,11 @@ def strip_html(spec, round_index: int, stage: str) -> str:
                          f"p/q = {min(t.p / t.q, 1) if t.q else 0:.2f}" + ("" if greedy or t.u is None else f"\nu = {t.u:.2f}"))
             else:
                 below = {"accepted": "kept", "rejected": "rejected", "discarded": "discarded"}[d]
-            cells.append(_span(t.text, d, below, focus=stage == "decided" and d != "discarded", rnd=rnd.index, pos=i))
+            cells.append(_span(shown, d, below, focus=stage == "decided" and d != "discarded", rnd=rnd.index, pos=i))
         if stage in ("corrected", "committed"):
             c = rnd.correction
             label = "resampled" if c.kind == "resample" else "bonus"
-            cells.append(_span(c.text, correction_decision(c), label, focus=stage == "corrected", rnd=rnd.index))
+            cells.append(_span(correction, correction_decision(c), label, focus=stage == "corrected", rnd=rnd.index))
     return f'<div class="sd-wt" id="sd-wt-strip" data-stage="{stage}">{ctx}{"".join(cells)}</div>'
 
 

@@ -220,6 +220,14 @@ def round_labels(trace: "Trace", rnd) -> tuple[list[str], str]:
     return [t.label for t in drafted], correction.label
 
 
+def text_before(trace: "Trace", position: int) -> str:
+    """The output before output token `position` as running text: the characters those tokens
+    complete, and the bytes of a character they begin but do not complete as a cue."""
+    texts = display_texts(trace).output[:position]
+    spans = trace.output.get("spans")
+    return "".join(t.text for t in texts) + (byte_cue(_pending_before(spans, position)) if spans else "")
+
+
 def output_reading(trace: "Trace") -> str:
     """The output as running text: the whole decode, a pending character as its bytes so far."""
     return "".join(t.reading for t in display_texts(trace).output)
