@@ -143,3 +143,23 @@ def test_arabic_and_emoji_answer_reads_as_the_whole_decode(default_pair):
         for html in (timeline.spec_lane_html(t), timeline.timeline_html(t), render_tokens(t, pair.eos_ids, colour=False)):
             assert "\ufffd" not in html
         assert "sd-part" in timeline.timeline_html(t)                      # split bytes are marked
+        assert "\ufffd" not in "".join(_every_other_view(t))
+
+
+def _every_other_view(trace):
+    """Round inspector, position picker and charts, walkthrough steps, Debugger tables: their texts."""
+    from app import charts, views
+    from app.debug import figures as debug_figures
+    from app.teach import walkthrough
+    from app.teach.steps import steps_for
+    from specdec_core.trace import mismatch
+    for rnd in trace.rounds:
+        yield charts.round_figure(trace, rnd.index).to_json()
+        yield str(views.position_choices(trace, rnd.index))
+        if rnd.drafted:
+            yield charts.position_figure(trace, rnd.index, rnd.n_accepted + (rnd.n_accepted < len(rnd.drafted))).to_json()
+        for step in range(len(steps_for(walkthrough.has_rejection(rnd)))):
+            shown = walkthrough.render_step(trace, None, rnd.index, step)
+            yield shown["text"] + shown["strip"]
+    yield mismatch.to_csv(mismatch.positions(trace)) + mismatch.to_csv(mismatch.missed(trace))
+    yield debug_figures.aligned_html([trace], ["speculative"])

@@ -12,6 +12,7 @@ from specdec_core.bench.sweep import k_label
 from specdec_core.trace import cost_ratios, measured_speedup, mismatch
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           correction_decision, draft_decision)
+from specdec_core.trace.text import round_texts
 
 from ..charts import _empty, _label, _layout
 
@@ -182,10 +183,11 @@ def aligned_html(traces: list, names: list[str]) -> str:
         cells = []
         for r in trace.rounds:
             kinds = [draft_decision(t) for t in r.drafted[: r.n_accepted]] + [correction_decision(r.correction)]
-            texts = [t.text for t in r.drafted[: r.n_accepted]] + [r.correction.text]
-            for j, (kind, text) in enumerate(zip(kinds, texts)):
+            drafted, correction = round_texts(trace, r)
+            for j, (kind, shown) in enumerate(zip(kinds, drafted[: r.n_accepted] + [correction])):
                 start = " sd-align-start" if j == 0 else ""
-                cells.append(f'<td class="sd-tok sd-{kind}{start}" title="round {r.index}: {kind}">'
-                             f'{html.escape(_label(text))}</td>')
+                title = html.escape(f"round {r.index}: {kind}" + (f"\n{shown.note}" if shown.note else ""), quote=True)
+                cells.append(f'<td class="sd-tok sd-{kind}{start}" title="{title}">'
+                             f'{html.escape(_label(shown.label))}</td>')
         lines.append(f'<tr><th>{html.escape(name)}</th>{"".join(cells)}</tr>')
     return f'<div class="sd-align"><table>{"".join(lines)}</table></div>'

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Optional
 
 from .compare import first_mismatch, greedy_check, top_raw_at
 from .decisions import draft_decision
+from .text import display_texts, text_before
 from .tokens import CATEGORIES, category, decode_vocab
 
 if TYPE_CHECKING:
@@ -25,34 +26,23 @@ if TYPE_CHECKING:
 CONTEXT_CHARS = 40
 
 
-def token_texts(trace: "Trace") -> dict:
-    """{token id: text} of every token the trace shows (drafted or committed)."""
-    texts = {}
-    for r in trace.rounds:
-        for t in r.drafted:
-            texts[t.id] = t.text
-        texts[r.correction.id] = r.correction.text
-    return texts
-
-
 def positions(trace: "Trace") -> list[dict]:
-    """Every checked drafted token in time order: round, position (1-based), token, category,
-    p, q, min(1, p/q), TV(p, q), decision, and the text before it (context)."""
+    """Every checked drafted token in time order: round, position (1-based), token (as views show
+    it: trace/text.py), category, p, q, min(1, p/q), TV(p, q), decision, and the text before it."""
     eos = set(trace.config.get("eos_ids") or [])
-    texts = token_texts(trace)
-    before = trace.prompt.get("text", "")
+    texts, n_before = display_texts(trace), 0
     rows = []
-    for r in trace.rounds:
-        so_far = before
-        for i, t in enumerate(r.drafted, 1):
+    for r, drafted in zip(trace.rounds, texts.drafted):
+        so_far = trace.prompt.get("text", "") + text_before(trace, n_before)
+        for i, (t, shown) in enumerate(zip(r.drafted, drafted), 1):
             if t.evaluated:
-                rows.append({"round": r.index, "position": i, "token": t.text, "token_id": t.id,
-                             "category": category(t.text, t.id in eos), "p": t.p, "q": t.q,
+                rows.append({"round": r.index, "position": i, "token": shown.label, "token_id": t.id,
+                             "category": category(shown.label, t.id in eos), "p": t.p, "q": t.q,
                              "ratio": min(t.p / t.q, 1.0) if t.q > 0 else 0.0,
                              "tv": None if t.overlap is None else max(0.0, 1.0 - t.overlap),
                              "decision": draft_decision(t), "context": so_far[-CONTEXT_CHARS:]})
-            so_far += t.text
-        before += "".join(texts.get(i, "") for i in r.committed)
+            so_far += shown.label
+        n_before += len(r.committed)
     return rows
 
 
@@ -79,16 +69,18 @@ def missed(trace: "Trace", n: int = 10) -> list[dict]:
     vocab = decode_vocab(trace.config.get("draft_vocab"))
     eos = set(trace.config.get("eos_ids") or [])
     rows_by_pos = {(r["round"], r["position"]): r for r in positions(trace)}
+    texts = display_texts(trace)
     groups: dict = {}
-    for r in trace.rounds:
+    for r, drafted, correction in zip(trace.rounds, texts.drafted, texts.correction):
         if r.correction.kind != "resample" or r.n_accepted >= len(r.drafted):
             continue
-        c, proposed = r.correction, r.drafted[r.n_accepted]
-        g = groups.setdefault(c.id, {"token": c.text, "token_id": c.id, "category": category(c.text, c.id in eos),
+        c, proposed = r.correction, drafted[r.n_accepted].label
+        g = groups.setdefault(c.id, {"token": correction.label, "token_id": c.id,
+                                     "category": category(correction.label, c.id in eos),
                                      "missed": 0, "outside_draft_vocab": vocab is not None and c.id not in vocab,
                                      "draft_proposed": defaultdict(int), "context": ""})
         g["missed"] += 1
-        g["draft_proposed"][proposed.text] += 1
+        g["draft_proposed"][proposed] += 1
         g["context"] = g["context"] or rows_by_pos.get((r.index, r.n_accepted + 1), {}).get("context", "")
     out = []
     for g in groups.values():
@@ -125,9 +117,8 @@ def greedy_diff(spec: "Trace", plain: "Trace") -> Optional[dict]:
     if pos is None:
         return None
     verdict = greedy_check(plain, spec.output_ids)
-    texts = {**token_texts(plain), **token_texts(spec)}
-    tok = lambda ids: texts.get(ids[pos]) if pos < len(ids) else None
-    return {"position": pos, "plain_token": tok(plain.output_ids), "speculative_token": tok(spec.output_ids),
+    tok = lambda trace: display_texts(trace).output[pos].label if pos < len(trace.output_ids) else None
+    return {"position": pos, "plain_token": tok(plain), "speculative_token": tok(spec),
             "verify_top2": _top2_at(spec, pos), "single_top2": _top2_at(plain, pos),
             "logit_gap": verdict.logit_gap, "tolerance": verdict.tolerance, "verdict": verdict.kind,
             "text": verdict.text()}
