@@ -151,7 +151,9 @@ def _attribute(lead: bytes, chunks: list[bytes]) -> list[TokenText]:
                 out.extend(_attribute(b"", [chunk]))
                 pending = b""
                 continue
-            out.append(TokenText("", byte_cue(chunk), "bytes that are not a UTF-8 character"))
+            why = ("continues a character, but none was begun before it" if chunk[0] & 0xC0 == 0x80
+                   else "bytes that are not valid UTF-8")
+            out.append(TokenText("", byte_cue(chunk), why))
             continue
         tail = data[cut:]
         own_tail = data[max(cut, len(pending)):]
