@@ -165,3 +165,12 @@ def _every_other_view(trace):
             yield shown["text"] + shown["strip"]
     yield mismatch.to_csv(mismatch.positions(trace)) + mismatch.to_csv(mismatch.missed(trace))
     yield debug_figures.aligned_html([trace], ["speculative"])
+
+
+@pytest.mark.model
+def test_exactness_lab_labels_split_tokens_by_their_bytes(default_pair):
+    """The exactness lab labels the first token's top candidates alone: split bytes as a cue."""
+    from app.teach.lab import _token_label
+    label = _token_label(default_pair)
+    emoji_start = default_pair.tokenizer.convert_tokens_to_ids("ĠðŁĺ")       # " " + F0 9F 98
+    assert label(emoji_start) == " ⟨F0 9F 98⟩" and label(default_pair.tokenizer.convert_tokens_to_ids("ĠR")) == " R"

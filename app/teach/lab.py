@@ -15,6 +15,7 @@ from specdec_core.costs.measure import cost_curve
 from specdec_core.decoding.exactness import (chi_square, first_token_distributions, sample_plain,
                                              sample_speculative)
 from specdec_core.decoding.rule import accept_drafts
+from specdec_core.trace.text import lone
 
 from .. import handlers
 from ..gpu import gpu
@@ -51,7 +52,16 @@ def lab_distributions(target_ref: str, draft_ref: str, device: str, prompt: str,
     pair = handlers.load(target_ref, draft_ref, device, progress, notify)
     ids = pair.encode_prompt(prompt, chat=chat)
     p_target, q_draft = first_token_distributions(pair, ids, temperature=1.0)
-    return p_target, q_draft, pair.token_text
+    return p_target, q_draft, _token_label(pair)
+
+
+def _token_label(pair):
+    """A token alone as every view shows it (trace.text.lone): bytes of a split character as ⟨D9⟩, never "�"."""
+    def label(token_id: int) -> str:
+        text, raw = pair.token_text(token_id), pair.token_bytes(token_id)
+        split = {str(token_id): raw.hex().upper()} if raw is not None and "\ufffd" in text else None
+        return lone(token_id, text, split).label
+    return label
 
 
 @gpu
