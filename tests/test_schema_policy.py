@@ -24,6 +24,21 @@ def test_traces_from_before_the_regroup_still_load_and_render():
     assert len(charts.all_run_charts(spec, plain)) == 5
 
 
+def test_traces_from_before_spans_read_as_recorded():
+    """Written before output.spans / token_bytes existed (an emoji answer: its tokens read "�"
+    alone): they load, every view reads the recorded token texts, nothing is invented."""
+    from specdec_core.trace.text import display_texts
+    spec = Trace.load(DATA / "trace_v1_before_spans.speculative.json")
+    plain = Trace.load(DATA / "trace_v1_before_spans.plain.json")
+    assert "spans" not in spec.output and spec.token_bytes is None
+    recorded = [text for r in spec.rounds
+                for text in ([t.text for t in r.drafted[: r.n_accepted]] + [r.correction.text])[: len(r.committed)]]
+    texts = display_texts(spec)
+    assert [t.text for t in texts.output] == recorded and all(t.part == "" for t in texts.output)
+    assert "sd-tok" in timeline.timeline_html(spec) and "sd-lane-text" in timeline.spec_lane_html(spec)
+    assert len(charts.all_run_charts(spec, plain)) == 5
+
+
 def test_new_optional_fields_keep_version_1_and_round_trip():
     pair = ModelPair.from_models(tiny_llama(seed=0), tiny_llama(seed=1), fast_path=True)
     trace = speculative_generate(pair, [1, 2, 3], k="auto", max_new_tokens=10)
@@ -31,8 +46,10 @@ def test_new_optional_fields_keep_version_1_and_round_trip():
     assert d["schema"] == "specdec.trace/1"
     assert d["config"]["kernels"]["target"].startswith("onednn-prepacked")
     assert all(r["k_policy"]["kind"] for r in d["rounds"])
+    assert len(d["output"]["spans"]) == len(d["output"]["ids"]) and d["token_bytes"] == {}
     back = Trace.from_json(trace.to_json())
     assert back.config["kernels"] == trace.config["kernels"]
+    assert back.output["spans"] == trace.output["spans"]
     assert [r.k_policy for r in back.rounds] == [r.k_policy for r in trace.rounds]
 
 

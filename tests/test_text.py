@@ -3,7 +3,6 @@ the whole sequence in every view, a split character's bytes are attributed to th
 carry them, and no "�" is shown for a character the decode renders — with byte-level BPE (the real
 default pair, and a bytes-only tokenizer) and byte fallback (a sentencepiece-style tokenizer)."""
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,7 +12,6 @@ from specdec_core.trace.text import display_texts, output_reading
 
 PROMPT = "كيف حالك؟ 😀 Réponds en arabe et avec des emoji 🎉🚀"
 MIXED = "كيف حالك؟ 😀 Réponds en arabe 🎉 👩🏼‍💻 日本語"
-DATA = Path(__file__).resolve().parent / "data"
 
 
 def byte_fallback_tokenizer():
@@ -104,19 +102,6 @@ def test_spans_that_do_not_fit_the_text_are_refused():
     for bad in ([[0, 1]], [[0, 1], [2, 2]], [[0, 1], [1, 3]]):
         with pytest.raises(TraceFormatError, match="output.spans"):
             Trace.from_dict({**good, "output": {**good["output"], "spans": bad}})
-
-
-def test_a_trace_from_before_spans_reads_as_recorded():
-    """Written before output.spans / token_bytes existed (an emoji answer: its tokens read "�"
-    alone): it loads, every view reads the recorded token texts, nothing is invented."""
-    from app import timeline
-    spec = Trace.load(DATA / "trace_v1_before_spans.speculative.json")
-    assert "spans" not in spec.output and spec.token_bytes is None
-    texts = display_texts(spec)
-    recorded = [text for r in spec.rounds
-                for text in ([t.text for t in r.drafted[: r.n_accepted]] + [r.correction.text])[: len(r.committed)]]
-    assert [t.text for t in texts.output] == recorded and all(t.part == "" for t in texts.output)
-    assert "sd-tok" in timeline.timeline_html(spec) and "sd-lane-text" in timeline.spec_lane_html(spec)
 
 
 @pytest.mark.model
