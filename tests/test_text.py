@@ -79,7 +79,7 @@ def test_split_character_is_shown_on_its_last_token_and_its_bytes_are_named():
     assert (a.text, a.part, first.text, first.part, last.text) == ("a", "⟨F0 9F⟩", "", "⟨98⟩", "😀")
     assert a.note == "the first 2 of the 4 bytes of '😀' (completed by a later token)"
     assert first.note == "byte 3 of the 4 bytes of '😀' (completed by the next token)"
-    assert last.note == "completes '😀' with byte 4 of the 4 bytes (the first 3 came with the tokens before)"
+    assert last.note == "completes '😀' with byte 4 of the 4 bytes (the first 3 bytes came with the tokens before)"
     assert output_reading(trace) == "a😀"
 
 

@@ -100,25 +100,27 @@ def _output_texts(trace: "Trace", spans: list, recorded: list[str]) -> list[Toke
         if chain and end > start:          # this token completes the character the chain began
             char, before = text[start], sum(n for _, n in chain)
             total = len(char.encode("utf-8"))
-            tok.note = (f"completes '{char}' with {_which(before + 1, total, total)} (the first {before} "
+            tok.note = (f"completes '{char}' with {_which(before + 1, total, total)} ({_which(1, before, None)} "
                         f"came with the token{'s' if len(chain) > 1 else ''} before)")
             for j, n in chain:
                 first = sum(m for k, m in chain if k < j) + 1
                 by = "the next token" if j == i - 1 else "a later token"
-                out[j].note, out[j].pending = f"{_which(first, first + n - 1, total)} of '{char}' (completed by {by})", False
+                carries = f"{_which(first, first + n - 1, total)} of '{char}' (completed by {by})"
+                out[j].note, out[j].pending = "; then ".join(filter(None, [out[j].note, carries])), False
             chain = []
         if carried:
             tok.part, tok.pending = byte_cue(carried), True
             chain.append((i, len(carried)))
-        elif end == start and recorded[i] and REPLACEMENT not in recorded[i]:
-            tok.part, tok.note = recorded[i], "a special token: not part of the decoded text"
+        elif end == start and recorded[i].strip() and REPLACEMENT not in recorded[i]:
+            tok.part, tok.note = recorded[i], "not part of the decoded text (a special token)"
         out.append(tok)
     if chain:                              # bytes of a character the output has not completed
         total = utf8_length(bytes.fromhex(spans[chain[0][0]][2])[0])
         why = "the output stopped before it was complete" if trace.finished else "its last bytes are not generated yet"
         for j, n in chain:
             first = sum(m for k, m in chain if k < j) + 1
-            out[j].note = f"{_which(first, first + n - 1, total)} of a character: {why}"
+            pending = f"{_which(first, first + n - 1, total)} of a character: {why}"
+            out[j].note = "; then ".join(filter(None, [out[j].note, pending]))
     return out
 
 
