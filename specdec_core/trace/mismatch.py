@@ -102,8 +102,8 @@ def by_category(trace: "Trace") -> list[dict]:
 
 def _top2_at(trace: "Trace", position: int) -> Optional[list]:
     """The target's raw top-2 [(text, log-prob)] at output position `position` of a trace."""
-    top = top_raw_at(trace, position) or []
-    return [(row[1], math.log(row[2])) for row in top[:2] if row[2] > 0] or None
+    top, label = top_raw_at(trace, position) or [], display_texts(trace).top
+    return [(label(row[0], row[1]), math.log(row[2])) for row in top[:2] if row[2] > 0] or None
 
 
 def greedy_diff(spec: "Trace", plain: "Trace") -> Optional[dict]:
