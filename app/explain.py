@@ -17,9 +17,9 @@ FIRST_LOAD_NOTE = ("The first run loads the model pair: for the offline default 
                    "Hub models download on their first use.")
 
 FIRST_PAINT_RACES = 5   # app/record.py keeps the race with the median speedup of these
-RECORDED_BANNER = ("● **Recorded example** — a trace recorded on **{device}** ({target} + {draft}, k = {k}; "
-                   f"the race with the median speedup of {FIRST_PAINT_RACES}), shown before any model loads. "
-                   "Press **Run** to race on this machine.")
+RECORDED_BANNER = ("● **Recorded example** — a race recorded earlier on **{device}** with {target} + {draft}, "
+                   f"k = {{k}} (of {FIRST_PAINT_RACES} recorded races, the one with the middle speedup), shown "
+                   "before any model loads. Press **Run** to race on this machine.")
 RUN_BANNER = "▶ **Your run** on **{device}**: {target} + {draft}, k = {k}, T = {temperature}."
 UPLOAD_BANNER = "⤒ **Loaded from file** ({files}): recorded on **{device}**, {target} + {draft}, k = {k}."
 

@@ -5,7 +5,9 @@ here decodes on its own: tokens, probabilities and timings all come from specdec
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
 from specdec_core import PRESETS, ModelLoadError, TraceFormatError, load_pair, stream_autoregressive, stream_speculative
@@ -30,7 +32,40 @@ UPDATE_EVERY_S = 0.2          # throttle streamed UI updates (consumer time is e
 
 
 class UserError(Exception):
-    """An error meant for the page (ui.py shows it as gr.Error)."""
+    """An error meant for the page (ui.py shows it in the banner)."""
+
+
+@dataclass
+class RunSessions:
+    """Which visitors' sessions have a run pressed (queued or racing) and which asked it to stop. A
+    Gradio State is a snapshot taken when an event starts, so a running race never sees another
+    event's change to it: Stop writes here, and the run reads here after every round. One object
+    per page (build_demo), kept in ui.py's C."""
+    active: set = field(default_factory=set)
+    stopping: set = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def pressed(self, session: str) -> None:
+        """Run was pressed: a run for this session is queued or racing from now on."""
+        with self.lock:
+            self.active.add(session)
+            self.stopping.discard(session)
+
+    def finished(self, session: str) -> None:
+        with self.lock:
+            self.active.discard(session)
+            self.stopping.discard(session)
+
+    def stop(self, session: str) -> bool:
+        """Ask the session's run to stop; False when it has none (nothing to ask)."""
+        with self.lock:
+            if session in self.active:
+                self.stopping.add(session)
+            return session in self.active
+
+    def should_stop(self, session: str) -> bool:
+        with self.lock:
+            return session in self.stopping
 
 
 def preset_fields(preset: str) -> dict:
@@ -122,8 +157,10 @@ def decode_race(target_ref: str, draft_ref: str, device: str, prompt: str, chat:
 
 
 def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
-        max_new_tokens, seed, run_number, progress, notify) -> Iterator[dict]:
-    """The Run button: validate, then render what decode_race streams (progress while loading)."""
+        max_new_tokens, seed, run_number, progress, notify, should_stop=lambda: False) -> Iterator[dict]:
+    """The Run button: validate, then render what decode_race streams (progress while loading).
+    `should_stop()` is asked after every round: once it says yes the decode ends there and the
+    last update is the stopped race (`after_stop`), so no later update can overwrite it."""
     if not prompt or not prompt.strip():
         raise UserError(explain.ERRORS["empty_prompt"])
     try:
@@ -136,9 +173,16 @@ def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, to
     # previous results on the page (see `refused`).
     yield {"banner": f"▶ **Loading {target_ref} + {draft_ref}** and warming up (not timed)…"}
     done, last = {"plain": None, "speculative": None}, 0.0
+    race_steps = decode_race(target_ref, draft_ref, device or "auto", prompt, bool(chat), settings, run_number,
+                             progress, notify)
     try:
-        for lane, status, trace in decode_race(target_ref, draft_ref, device or "auto", prompt, bool(chat), settings,
-                                               run_number, progress, notify):
+        for lane, status, trace in race_steps:
+            if lane != "racing":
+                done[lane] = trace
+            if should_stop():
+                race_steps.close()          # ends the decode at its current round
+                yield after_stop({"spec": done["speculative"], "plain": done["plain"]})
+                return
             if lane == "racing":
                 yield {"run_number": run_number + 1,
                        "banner": "▶ **Racing…** plain and speculative decoding, one after the other.",
@@ -146,7 +190,6 @@ def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, to
                        "spec_lane": spec_lane_html(None, status="waiting"),
                        "verdict": race.verdict_html(None, None), "timeline": timeline_html(None)}
                 continue
-            done[lane] = trace
             traces = {"traces": {"spec": done["speculative"], "plain": done["plain"]}}
             now = time.monotonic()
             if trace is not None and not trace.finished and now - last < UPDATE_EVERY_S:

@@ -8,6 +8,7 @@ from specdec_core import PRESETS
 from . import deploy, explain, handlers, views
 from .debug import tab as debug_tab
 from .teach import classroom, tab as teach_tab
+from .scale import scalable_css, scale_figure
 from .timeline import TIMELINE_CLICK_JS, legend_html, timeline_css
 
 MODEL_QUEUE = "model-work"     # one queue for everything that runs a model: lanes are never timed at once
@@ -16,7 +17,7 @@ MODEL_QUEUE = "model-work"     # one queue for everything that runs a model: lan
 VIEW_OUTPUTS = ("traces", "run_number", "banner", "plain_lane", "spec_lane", "verdict", "timeline", "stats",
                 "round", "position", "round_plot", "position_plot", *views.CHART_NAMES, "files")
 
-CSS = timeline_css() + classroom.CLASSROOM_CSS + """
+CSS = scalable_css(timeline_css() + """
 #sd-run-row button{min-height:48px}
 .sd-plot{min-height:330px}
 .sd-wt{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:16px;line-height:1.4;padding:8px;
@@ -32,7 +33,7 @@ CSS = timeline_css() + classroom.CLASSROOM_CSS + """
 .sd-align td.sd-tok{display:table-cell;white-space:pre}
 .sd-align td.sd-align-start{border-left:3px solid #444}
 .sd-wt-a{color:#0072B2;margin-left:8px}
-"""
+""") + classroom.CLASSROOM_CSS
 
 
 def launch_kwargs() -> dict:
@@ -42,10 +43,11 @@ def launch_kwargs() -> dict:
             "max_file_size": f"{max(cap_mb, 1):.0f}mb"}
 
 
-def _updates(C: dict, vals: dict) -> dict:
-    """View values keyed by name -> {component: value or update}."""
+def _updates(C: dict, vals: dict, scale: float = 1.0) -> dict:
+    """View values keyed by name -> {component: value or update}; figures scaled for the classroom."""
     out = {}
     for name, value in vals.items():
+        value = scale_figure(value, scale or 1.0)
         if name == "round_max":
             out[C["round"]] = gr.Slider(maximum=max(value, 1), value=vals.get("round", 0))
         elif name == "position_choices":
@@ -62,6 +64,7 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) 
     C: dict = {}
     C["traces"] = gr.State({"spec": spec0, "plain": plain0, "banner": init["banner"]})
     C["run_number"] = gr.State(0)
+    C["scale"] = gr.State(1.0)          # classroom mode's chart scale (the page's CSS scales the rest)
     gr.Markdown(explain.INTRO)
     teach_tab.layout_controls(C)
     C["banner"] = gr.Markdown(init["banner"], elem_id="sd-banner", elem_classes="sd-banner")
@@ -158,36 +161,50 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) 
 
 
 
+def _session(request) -> str:
+    return getattr(request, "session_hash", None) or str(id(request))
+
+
 def listeners(C: dict) -> None:
     """Wire the events of the components in C to app.handlers (inside the same gr.Blocks)."""
     view_outputs = [C[name] for name in VIEW_OUTPUTS]
     run_inputs = [C[n] for n in ("preset", "target", "draft", "drafter", "device", "prompt", "chat", "k",
                                  "temperature", "top_k", "top_p", "max_new_tokens", "seed", "run_number",
-                                 "traces")]
+                                 "traces", "scale")]
 
     # A refused action never raises to Gradio (that leaves "Error" badges on the views until some
     # later event happens to clear them): the banner says why and the previous results stay.
     def on_run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
-               max_new_tokens, seed, run_number, traces, progress=gr.Progress()):
+               max_new_tokens, seed, run_number, traces, scale, request: gr.Request, progress=gr.Progress()):
+        session = _session(request)
+        C["sessions"].pressed(session)    # API calls skip the button's instant step
         try:
             for vals in handlers.run(preset, target, draft, drafter, device, prompt, chat, k, temperature,
-                                     top_k, top_p, max_new_tokens, seed, run_number, progress, gr.Info):
-                yield _updates(C, vals)
+                                     top_k, top_p, max_new_tokens, seed, run_number, progress, gr.Info,
+                                     should_stop=lambda: C["sessions"].should_stop(session)):
+                yield _updates(C, vals, scale)
         except handlers.UserError as e:
             gr.Warning(str(e))
-            yield _updates(C, handlers.refused(str(e), traces))
+            yield _updates(C, handlers.refused(str(e), traces), scale)
+        finally:
+            C["sessions"].finished(session)
 
     def on_preset(preset):
         f = handlers.preset_fields(preset)
         return {C["target"]: f["target"], C["draft"]: f["draft"], C["drafter"]: f["drafter"],
                 C["preset"]: gr.Dropdown(info=PRESETS[preset].description)}
 
-    def on_stop(traces):
-        return _updates(C, handlers.after_stop(traces))
+    # Stop asks the session's run to end after its current round (a run waiting in the queue ends
+    # as soon as it starts); the run's own last update is then the stopped race, so no update of
+    # the run can land after it. Without a run (a replay) the page is rendered stopped here.
+    def on_stop(traces, scale, request: gr.Request):
+        if C["sessions"].stop(_session(request)):
+            return {C["banner"]: "■ **Stopping** after the current round…"}
+        return _updates(C, handlers.after_stop(traces), scale)
 
-    def on_upload(paths, traces):
+    def on_upload(paths, traces, scale):
         try:
-            return _updates(C, handlers.upload(paths))
+            return _updates(C, handlers.upload(paths), scale)
         except handlers.UserError as e:
             gr.Warning(str(e))
             return _updates(C, handlers.refused(str(e), traces, what="Not loaded", rerender=False))
@@ -199,36 +216,43 @@ def listeners(C: dict) -> None:
         except handlers.UserError as e:
             gr.Warning(str(e))
 
-    def on_round(traces, round_index):
-        return _updates(C, handlers.inspect_round(traces, round_index))
+    def on_round(traces, round_index, scale):
+        return _updates(C, handlers.inspect_round(traces, round_index), scale)
 
-    def on_timeline_click(traces, evt: gr.EventData):
+    def on_timeline_click(traces, scale, evt: gr.EventData):
         r, pos = int(getattr(evt, "round", 0)), int(getattr(evt, "pos", 0)) or None
         vals = handlers.inspect_round(traces, r, pos)
-        out = _updates(C, vals)
+        out = _updates(C, vals, scale)
         out[C["round"]] = gr.Slider(value=r)
         return out
 
-    def on_position(traces, round_index, position):
-        return {C["position_plot"]: handlers.inspect_round(traces, round_index, position)["position_plot"]}
+    def on_position(traces, round_index, position, scale):
+        return {C["position_plot"]: scale_figure(handlers.inspect_round(traces, round_index, position)["position_plot"],
+                                                 scale or 1.0)}
 
     C["preset"].change(on_preset, C["preset"], [C["target"], C["draft"], C["drafter"], C["preset"]],
                        queue=False)
-    run_event = C["run"].click(on_run, run_inputs, view_outputs, concurrency_limit=1,
+    # The instant step marks the session's run as pressed while it may still wait in the queue, so
+    # a Stop before it starts ends it as soon as it starts.
+    def on_pressed(request: gr.Request):
+        C["sessions"].pressed(_session(request))
+    C["run"].click(on_pressed, None, None, queue=False, api_visibility="private")
+    C["run"].click(on_run, run_inputs, view_outputs, concurrency_limit=1,
                                concurrency_id=MODEL_QUEUE, api_name="run",
                                show_progress_on=[C["verdict"]])
     replay_event = C["replay"].click(on_replay, [C["traces"], C["classroom"]], [C["plain_lane"], C["spec_lane"]],
                                      concurrency_limit=None, api_name="replay",
                                      show_progress="hidden")
-    C["stop"].click(on_stop, C["traces"], view_outputs, cancels=[run_event, replay_event], api_name="stop")
-    C["upload"].upload(on_upload, [C["upload"], C["traces"]], view_outputs, api_name="upload")
-    C["round"].input(on_round, [C["traces"], C["round"]],
+    C["stop"].click(on_stop, [C["traces"], C["scale"]], view_outputs, cancels=[replay_event], api_name="stop",
+                    queue=False)
+    C["upload"].upload(on_upload, [C["upload"], C["traces"], C["scale"]], view_outputs, api_name="upload")
+    C["round"].input(on_round, [C["traces"], C["round"], C["scale"]],
                        [C["position"], C["round_plot"], C["position_plot"]], api_name="inspect_round",
                        show_progress="hidden", trigger_mode="always_last")
-    C["timeline"].click(on_timeline_click, C["traces"], [C["round"], C["position"], C["round_plot"],
+    C["timeline"].click(on_timeline_click, [C["traces"], C["scale"]], [C["round"], C["position"], C["round_plot"],
                                                          C["position_plot"]], show_progress="hidden",
                         api_visibility="private")
-    C["position"].input(on_position, [C["traces"], C["round"], C["position"]], C["position_plot"],
+    C["position"].input(on_position, [C["traces"], C["round"], C["position"], C["scale"]], C["position_plot"],
                         api_name="inspect_position")
 
 
@@ -243,6 +267,7 @@ def build_demo() -> gr.Blocks:
     with gr.Blocks(title=explain.TITLE, delete_cache=(3600, 24 * 3600)) as demo:
         C = layout(init, init_files, default, spec0, plain0, teach_tab.load_bundled())
         C["demo"] = demo
+        C["sessions"] = handlers.RunSessions()
         listeners(C)
         teach_tab.listeners(C, MODEL_QUEUE)
         debug_tab.listeners(C, MODEL_QUEUE)

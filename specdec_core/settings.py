@@ -50,7 +50,8 @@ class Range:
     def refuse(self, got, page: bool = False) -> SettingsError:
         kind = "an integer" if self.integer else "a number"
         shown = ("empty" if got is None or (isinstance(got, str) and not got.strip()) else
-                 f"got {got:g}" if isinstance(got, float) else f"got {got!r}")
+                 f"got {got:g}" if isinstance(got, float) else f"got {got:,}" if isinstance(got, int)
+                 else f"got {got!r}")
         more = (f" on this page (the API and CLI allow up to {int(self.hi):,})"
                 if page and self.page_hi is not None else "")
         return SettingsError(f"{self.label} must be {kind} {self.allowed(page)}{more}; {shown}")

@@ -50,9 +50,9 @@ def test_cli_show_rerenders_without_a_model(saved):
 
 @pytest.mark.parametrize("args,message", [
     (["hi", "--temperature", "-1"], "temperature"),
-    (["hi", "-k", "zero"], "k must be an integer from 1 to 32 or \"auto\""),
-    (["hi", "-k", "100000"], "k must be from 1 to 32"),
-    (["hi", "--max-new-tokens", "999999999"], "max new tokens must be from 1 to 4096"),
+    (["hi", "-k", "zero"], "k must be an integer from 1 to 32 (or \"auto\"); got 'zero'"),
+    (["hi", "-k", "100000"], "k must be an integer from 1 to 32 (or \"auto\")"),
+    (["hi", "--max-new-tokens", "999999999"], "max new tokens must be an integer from 1 to 4,096; got 999,999,999"),
     (["   "], "prompt is empty"),
     (["--show", "/nonexistent/trace.json"], "No such file"),
     (["hi", "--draft", "target-layers:x"], "target-layers"),

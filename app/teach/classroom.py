@@ -129,7 +129,7 @@ CLASSROOM_CSS = (
       "--block-border-color:#000;--background-fill-primary:#fff;--block-background-fill:#fff;"
       "--body-background-fill:#fff;--link-text-color:#0047b3;background:#fff;color:#000}"
     f"body.sd-classroom .prose{{font-size:{_SIZES['md'] * FONT_SCALE:.0f}px !important}}"
-    "body.sd-classroom .sd-timeline,body.sd-classroom .sd-wt,body.sd-classroom .sd-lane-text{font-size:24px}"
-    "body.sd-classroom .sd-wt-cell small{font-size:18px}"
+    # the project's own sizes follow this one variable (app/scale.py)
+    f"body.sd-classroom{{--sd-scale:{FONT_SCALE}}}"
     "body.sd-classroom .sd-tok{border-width:2px}"
 )

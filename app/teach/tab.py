@@ -6,6 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from .. import explain, handlers, views
+from ..scale import scale_figure
 from . import classroom, figures, lab
 from .walkthrough import default_round, has_rejection, render_step
 
@@ -141,10 +142,19 @@ def listeners(C: dict, queue: str) -> None:
                        wt_out, show_progress="hidden")
 
     # Classroom mode: page CSS class (JS), chart fonts (re-render), the walkthrough tab first.
-    def on_classroom(on, source, run_traces, bundled, round_index, step):
+    # ... and the race's charts and inspector re-rendered at the new scale, which the race's own
+    # events read from C["scale"] from then on.
+    race_plots = [C[n] for n in views.CHART_NAMES + ("round_plot", "position_plot")]
+
+    def on_classroom(on, source, run_traces, bundled, round_index, step, race_round, race_position):
         tabs = gr.Tabs(selected="walkthrough") if on else gr.Tabs()
-        return [tabs] + show(source, run_traces, bundled, round_index, step, on)
-    C["classroom"].change(on_classroom, [C["classroom"]] + wt_in + [C["wt_step"]], [C["tabs"]] + wt_out,
+        scale = classroom.FONT_SCALE if on else 1.0
+        plots = views.plots((run_traces or {}).get("spec"), (run_traces or {}).get("plain"), race_round or 0,
+                            race_position)
+        return ([tabs] + show(source, run_traces, bundled, round_index, step, on) + [scale]
+                + [scale_figure(plots[n], scale) for n in views.CHART_NAMES + ("round_plot", "position_plot")])
+    C["classroom"].change(on_classroom, [C["classroom"]] + wt_in + [C["wt_step"], C["round"], C["position"]],
+                          [C["tabs"]] + wt_out + [C["scale"]] + race_plots,
                           js=classroom.TOGGLE_JS, show_progress="hidden")
 
     def on_share(*values):
