@@ -8,7 +8,7 @@ from typing import Iterator, Optional
 
 from specdec_core.trace.decisions import DECISIONS, NEUTRAL_COLOUR
 from specdec_core.trace import cost_ratios, measured_speedup
-from specdec_core.trace.compare import speedup_why
+from specdec_core.trace.compare import speedup_why, timings_unstable
 from specdec_core.trace import greedy_check as core_greedy_check
 
 from . import charts
@@ -38,7 +38,9 @@ def greedy_check(spec, plain) -> Optional[dict]:
 
 
 def verdict_html(spec, plain) -> str:
-    """Speedup once both lanes finished, and the greedy check (or why there is none)."""
+    """Speedup once both lanes finished, and the greedy check (or why there is none); no speedup
+    claimed when nothing was drafted, and no explanation when the timings are unstable
+    (trace.compare.timings_unstable: the why-line then says so)."""
     if spec is None or plain is None or not (spec.finished and plain.finished):
         return '<div class="sd-verdict" id="sd-verdict"><span class="sd-empty">The speedup appears when both lanes finish.</span></div>'
     s = measured_speedup(spec, plain)
@@ -54,6 +56,11 @@ def verdict_html(spec, plain) -> str:
         head = (f'<span class="sd-speedup" style="color:{NEUTRAL_COLOUR}">No speculation in this run</span> '
                 f'<span>every round was a plain target step ({html.escape(_no_draft_reason(spec))}), so both '
                 f'lanes did the same work; {rates} = {_fmt(s)}× is timing noise, not a speedup</span>')
+    elif timings_unstable(spec, plain):
+        # The clocks contradict themselves (costs.measured's rule): report the ratio, explain nothing;
+        # the why-line below names the number that tripped the rule.
+        head = (f'<span class="sd-speedup sd-unstable" style="color:{NEUTRAL_COLOUR}">{_fmt(s)}× speedup measured, '
+                f'but the timings are too unstable to explain it</span> <span>{rates}</span>')
     else:
         colour = DECISIONS["accepted"].colour if s and s >= 1 else DECISIONS["rejected"].colour
         head = f'<span class="sd-speedup" style="color:{colour}">{_fmt(s)}× speedup</span> <span>{rates}</span>'
@@ -100,7 +107,7 @@ def stats_markdown(spec, plain) -> str:
     sp = measured_speedup(spec, plain) if spec is not None and plain is not None else None
     lines.append(f"| **speedup** | **{_fmt(sp)}×** | 1× |")
     if best is not None:
-        lines.append(f"| best k in theory (measured α, c, v) | {best[0]} → {best[1]:.2f}× | |")
+        lines.append(f"| best k in theory (measured α, c; v(k) line) | {best[0]} → {best[1]:.2f}× | |")
     lines += kernel_rows(spec, plain)
     return "\n".join(lines)
 
