@@ -7,11 +7,11 @@ from typing import Optional
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specdec_core.costs import theory
+from specdec_core.costs import measured, theory
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, FAINT_COLOUR, MUTED_COLOUR, NEUTRAL_COLOUR,
                                           PLAIN_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           draft_decision, visible_whitespace)
-from specdec_core.trace import cost_ratios, measured_speedup
+from specdec_core.trace import measured_speedup, run_theory, timings_unstable
 from specdec_core.trace.text import display_texts, round_labels
 
 OVERHEAD_COLOUR = NEUTRAL_COLOUR
@@ -33,13 +33,44 @@ def _empty(fig: go.Figure, message: str) -> go.Figure:
     return fig
 
 
+def _caption(fig: go.Figure, text: str) -> go.Figure:
+    """A note under the plot saying what an overlay assumes (or why it cannot be trusted)."""
+    fig.add_annotation(text=text, showarrow=False, x=0, y=-0.32, xref="paper", yref="paper", xanchor="left",
+                       font=dict(size=11, color=MUTED_COLOUR))
+    fig.update_layout(margin=dict(b=80))
+    return fig
+
+
 def _label(text: str) -> str:
     return visible_whitespace(text) or "∅"
 
 
 # -- run-level charts ---------------------------------------------------------------------------
+def _varied_note(trace) -> Optional[str]:
+    """What a fixed-k overlay hides in this run, or None: rounds under k = "auto" drafted different
+    numbers of tokens, and rounds of a combined drafter came from several sources."""
+    drafted = [r for r in trace.rounds if r.drafted]
+    sources = {r.draft_source for r in drafted}
+    if not drafted or (isinstance(trace.config.get("k"), int) and len(sources) <= 1):
+        return None
+    ms = sorted({len(r.drafted) for r in drafted})
+    lookup = sum(r.draft_source == "lookup" for r in drafted)
+    return (f"rounds drafted {ms[0]}–{ms[-1]} tokens" if len(ms) > 1 else f"rounds drafted {ms[0]} tokens") + \
+        (f", {lookup} of {len(drafted)} by prompt lookup" if lookup else "")
+
+
+def _source_alphas(trace) -> dict:
+    """α (costs.measured's definition) of the rounds of each draft source."""
+    by_source: dict = {}
+    for r in trace.rounds:
+        by_source.setdefault(r.draft_source, []).append(r)
+    return {src: a for src, rounds in by_source.items() if (a := measured.alpha(measured.round_sums(rounds))) is not None}
+
+
 def acceptance_by_position(trace) -> go.Figure:
-    """Accepted / drafted at draft position i = 1..k, with α^i (i.i.d. theory) for reference."""
+    """Accepted / drafted at draft position i = 1..k, with the i.i.d. theory α^i for reference: per
+    position, averaged over the rounds that drafted it, each with its source's α (model or lookup);
+    a caption says so when rounds had different k or sources."""
     fig = _layout(go.Figure(), "Acceptance rate by draft position", "draft position i",
                   "acceptance rate (accepted / drafted)")
     s = trace.stats if trace is not None else None
@@ -47,11 +78,22 @@ def acceptance_by_position(trace) -> go.Figure:
     if not rates:
         return _empty(fig, "no drafted tokens")
     xs = list(range(1, len(rates) + 1))
+    counts = [sum(len(r.drafted) >= i for r in trace.rounds) for i in xs]
     fig.add_bar(x=xs, y=[r or 0 for r in rates], name="measured", marker_color=DECISIONS["accepted"].colour,
-                hovertemplate="position %{x}: %{y:.2f}<extra></extra>")
+                customdata=counts, hovertemplate="position %{x}: %{y:.2f} (%{customdata} rounds drafted it)<extra></extra>")
+    alphas = _source_alphas(trace)
     if s["alpha"] is not None:
-        fig.add_scatter(x=xs, y=[s["alpha"] ** i for i in xs], name=f"α^i (α = {s['alpha']:.2f})",
-                        mode="lines+markers", line=dict(color=THEORY_COLOUR, dash="dash"))
+        ys = []
+        for i in xs:
+            rounds = [r for r in trace.rounds if len(r.drafted) >= i]
+            ys.append(sum(alphas.get(r.draft_source, s["alpha"]) ** i for r in rounds) / len(rounds))
+        name = (f"α^i (α = {s['alpha']:.2f})" if len(alphas) <= 1 else
+                "α^i, each round its source's α (" + ", ".join(f"{src or 'draft'} {a:.2f}" for src, a in sorted(
+                    alphas.items(), key=lambda sa: str(sa[0]))) + ")")
+        fig.add_scatter(x=xs, y=ys, name=name, mode="lines+markers", line=dict(color=THEORY_COLOUR, dash="dash"))
+    if note := _varied_note(trace):
+        _caption(fig, f"{note}: position i counts only the rounds that drafted it, and α^i assumes one α "
+                      "for every position of a round")
     fig.update_yaxes(range=[0, 1.05])
     fig.update_xaxes(dtick=1)
     return fig
@@ -63,7 +105,8 @@ def _fixed_k(trace) -> int:
 
 
 def committed_histogram(trace) -> go.Figure:
-    """Share of rounds committing j = 1..k+1 tokens vs the geometric prediction from measured α."""
+    """Share of rounds committing j = 1..k+1 tokens vs the geometric prediction from measured α,
+    averaged over the rounds with each round's own number of drafts (a plain step commits 1)."""
     fig = _layout(go.Figure(), "Tokens committed per round", "tokens committed in a round (τ)",
                   "share of rounds")
     if trace is None or not trace.rounds:
@@ -78,8 +121,14 @@ def committed_histogram(trace) -> go.Figure:
                 customdata=counts, hovertemplate="τ = %{x}: %{y:.2f} (%{customdata} rounds)<extra></extra>")
     alpha = trace.stats["alpha"]
     if alpha is not None and k > 0:
-        fig.add_scatter(x=xs, y=theory.committed_distribution(alpha, k), mode="lines+markers",
+        predicted = [0.0] * (k + 1)
+        for r in trace.rounds:
+            for j, share in enumerate(theory.committed_distribution(alpha, min(len(r.drafted), k))):
+                predicted[j] += share / n
+        fig.add_scatter(x=xs, y=predicted, mode="lines+markers",
                         name=f"geometric, α = {alpha:.2f}", line=dict(color=THEORY_COLOUR, dash="dash"))
+    if note := _varied_note(trace):
+        _caption(fig, f"{note}: the prediction averages each round's geometric law for its own number of drafts")
     fig.update_xaxes(dtick=1)
     return fig
 
@@ -122,20 +171,19 @@ def time_split(trace) -> go.Figure:
 
 
 def speedup_vs_k(spec, plain) -> go.Figure:
-    """Theoretical speedup E[τ] / (k·c + v(k)) for k = 1..12 from the measured α, c and v(k),
-    with the measured speedup of this run marked."""
+    """The run's theory (trace.compare.run_theory: measured α and c, v(k) = 1 + slope·k fitted to
+    the measured passes) as predicted speedup E[τ] / (k·c + v(k)) for k = 1..K_MAX, smooth in k by
+    construction, with the measured speedup of this run marked."""
     fig = _layout(go.Figure(), "Speedup vs draft length k", "draft length k (tokens per round)",
                   "speedup over plain (×)")
     if spec is None or plain is None or spec.stats["alpha"] is None:
         return _empty(fig, "needs a speculative and a plain lane with drafted tokens")
-    ratios = cost_ratios(spec, plain)
-    alpha, c = spec.stats["alpha"], ratios["c"]
-    if c is None:
+    model = run_theory(spec, plain)
+    if model is None:
         return _empty(fig, "cost ratio c unavailable")
-    v = theory.verify_cost(ratios["v"])
     ks = list(range(1, K_MAX + 1))
-    fig.add_scatter(x=ks, y=[theory.predicted_speedup(alpha, k, c, v) for k in ks], mode="lines+markers",
-                    name=f"theory: α = {alpha:.2f}, c = {c:.3f}, v(k) measured",
+    fig.add_scatter(x=ks, y=[model.speedup(k) for k in ks], mode="lines+markers",
+                    name=f"theory: α = {model.alpha:.2f}, c = {model.c:.3f}, v(k) = 1 + {model.slope:.3f}·k",
                     line=dict(color=THEORY_COLOUR), hovertemplate="k = %{x}: %{y:.2f}×<extra></extra>")
     fig.add_hline(y=1.0, line=dict(color=NEUTRAL_COLOUR, dash="dot"), annotation_text="plain = 1×")
     measured = measured_speedup(spec, plain)
@@ -145,6 +193,8 @@ def speedup_vs_k(spec, plain) -> go.Figure:
         fig.add_scatter(x=[k_run], y=[measured], mode="markers", name=label,
                         marker=dict(color=DECISIONS["rejected"].colour, size=14, symbol="star"),
                         hovertemplate="measured: %{y:.2f}×<extra></extra>")
+    if timings_unstable(spec, plain):
+        _caption(fig, "timings too unstable to explain this run: the curve's α, c and v rest on them")
     fig.update_xaxes(dtick=1)
     return fig
 
@@ -254,9 +304,6 @@ def all_run_charts(spec, plain) -> list[go.Figure]:
 
 
 def best_theoretical_k(spec, plain) -> Optional[tuple[int, float]]:
-    if spec is None or plain is None or spec.stats["alpha"] is None:
-        return None
-    r = cost_ratios(spec, plain)
-    if r["c"] is None:
-        return None
-    return theory.best_k(spec.stats["alpha"], r["c"], theory.verify_cost(r["v"]), K_MAX)
+    """(k, predicted speedup) of the best k up to K_MAX on the run's theory (None without one)."""
+    model = run_theory(spec, plain) if spec is not None and plain is not None and spec.stats["alpha"] is not None else None
+    return model.best(K_MAX) if model is not None else None

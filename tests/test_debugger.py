@@ -23,8 +23,10 @@ def scaled(trace, factor):
     return t
 
 
-def sweep_runs():
-    spec, plain = make_spec(), make_plain([5, 6, 7, 8, 9, 10])
+def sweep_runs(plain_step=0.3):
+    """k = 3 at 5.45 tok/s (min–max 4.5–6.1 over the repeats), k = 2 at half that, plain at 6 tokens
+    in 0.1 + 6 · plain_step s (0.3: 3.2 tok/s, 2.6–3.5: apart from k = 3's range)."""
+    spec, plain = make_spec(), make_plain([5, 6, 7, 8, 9, 10], step=plain_step)
     runs = []
     for rep, f in enumerate((1.0, 1.2, 0.9)):
         runs.append({"k": 0, "rep": rep, "trace": scaled(plain, f)})
@@ -48,7 +50,25 @@ def test_sweep_summary_medians_spread_speedup_and_best_k():
     c1 = spec.stats["draft_step_s"] / plain.stats["step_s"]
     assert s["c"] == pytest.approx(statistics.median([c1 * f for f in (1, 1.2, 0.9, 2, 2.4, 1.8)]))
     assert sorted(s["theory"]) == list(range(1, 9)) and s["best_theory"] in s["theory"]
-    assert best_k_text(s).startswith("Best on this machine: k = 3")
+    assert best_k_text(s).startswith("Best on this machine: k = 3") and s["within_noise"] == []
+
+
+def test_sweep_best_k_within_noise_is_not_announced():
+    """When the best k's min–max overlaps plain's (or the runner-up's), the sweep says the result is
+    within noise instead of announcing a best k, and the plot draws no best-k star. By hand: k = 3
+    spans 6/1.1 ÷ (1.2, 0.9) = 4.55–6.06 tok/s; plain at a 0.2 s step spans 6/1.3 ÷ (1.2, 0.9) =
+    3.85–5.13 tok/s, which reaches into k = 3's range; k = 2 (2.27–3.03) does not."""
+    s = summarise(sweep_runs(plain_step=0.2)[0])
+    assert s["best_measured"] == 3 and s["within_noise"] == [0]
+    text = best_k_text(s)
+    assert text.startswith("Within noise: no best k on this machine") and "Best on" not in text
+    assert "k = 3 (4.5–6.1 tok/s over its runs), overlaps plain's (3.8–5.1 tok/s)" in text
+    fig = figures.sweep_figure(s)
+    assert not any((t.name or "").startswith("best measured") for t in fig.data)
+    assert any("within noise" in a.text for a in fig.layout.annotations)
+    # the runner-up overlapping counts too: k = 2 made 1.1× k = 3's time spans 4.1–5.5 tok/s
+    runs = [dict(r, trace=scaled(r["trace"], 0.55)) if r["k"] == 2 else r for r in sweep_runs()[0]]
+    assert summarise(runs)["within_noise"] == [2]
 
 
 def test_sweep_plot_and_table_from_a_summary():

@@ -43,18 +43,41 @@ def test_best_k_hand_values():
 
 
 def test_one_verify_cost_model():
-    """costs.theory.verify_cost: measured where known, then the measured pass costs, then a line
-    through (0, 1) fitted to what is known; the k policy and the charts use this one function."""
+    """costs.theory.verify_cost: one line v(k) = 1 + slope·k through (0, 1), fitted to the run's
+    measured v(m) weighted by their rounds; without any, to the measured pass costs; else the
+    default slope. Smooth by construction: a noisy point moves the slope, never one k alone."""
     from specdec_core.costs.theory import verify_cost
     v = verify_cost({"2": 1.2, "4": 1.4}, prior={5: 1.3, 6: 9.0})
-    assert v(0) == 1.0 and v(2) == pytest.approx(1.2) and v(4) == pytest.approx(1.4)
-    assert v(5) == pytest.approx(1.3) and v(6) == pytest.approx(9.0)        # the prior, where measured
-    assert v.slope == pytest.approx((2 * 0.2 + 4 * 0.4) / (4 + 16))         # through (0, 1)
-    assert v(7) == pytest.approx(1 + 7 * v.slope)
+    assert v.slope == pytest.approx((2 * 0.2 + 4 * 0.4) / (4 + 16)) == pytest.approx(0.1)
+    assert [v(k) for k in range(7)] == pytest.approx([1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6])   # the prior unused
+    # weighted by rounds: one noisy round at k = 1 barely moves a slope 30 rounds at k = 4 measured
+    w = verify_cost({"1": 3.0, "4": 1.4}, rounds={"1": 1, "4": 30})
+    assert w.slope == pytest.approx((1 * 1 * 2.0 + 30 * 4 * 0.4) / (1 * 1 + 30 * 16))        # 0.10395
+    assert w(1) == pytest.approx(1.10395, abs=1e-5)                                          # not 3.0
+    noisy = verify_cost({"2": 1.2, "3": 0.6, "4": 1.4})
+    steps = [noisy(k + 1) - noisy(k) for k in range(8)]
+    assert max(steps) - min(steps) < 1e-12                                                   # no spike at k = 3
     only_prior = verify_cost({}, prior={1: 1.1, 2: 1.2})
     assert only_prior.slope == pytest.approx(0.1) and only_prior(3) == pytest.approx(1.3)
     assert verify_cost({}, default_slope=0.12)(5) == pytest.approx(1.6)
     assert verify_cost({"3": 0.5}).slope == 0.0                              # never decreasing
+
+
+def test_cost_terms_and_the_theory_model():
+    """The three losses of a round, in target steps, by hand: α = 0.5, k = 2 → E[τ] = 1.75; c = 0.1;
+    v(2) = 1.4. The speedup is what the ideal k + 1 keeps after the acceptance loss, over one step
+    plus the draft cost and the verify overhead."""
+    from specdec_core.costs.theory import Theory, cost_terms, fit
+    terms = cost_terms(0.5, 2, 0.1, 1.4)
+    assert terms == pytest.approx({"acceptance": 1.25, "draft": 0.2, "verify": 0.4})
+    assert (3 - terms["acceptance"]) / (1 + terms["draft"] + terms["verify"]) == pytest.approx(
+        predicted_speedup(0.5, 2, 0.1, 1.4))
+    model = Theory(0.5, 0.1, 0.2)                      # v(k) = 1 + 0.2·k
+    assert model.v(2) == pytest.approx(1.4) and model.terms(2) == pytest.approx(terms)
+    assert model.speedup(2) == pytest.approx(1.75 / 1.6) and model.best(8) == best_k(0.5, 0.1, model.v, 8)
+    fitted = fit(0.5, 0.1, {"2": 1.4})
+    assert (fitted.alpha, fitted.c) == (0.5, 0.1) and fitted.slope == pytest.approx(0.2)
+    assert fit(None, 0.1, {"2": 1.4}) is None
 
 
 def test_k_policy_and_charts_share_the_cost_model():

@@ -96,15 +96,18 @@ def test_the_verdict_explains_itself_from_the_two_traces():
     from .conftest import tiny_llama
     from .test_timeline import make_plain, make_spec
     # Rounds verifying 3, 2 and 0 drafts (k = 3 wins the tie: the larger k). α = mean(0.5, 0.5, 0.9,
-    # 0.8) = 0.675; c = 0.2 s of drafting for 5 drafts ÷ plain's 0.2 s step = 0.2; v(3) = (0.4 s
-    # clock − 0.1 s draft) ÷ 0.2 s = 1.5; theory (1 − 0.675⁴)/(1 − 0.675) / (3·0.2 + 1.5) = 1.16104.
+    # 0.8) = 0.675; c = 0.2 s of drafting for 5 drafts ÷ plain's 0.2 s step = 0.2; measured v(3) =
+    # v(2) = (0.4 s clock − 0.1 s draft) ÷ 0.2 s = 1.5; the theory's line through (0, 1): slope =
+    # (2·0.5 + 3·0.5)/(2² + 3²) = 0.19231, v(3) = 1.57692; theory (1 − 0.675⁴)/(1 − 0.675) = 2.43818
+    # / (3·0.2 + 1.57692) = 1.12001.
     spec, plain = make_spec(), make_plain([5, 6, 7, 8], step=0.2)
     r = speedup_reasons(spec, plain)
     assert r["k"] == 3 and r["alpha"] == pytest.approx(0.675) and r["c"] == pytest.approx(0.2)
-    assert r["v"] == pytest.approx(1.5) and r["theory"] == pytest.approx(1.16104, abs=1e-4)
+    assert r["v_measured"] == pytest.approx(1.5) and r["v"] == pytest.approx(1.57692, abs=1e-5)
+    assert r["theory"] == pytest.approx(1.12001, abs=1e-4) and r["unstable"] is None
     assert r["plain_share"] == pytest.approx(1 / 3) and cost_ratios(spec, plain)["v"] == pytest.approx({"2": 1.5, "3": 1.5})
     text = speedup_why(spec, plain)
-    assert "α = 0.68" in text and "c = 0.20" in text and "v(3) = 1.50" in text and "1.16×" in text
+    assert "α = 0.68" in text and "c = 0.20" in text and "v(3) = 1.58" in text and "1.12×" in text
     pair = ModelPair.from_models(tiny_llama(vocab_size=16, seed=0), tiny_llama(vocab_size=16, seed=1))
     plain = autoregressive_generate(pair, [1, 2, 3], max_new_tokens=30)
     plain_only = speculative_generate(pair, [1, 2, 3], k=3, max_new_tokens=8, k_schedule=[0] * 8)

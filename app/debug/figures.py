@@ -120,7 +120,8 @@ def sweep_figure(summary: Optional[dict]) -> go.Figure:
                     hovertemplate="k = %{x}: %{y:.1f} tok/s<extra>median, bars: min–max</extra>")
     if summary["theory"]:
         fig.add_scatter(x=[str(k) for k in summary["theory"]], y=list(summary["theory"].values()), mode="lines",
-                        name=f"theory (α = {summary['alpha']:.2f}, c = {summary['c']:.3f}, v(k) measured)",
+                        name=f"theory (α = {summary['alpha']:.2f}, c = {summary['c']:.3f}, "
+                             f"v(k) = 1 + {summary['slope']:.3f}·k)",
                         line=dict(color=THEORY_COLOUR, dash="dash"))
     if summary["plain_tokens_per_s"]:
         fig.add_hline(y=summary["plain_tokens_per_s"], line=dict(color=PLAIN_COLOUR, dash="dot"),
@@ -128,7 +129,14 @@ def sweep_figure(summary: Optional[dict]) -> go.Figure:
     fig.add_scatter(x=xs, y=[r["acceptance"] for r in rows], mode="markers", name="acceptance rate (right)",
                     marker=dict(color=DRAFT_COLOUR, symbol="diamond", size=10), secondary_y=True)
     best = summary["best_measured"]
-    if best not in (None, 0):
+    if summary.get("within_noise"):
+        # Min–max ranges overlap: no star for a best k the noise cannot single out.
+        others = ", ".join("plain" if k == 0 else f"k = {k_label(k)}" for k in summary["within_noise"])
+        fig.add_annotation(text=f"within noise: k = {k_label(best)}'s min–max overlaps {others}'s", showarrow=False,
+                           x=0, y=-0.3, xref="paper", yref="paper", xanchor="left",
+                           font=dict(size=12, color=DECISIONS["rejected"].colour))
+        fig.update_layout(margin=dict(b=90))
+    elif best not in (None, 0):
         row = next(r for r in rows if r["k"] == best)
         fig.add_scatter(x=[str(best)], y=[row["tokens_per_s"]], mode="markers", name=f"best measured: k = {best}",
                         marker=dict(color=DECISIONS["rejected"].colour, size=18, symbol="star"))

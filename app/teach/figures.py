@@ -7,6 +7,7 @@ from typing import Optional
 
 import plotly.graph_objects as go
 
+from specdec_core.costs import theory
 from specdec_core.costs.measured import round_target_s
 from specdec_core.trace import cost_ratios
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, FAINT_COLOUR, NEUTRAL_COLOUR, PLAIN_COLOUR,
@@ -217,8 +218,13 @@ def cost_chart(curve: Optional[dict], spec=None, plain=None, scale: float = 1.0)
     if spec is not None and plain is not None:
         # The run's v(k) (its verify pass ÷ its own plain step) placed on this curve: comparable even
         # when the run was recorded on another machine or under other load.
-        v = {int(k): x for k, x in cost_ratios(spec, plain)["v"].items() if int(k) > 0}
+        ratios = cost_ratios(spec, plain)
+        v = {int(k): x for k, x in ratios["v"].items() if int(k) > 0}
         if v:
+            line = theory.verify_cost(v, rounds=ratios["rounds"])   # the theory's v(k) (smooth)
+            fig.add_scatter(x=ns, y=[line(n - 1) * one for n in ns], mode="lines",
+                            name=f"this run's v(k) line, 1 + {line.slope:.3f}·k (the theory's)",
+                            line=dict(color=DECISIONS["rejected"].colour, dash="dot"))
             fig.add_scatter(x=[k + 1 for k in v], y=[x * one for x in v.values()], mode="markers",
                             name="this run's v(k) × one pass", customdata=list(v.values()),
                             hovertemplate="k = %{x}−1: v = %{customdata:.2f}<extra></extra>",

@@ -71,8 +71,9 @@ STEPS = (
     Step("theory", "When does it pay? α, E[τ] and the choice of k",
          "With acceptance α per draft, a round commits on average **E[τ] = (1 − α^(k+1)) / (1 − α)** "
          "tokens. This run: α = {alpha}, so with k = {k} E[τ] = {expected_tau} (measured: "
-         "{tokens_per_round}). It pays when E[τ] beats the round's cost k·c + v(k): the chart shows "
-         "predicted speedup against k, with this run's point{measured_speedup}.",
+         "{tokens_per_round}). It pays when E[τ] beats the round's cost k·c + v(k), with v(k) on the line "
+         "1 + {slope}·k fitted to this run's verify passes (v({k}) = {theory_v}): predicted **{predicted}×** "
+         "at k = {k}. The chart shows the predicted speedup against k, with this run's point{measured_speedup}.",
          strip="committed", chart="theory"),
 )
 

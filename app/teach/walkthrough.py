@@ -7,7 +7,7 @@ from typing import Optional
 
 from specdec_core.costs.measured import round_target_s
 from specdec_core.costs import theory
-from specdec_core.trace import cost_ratios, measured_speedup
+from specdec_core.trace import cost_ratios, measured_speedup, run_theory
 from specdec_core.trace.decisions import correction_decision, draft_decision, visible_whitespace
 from specdec_core.trace.text import TokenText, display_texts, round_texts, text_before
 
@@ -133,7 +133,16 @@ def round_facts(spec, plain, round_index: int, weight_bytes: Optional[int] = Non
         "race_exact": _race_exact(spec, plain),
         "alpha": _fmt(alpha), "expected_tau": _fmt(theory.expected_tokens(alpha, k) if alpha is not None and k else None),
         "measured_speedup": f" (measured here: {speedup:.2f}×)" if speedup else "",
+        **_theory_facts(spec, plain, k),
     }
+
+
+def _theory_facts(spec, plain, k: int) -> dict:
+    """The run's theory (trace.compare.run_theory, the speedup-vs-k chart's) at this round's k."""
+    model = run_theory(spec, plain) if plain is not None and spec.stats["alpha"] is not None else None
+    if model is None or not k:
+        return {"theory_v": "—", "slope": "—", "predicted": "—"}
+    return {"theory_v": _fmt(model.v(k)), "slope": _fmt(model.slope), "predicted": _fmt(model.speedup(k))}
 
 
 def _context(spec, round_index: int) -> str:

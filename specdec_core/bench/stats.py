@@ -13,7 +13,7 @@ from statistics import median
 from typing import Optional
 
 from ..costs import measured
-from ..costs.theory import expected_tokens, predicted_speedup, verify_cost
+from ..costs.theory import expected_tokens, fit
 
 
 def _div(a, b) -> Optional[float]:
@@ -57,15 +57,16 @@ def theory_row(spec: dict, plain: dict, k) -> dict:
            "measured_decode_speedup": meas, "predicted": None, "predicted_mix": None}
     if alpha is None or c is None:
         return row
+    model = fit(alpha, c, v, m.rounds)   # the one smooth theory: v(k) on a line through (0, 1)
+    row["v_slope"] = model.slope
     if isinstance(k, int) and k in v:   # the formula at the lane's k
-        row["predicted"] = predicted_speedup(alpha, k, c, verify_cost(v))
+        row["predicted"] = model.speedup(k)
     # The same theory over the draft lengths the rounds really had (the n-gram drafter proposes
     # fewer than k when its match is short, k = "auto" varies, the last round is cut).
     ms = spec["m_list"]
     if ms and all(m == 0 or m in v for m in ms):      # v(0) = 1: a round that drafted nothing
-        cost = verify_cost(v)
         row["predicted_mix"] = (sum(expected_tokens(alpha, m) for m in ms)
-                                / sum(m * c + cost(m) for m in ms))
+                                / sum(m * c + model.v(m) for m in ms))
     for key in ("predicted", "predicted_mix"):
         if row[key] and meas:
             row[f"measured_over_{key}"] = meas / row[key]

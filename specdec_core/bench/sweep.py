@@ -40,8 +40,10 @@ def _median(xs):
 def summarise(runs: list[dict]) -> dict:
     """Per k: median / min / max tokens per second, median acceptance rate, α and measured speedup
     (÷ plain's median); the theory's predicted tokens/s for k = 1..K_HORIZON from α, c and v(k)
-    (costs.measured, pooled over every speculative run against the plain runs); the best k measured
-    and predicted. {"rows": [...], "theory": {k: tok/s}, "best_measured", "best_theory", "alpha", "c"}."""
+    (costs.measured, pooled over every speculative run against the plain runs, on the one smooth
+    theory costs.theory.fit); the best k measured and predicted, and the ks whose min–max overlaps the
+    best's (the runner-up, plain). {"rows": [...], "theory": {k: tok/s}, "best_measured",
+    "within_noise": [k, ...], "best_theory", "alpha", "c", "slope"}."""
     by_k: dict = {}
     for r in runs:
         by_k.setdefault(r["k"], []).append(r["trace"])
@@ -56,19 +58,31 @@ def summarise(runs: list[dict]) -> dict:
                      "speedup": (_median(tps) / plain_tps) if plain_tps and k != 0 else (1.0 if k == 0 else None)})
     rows.sort(key=lambda r: (r["k"] == "auto", r["k"] if r["k"] != "auto" else 0))
     spec = [t for k, ts in by_k.items() if k != 0 for t in ts]
-    # α, c and v(m) as costs.measured defines them, pooled over every run of the sweep.
+    # α, c and v(m) as costs.measured defines them, pooled over every run of the sweep; the theory
+    # is the one smooth model (costs.theory.fit: v(k) on a line fitted to the measured passes).
     pooled = lambda traces: sum((measured.round_sums(t.rounds) for t in traces), measured.RoundSums())
     m = measured.measured(pooled(spec), pooled(plain))
-    alpha, c = m.alpha, m.c
+    model = theory.fit(m.alpha, m.c, m.v, m.rounds)
     predicted: dict = {}
-    if alpha is not None and c is not None and plain_tps:
-        v = theory.verify_cost(m.v)
-        predicted = {k: plain_tps * theory.predicted_speedup(alpha, k, c, v) for k in range(1, theory.K_HORIZON + 1)}
-    timed = [r for r in rows if r["tokens_per_s"] is not None]
-    best = max(timed, key=lambda r: r["tokens_per_s"]) if timed else None
-    return {"rows": rows, "theory": predicted, "alpha": alpha, "c": c, "plain_tokens_per_s": plain_tps,
+    if model is not None and plain_tps:
+        predicted = {k: plain_tps * model.speedup(k) for k in range(1, theory.K_HORIZON + 1)}
+    timed = sorted((r for r in rows if r["tokens_per_s"] is not None), key=lambda r: -r["tokens_per_s"])
+    best = timed[0] if timed else None
+    return {"rows": rows, "theory": predicted, "alpha": m.alpha, "c": m.c,
+            "slope": model.slope if model is not None else None, "plain_tokens_per_s": plain_tps,
             "best_measured": best["k"] if best else None,
+            "within_noise": _overlapping(best, timed[1] if len(timed) > 1 else None,
+                                         next((r for r in rows if r["k"] == 0), None)),
             "best_theory": max(predicted, key=predicted.get) if predicted else None}
+
+
+def _overlapping(best: Optional[dict], runner_up: Optional[dict], plain: Optional[dict]) -> list:
+    """The ks (0: plain) of the runner-up and plain rows whose min–max tokens/s overlaps the best
+    row's: this machine's noise does not tell the best k apart from them."""
+    if best is None:
+        return []
+    others = [r for r in (runner_up, plain) if r is not None and r is not best]
+    return list(dict.fromkeys(r["k"] for r in others if r["max"] >= best["min"]))
 
 
 def k_label(k) -> str:
@@ -76,13 +90,22 @@ def k_label(k) -> str:
 
 
 def best_k_text(summary: dict) -> Optional[str]:
-    """One line: the best k measured here, and what the theory predicts from α, c, v(k)."""
+    """One line: the best k measured here, or that the best is within noise (its min–max tokens/s
+    overlaps the runner-up's or plain's), and what the theory predicts from α, c, v(k)."""
     if summary["best_measured"] is None:
         return None
     row = next(r for r in summary["rows"] if r["k"] == summary["best_measured"])
-    text = (f"Best on this machine: k = {k_label(row['k'])} ({row['tokens_per_s']:.1f} tok/s"
-            + (f", {row['speedup']:.2f}× plain" if row["speedup"] is not None else "") + ")")
+    rows = {r["k"]: r for r in summary["rows"]}
+    span = lambda r: f"{r['min']:.1f}–{r['max']:.1f} tok/s"
+    if summary.get("within_noise"):
+        others = " and ".join(f"{'plain' if k == 0 else 'k = ' + k_label(k)}'s ({span(rows[k])})"
+                              for k in summary["within_noise"])
+        text = (f"Within noise: no best k on this machine: the fastest, k = {k_label(row['k'])} "
+                f"({span(row)} over its runs), overlaps {others}")
+    else:
+        text = (f"Best on this machine: k = {k_label(row['k'])} ({row['tokens_per_s']:.1f} tok/s"
+                + (f", {row['speedup']:.2f}× plain" if row["speedup"] is not None else "") + ")")
     if summary["best_theory"] is not None:
-        text += (f"; theory from α = {summary['alpha']:.2f}, c = {summary['c']:.3f} and the measured v(k) "
-                 f"predicts k = {summary['best_theory']}")
+        text += (f"; theory from α = {summary['alpha']:.2f}, c = {summary['c']:.3f} and v(k) = 1 + "
+                 f"{summary['slope']:.3f}·k fitted to the measured passes predicts k = {summary['best_theory']}")
     return text + "."

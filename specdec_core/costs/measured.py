@@ -11,9 +11,22 @@ bench and the k sweep all read these definitions, so the page shows the numbers 
 - c: draft seconds per drafted token ÷ step.
 - α: mean of Σ min(p, q) over the evaluated draft positions (Leviathan's α; independent of u).
 Sums over rounds add up, so repeats and prompts pool by adding (`RoundSums.__add__`).
+
+The unstable-timings rule (`instability`, constants below): every number above divides one clock
+reading by another, so on a machine whose load changes mid-run they can say impossible things
+(v(1) = 2.76: one pass over 2 tokens dearer than 2 plain steps). A speculative run against a plain
+one has unstable timings, and its speedup is not explained, when any of these holds:
+- some v(m) lies outside [V_MIN, m + 1]: a pass over m + 1 tokens cheaper than most of a one-token
+  step, or dearer than the m + 1 separate steps it replaces;
+- the target times of one kind of round (plain's steps; the speculative lane's rounds at the m most
+  of them verified) spread more than SPREAD_MAX (p90 ÷ p10, over at least MIN_ROUNDS rounds);
+- a few stalled rounds carry a mean: mean ÷ median above STALL_MAX (every ratio uses the mean);
+- the speculative lane's own plain steps (k = "auto", nothing to propose) and plain's steps
+  differ by more than OWN_STEP_MAX (median ÷ median, at least MIN_ROUNDS of them).
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
@@ -85,9 +98,78 @@ class Measured:
     c: Optional[float]
     v: dict                      # {m: v(m)}, int keys
     step_s: Optional[float]
+    rounds: dict = field(default_factory=dict)     # {m: rounds that verified m drafts}, m > 0
 
 
 def measured(spec: RoundSums, plain: RoundSums) -> Measured:
     """The run's α, c and v(m), timed against plain's step."""
     step = step_s(plain)
-    return Measured(alpha(spec), c(spec, step), v(spec, step), step)
+    rounds = {m: n for m, (_, n) in sorted(spec.target_by_m.items()) if m > 0}
+    return Measured(alpha(spec), c(spec, step), v(spec, step), step, rounds)
+
+
+# -- the unstable-timings rule (module docstring) -------------------------------------------------
+# Calibrated on the default pair (smollm2-135m, distilled head + lookup, CPU, 64 new tokens,
+# k = 1, 4, 8, auto, T = 0 and 0.8; docs/ARCHITECTURE.md "One answer per question").
+V_MIN = 0.75          # v(m) floor: a pass over more tokens is never much cheaper than a plain step
+SPREAD_MAX = 2.0      # p90 ÷ p10 of one kind of round's target times
+STALL_MAX = 1.25      # mean ÷ median of one kind of round's target times
+OWN_STEP_MAX = 1.5    # the speculative lane's plain steps vs plain's, median ÷ median, either way
+MIN_ROUNDS = 8        # spreads, stalls and step ratios are judged over at least this many rounds
+
+
+def _quantile(xs: list, q: float) -> float:
+    xs = sorted(xs)
+    i = q * (len(xs) - 1)
+    lo = int(i)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
+
+
+def _spread_or_stall(times: list, what: str) -> Optional[str]:
+    """Why the target times of one kind of round are unsteady (None: steady or too few)."""
+    if len(times) < MIN_ROUNDS or min(times) <= 0:
+        return None
+    spread = _quantile(times, 0.9) / _quantile(times, 0.1)
+    if spread > SPREAD_MAX:
+        return (f"{what} vary {spread:.1f}× in time (p90 ÷ p10 over {len(times)} rounds; "
+                f"a steady machine stays under {SPREAD_MAX:g}×)")
+    stall = statistics.fmean(times) / statistics.median(times)
+    if stall > STALL_MAX:
+        return (f"a few stalled {what} make their mean time {stall:.2f}× their median "
+                f"(a steady machine stays under {STALL_MAX:g}×)")
+    return None
+
+
+def instability(spec_rounds: Iterable, plain_rounds: Iterable) -> Optional[str]:
+    """The unstable-timings rule (module docstring) on a speculative and a plain lane's rounds:
+    None when the timings are steady enough to explain the speedup, else why not, in words with
+    the number that tripped the rule."""
+    plain_t = [round_target_s(r) for r in plain_rounds if not r.drafted]
+    by_m: dict = {}
+    for r in spec_rounds:
+        by_m.setdefault(len(r.drafted), []).append(round_target_s(r))
+    if not plain_t:
+        return None
+    step = statistics.fmean(plain_t)
+    for m, times in sorted(by_m.items()):
+        vm = statistics.fmean(times) / step if m and step > 0 else None
+        if vm is not None and not V_MIN <= vm <= m + 1:
+            n = f"{m} draft{'s' if m != 1 else ''}"
+            bound = (f"more than the {m + 1} separate plain steps it replaces" if vm > m + 1 else
+                     f"below the floor of {V_MIN:g}: a pass over {m + 1} tokens never costs less than a "
+                     "pass over one")
+            return f"a verify pass over {n} measured v({m}) = {vm:.2f} plain steps, {bound}"
+    spec_m = max((m for m in by_m if m), key=lambda m: (len(by_m[m]), m), default=None)
+    why = _spread_or_stall(plain_t, "plain steps") or (
+        _spread_or_stall(by_m[spec_m], f"speculative rounds of {spec_m} draft{'s' if spec_m != 1 else ''}")
+        if spec_m is not None else None)
+    if why:
+        return why
+    own = by_m.get(0, [])
+    if len(own) >= MIN_ROUNDS and len(plain_t) >= MIN_ROUNDS:
+        ratio = statistics.median(own) / statistics.median(plain_t)
+        if not 1 / OWN_STEP_MAX <= ratio <= OWN_STEP_MAX:
+            return (f"the speculative lane's own plain steps took {ratio:.2f}× plain's (medians over "
+                    f"{len(own)} and {len(plain_t)} steps; a steady machine stays within {OWN_STEP_MAX:g}×)")
+    return None

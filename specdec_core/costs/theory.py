@@ -2,10 +2,13 @@
 
 α: probability that one drafted token is accepted (Σ min(p, q), assumed i.i.d. over positions).
 c: cost of one draft step in target single-token steps. v(k): cost of one verify pass over k + 1
-tokens in target single-token steps (Leviathan assume v = 1; on a CPU it grows with k).
+tokens in target single-token steps (Leviathan assume v = 1; on a CPU it grows with k), modelled as
+a line through (0, 1) fitted to what was measured (verify_cost), so the theory is smooth in k.
+Theory bundles α, c and that line: the one model the charts, the why-line and the sweep draw.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Optional, Union
 
 Cost = Union[float, Callable[[int], float]]
@@ -43,35 +46,72 @@ def best_k(alpha: float, c: float, v: Cost = 1.0, k_max: int = K_HORIZON) -> tup
     return max(((k, predicted_speedup(alpha, k, c, v)) for k in range(k_max + 1)), key=lambda ks: ks[1])
 
 
-def fitted_slope(points: dict) -> Optional[float]:
-    """Least-squares slope of v(k) = 1 + slope·k through (0, 1) over measured {k: v(k)}, k > 0
-    (never negative); None without points."""
+def fitted_slope(points: dict, rounds: Optional[dict] = None) -> Optional[float]:
+    """Least-squares slope of v(k) = 1 + slope·k through (0, 1) over measured {k: v(k)}, k > 0, each
+    point weighted by its number of rounds (rounds: {k: n}; 1 each without it); never negative;
+    None without points."""
     pts = [(int(k), float(v)) for k, v in points.items() if v is not None and int(k) > 0]
     if not pts:
         return None
-    return max(sum(k * (v - 1.0) for k, v in pts) / sum(k * k for k, _ in pts), 0.0)
+    n = {int(k): x for k, x in (rounds or {}).items()}
+    w = [n.get(k, 1) for k, _ in pts]
+    return max(sum(wi * k * (v - 1.0) for wi, (k, v) in zip(w, pts)) / sum(wi * k * k for wi, (k, _) in zip(w, pts)), 0.0)
 
 
-def verify_cost(measured: dict, prior: Optional[dict] = None, default_slope: float = 0.0) -> Callable[[int], float]:
-    """The one verify-cost model v(k), in target steps, used by the k policy, the charts and the
-    bench: measured v(k) where this run measured k; else the prior (the pass costs measured on this
-    machine, costs.measure); else the line through (0, 1) fitted to what is known; else
-    1 + default_slope·k. measured / prior: {k: v(k)} (keys may be strings, as in a trace)."""
-    measured = {int(k): float(v) for k, v in measured.items() if v is not None}
-    prior = {int(k): float(v) for k, v in (prior or {}).items() if v is not None}
-    slope = fitted_slope(measured)
+def verify_cost(measured: dict, prior: Optional[dict] = None, default_slope: float = 0.0,
+                rounds: Optional[dict] = None) -> Callable[[int], float]:
+    """The one verify-cost model, in target steps: v(k) = 1 + slope·k, a line through (0, 1), so every
+    predicted number and curve is smooth in k by construction (one noisy round never makes the curve
+    spike). slope: fitted to this run's measured v(m) (weighted by `rounds`, {m: rounds}); without
+    any, to the prior (the pass costs measured on this machine, costs.measure); else default_slope.
+    measured / prior: {k: v(k)} (keys may be strings, as in a trace). The callable carries .slope."""
+    slope = fitted_slope(measured, rounds)
     if slope is None:
-        slope = fitted_slope(prior)
+        slope = fitted_slope(prior or {})
     if slope is None:
         slope = default_slope
 
     def v(k: int) -> float:
-        if k == 0:
-            return 1.0
-        if k in measured:
-            return measured[k]
-        if k in prior:
-            return prior[k]
         return 1.0 + slope * k
     v.slope = slope
     return v
+
+
+def cost_terms(alpha: float, k: int, c: float, v: float) -> dict:
+    """Where a round of k drafts loses against its ideal (k + 1 tokens for one target step), in target
+    steps: "acceptance" k + 1 − E[τ] (tokens rejected drafts did not commit), "draft" k·c (drafting),
+    "verify" v − 1 (the verify pass beyond one plain step). speedup = (k + 1 − acceptance) / (1 +
+    draft + verify); the largest term is what limits it."""
+    return {"acceptance": k + 1 - expected_tokens(alpha, k), "draft": k * c, "verify": v - 1.0}
+
+
+@dataclass(frozen=True)
+class Theory:
+    """The one theory model every view draws (speedup-vs-k chart, why-line, walkthrough, k sweep,
+    bench): measured α and c, and verify_cost's line v(k) = 1 + slope·k."""
+    alpha: float
+    c: float
+    slope: float
+
+    def v(self, k: int) -> float:
+        return 1.0 + self.slope * k
+
+    def speedup(self, k: int) -> float:
+        """Predicted speedup over plain at k drafts per round."""
+        return predicted_speedup(self.alpha, k, self.c, self.v)
+
+    def best(self, k_max: int = K_HORIZON) -> tuple[int, float]:
+        """(k, speedup) of the best k up to k_max (0: do not speculate)."""
+        return best_k(self.alpha, self.c, self.v, k_max)
+
+    def terms(self, k: int) -> dict:
+        """cost_terms at k: acceptance loss, draft cost, verify overhead, in target steps."""
+        return cost_terms(self.alpha, k, self.c, self.v(k))
+
+
+def fit(alpha: Optional[float], c: Optional[float], v: dict, rounds: Optional[dict] = None) -> Optional[Theory]:
+    """The Theory of measured α, c and {m: v(m)} (rounds: {m: rounds that verified m drafts});
+    None without α or c."""
+    if alpha is None or c is None:
+        return None
+    return Theory(alpha, c, verify_cost(v, rounds=rounds).slope)

@@ -2,10 +2,11 @@
 CLI and the reports read; its statistics (stats.py); comparing two decodes (compare.py); and the
 one classification of every token with its colour and mark (decisions.py)."""
 from .compare import (GreedyVerdict, cost_ratios, first_mismatch, greedy_check, logit_gap_at,
-                      measured_speedup, speedup_reasons, speedup_why, tie_tolerance)
+                      measured_speedup, run_theory, speedup_reasons, speedup_why, tie_tolerance,
+                      timings_unstable)
 from .record import SCHEMA_ID, Correction, DraftToken, Round, Trace, TraceFormatError, json_schema, validate
 from .stats import compute_stats
 
 __all__ = ["Trace", "Round", "DraftToken", "Correction", "TraceFormatError", "SCHEMA_ID", "json_schema",
-           "validate", "compute_stats", "cost_ratios", "speedup_reasons", "speedup_why", "measured_speedup",
+           "validate", "compute_stats", "cost_ratios", "run_theory", "timings_unstable", "speedup_reasons", "speedup_why", "measured_speedup",
            "first_mismatch", "logit_gap_at", "greedy_check", "GreedyVerdict", "tie_tolerance"]

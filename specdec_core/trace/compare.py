@@ -1,5 +1,6 @@
 """Comparing a speculative (or any other) decode with plain decoding: the measured speedup, the cost
-ratios c and v(k) and why the speedup is what it is, where two outputs first differ, and the one
+ratios c and v(k), the run's theory model, whether its timings are stable enough to explain it and
+why the speedup is what it is, where two outputs first differ, and the one
 greedy check every caller uses (app, CLI, bench).
 
 At temperature 0 speculative decoding must reproduce plain decoding token for token. A verify pass
@@ -14,8 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from ..costs import measured
-from ..costs.theory import predicted_speedup
+from ..costs import measured, theory
 
 if TYPE_CHECKING:
     from .record import Trace
@@ -108,34 +108,64 @@ def cost_ratios(spec: "Trace", plain: "Trace") -> dict:
     """c and v(k) from a speculative and a plain trace of the same pair and device.
 
     costs.measured's definitions: c = draft seconds per drafted token ÷ plain's step, v(m) = mean
-    target time of an m-draft round ÷ plain's step (str keys). {"c", "v"}."""
+    target time of an m-draft round ÷ plain's step (str keys), and how many rounds verified m drafts
+    (str keys). {"c", "v", "rounds"}."""
     m = measured.measured(measured.round_sums(spec.rounds), measured.round_sums(plain.rounds))
-    return {"c": m.c, "v": {str(k): x for k, x in m.v.items()}}
+    return {"c": m.c, "v": {str(k): x for k, x in m.v.items()}, "rounds": {str(k): n for k, n in m.rounds.items()}}
+
+
+def run_theory(spec: "Trace", plain: "Trace") -> Optional[theory.Theory]:
+    """The one theory model of a run (costs.theory.Theory): measured α and c, v(k) = 1 + slope·k
+    fitted to the measured v(m). The speedup-vs-k chart, the why-line and the walkthrough draw it.
+    None without drafted tokens or a plain step."""
+    if spec is None or plain is None:
+        return None
+    r = cost_ratios(spec, plain)
+    return theory.fit(spec.stats["alpha"], r["c"], r["v"], r["rounds"])
+
+
+def timings_unstable(spec: "Trace", plain: "Trace") -> Optional[str]:
+    """costs.measured's unstable-timings rule on two traces: why their clocks cannot explain the
+    speedup, in words with the number that tripped it; None when they can."""
+    return measured.instability(spec.rounds, plain.rounds)
 
 
 def speedup_reasons(spec: "Trace", plain: "Trace") -> Optional[dict]:
-    """Why a run's speedup is what it is, from its two traces: measured α, c and v(k) at the draft
-    length most rounds used, the theory's E[τ]/(k·c + v(k)) from them, and the share of rounds that
-    were plain steps (k = "auto" declining to speculate, or nothing to propose). None without a
-    plain step time. {"alpha", "c", "k", "v", "theory", "plain_share", "measured"}."""
-    costs = cost_ratios(spec, plain)
+    """Why a run's speedup is what it is, from its two traces: measured α and c, the draft length
+    most rounds used, the run's theory (run_theory) there: v(k) on its fitted line, the predicted
+    E[τ]/(k·c + v(k)) and the three losses (costs.theory.cost_terms), the share of rounds that were
+    plain steps (k = "auto" declining to speculate, or nothing to propose), and the unstable-timings
+    verdict. None without a plain step time. {"alpha", "c", "k", "v", "v_measured", "slope", "theory",
+    "terms", "limit", "plain_share", "measured", "unstable"}."""
     by_k = {int(k): n for k, n in spec.stats["rounds_by_k"].items()}
     n_rounds = sum(by_k.values())
     if not n_rounds or not plain.stats["step_s"]:
         return None
     spec_k = {k: n for k, n in by_k.items() if k > 0}
+    costs = cost_ratios(spec, plain)
+    model = theory.fit(spec.stats["alpha"], costs["c"], costs["v"], costs["rounds"])   # = run_theory
     out = {"plain_share": by_k.get(0, 0) / n_rounds, "measured": measured_speedup(spec, plain),
-           "alpha": spec.stats["alpha"], "c": costs["c"], "k": None, "v": None, "theory": None}
+           "alpha": spec.stats["alpha"], "c": costs["c"], "k": None, "v": None,
+           "v_measured": None, "slope": None, "theory": None, "terms": None, "limit": None,
+           "unstable": timings_unstable(spec, plain)}
     if spec_k:
         k = max(spec_k, key=lambda j: (spec_k[j], j))
-        out["k"], out["v"] = k, costs["v"].get(str(k))
-        if None not in (out["alpha"], out["c"], out["v"]):
-            out["theory"] = predicted_speedup(out["alpha"], k, out["c"], out["v"])
+        out["k"], out["v_measured"] = k, costs["v"].get(str(k))
+        if model is not None:
+            terms = model.terms(k)
+            out.update(v=model.v(k), slope=model.slope, theory=model.speedup(k), terms=terms,
+                       limit=max(terms, key=terms.get))
     return out
 
 
+# How the why-line names each loss (costs.theory.cost_terms), largest first.
+LIMITS = {"acceptance": "acceptance (drafts rejected)", "draft": "the draft's cost",
+          "verify": "the verify pass's cost"}
+
+
 def speedup_why(spec: "Trace", plain: "Trace") -> Optional[str]:
-    """speedup_reasons in one line of words (the app's verdict and the CLI print it)."""
+    """speedup_reasons in one line of words (the app's verdict and the CLI print it): the numbers,
+    the theory from them, and the largest of the three losses; with unstable timings, only that."""
     r = speedup_reasons(spec, plain)
     if r is None:
         return None
@@ -143,11 +173,19 @@ def speedup_why(spec: "Trace", plain: "Trace") -> Optional[str]:
     if r["k"] is None:
         return ("Why: every round was a plain target step (k = auto predicted no gain, or the drafter had "
                 "nothing to propose), so both lanes do the same work.")
+    if r["unstable"]:
+        return (f"Why: not explained, the timings are too unstable: {r['unstable']}. α, c and v rest on "
+                "these clocks, so they cannot say what limited this run; run it again on a quieter machine.")
+    k = r["k"]
     text = (f"Why: α = {f(r['alpha'])} (acceptance), c = {f(r['c'])} (a draft step ÷ a target step), "
-            f"v({r['k']}) = {f(r['v'])} (a verify pass of {r['k']} draft{'s' if r['k'] != 1 else ''} ÷ a target step) → theory "
-            f"E[τ]/(k·c + v(k)) = {f(r['theory'])}× at k = {r['k']}")
+            f"v({k}) = {f(r['v'])} (a verify pass of {k} draft{'s' if k != 1 else ''} ÷ a target step, on the "
+            f"line 1 + {f(r['slope'])}·k fitted to the measured passes) → theory E[τ]/(k·c + v(k)) = "
+            f"{f(r['theory'])}× at k = {k}")
     if r["plain_share"] > 0:
         text += f"; {r['plain_share']:.0%} of rounds were plain steps"
-    if r["theory"] is not None and r["theory"] < 1:
-        text += ". Drafts are accepted too rarely here for the verify pass and the draft steps to pay off"
+    if r["terms"] is not None:
+        t = r["terms"]
+        text += (f". Limited most by {LIMITS[r['limit']]}: per round, in target steps, acceptance loss "
+                 f"k + 1 − E[τ] = {f(t['acceptance'])}, draft cost k·c = {f(t['draft'])}, "
+                 f"verify overhead v(k) − 1 = {f(t['verify'])}")
     return text + "."
