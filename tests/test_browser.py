@@ -232,7 +232,8 @@ def test_defaults_on_a_typed_prompt_explain_their_verdict(page):
     page.locator("#sd-run").click()
     page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Your run')", timeout=300_000)
     why = page.locator("#sd-why").inner_text()
-    assert why.startswith("Why:") and ("α =" in why or "plain target step" in why)
+    # a busy machine's clocks may not explain the run: the why-line then says so (tests/test_honest.py)
+    assert why.startswith("Why:") and ("α =" in why or "plain target step" in why or "too unstable" in why)
     verdict = page.locator("#sd-verdict").inner_text()    # k = auto may decline every round: no claim then
     assert re.search(r"\d+\.\d\d× speedup", verdict) or ("No speculation in this run" in verdict and "plain target step" in why)
     page.locator("#sd-verdict").scroll_into_view_if_needed()
