@@ -2,6 +2,7 @@
 figure has axis titles with units. Colours come from specdec_core.trace.decisions only."""
 from __future__ import annotations
 
+import textwrap
 from typing import Optional
 
 import plotly.graph_objects as go
@@ -34,10 +35,11 @@ def _empty(fig: go.Figure, message: str) -> go.Figure:
 
 
 def _caption(fig: go.Figure, text: str) -> go.Figure:
-    """A note under the plot saying what an overlay assumes (or why it cannot be trusted)."""
-    fig.add_annotation(text=text, showarrow=False, x=0, y=-0.32, xref="paper", yref="paper", xanchor="left",
-                       font=dict(size=11, color=MUTED_COLOUR))
-    fig.update_layout(margin=dict(b=80))
+    """A note under the plot saying what an overlay assumes (or why it cannot be trusted), wrapped."""
+    lines = textwrap.wrap(text, 95)
+    fig.add_annotation(text="<br>".join(lines), showarrow=False, x=0, y=-0.25, xref="paper", yref="paper",
+                       xanchor="left", yanchor="top", align="left", font=dict(size=11, color=MUTED_COLOUR))
+    fig.update_layout(margin=dict(b=60 + 16 * len(lines)), height=(fig.layout.height or 320) + 16 * len(lines))
     return fig
 
 

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdec_core.bench.sweep import k_label
+from specdec_core.costs.theory import K_HORIZON
 from specdec_core.trace import cost_ratios, measured_speedup, mismatch
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           correction_decision, draft_decision)
@@ -141,7 +142,9 @@ def sweep_figure(summary: Optional[dict]) -> go.Figure:
         fig.add_scatter(x=[str(best)], y=[row["tokens_per_s"]], mode="markers", name=f"best measured: k = {best}",
                         marker=dict(color=DECISIONS["rejected"].colour, size=18, symbol="star"))
     fig.update_yaxes(title_text="acceptance rate", range=[0, 1.05], secondary_y=True)
-    fig.update_xaxes(type="category")
+    # k in order (plain's absent, "auto" last) whichever runs came first
+    fig.update_xaxes(type="category", categoryorder="array",
+                     categoryarray=[str(k) for k in range(1, K_HORIZON + 1)] + ["auto"])
     return fig
 
 
