@@ -35,13 +35,16 @@ class Range:
     note: str = ""
     lo_open: bool = False
     page_hi: Optional[float] = None
+    hi_text: Optional[str] = None   # how to write hi where its digits would not fit a field's hint
 
     def top(self, page: bool = False) -> Optional[float]:
         return self.page_hi if page and self.page_hi is not None else self.hi
 
     def allowed(self, page: bool = False) -> str:
         """'from 0 to 10 (0 = greedy)', '> 0 and ≤ 1 (1 = off)', '≥ 0 (0 = off)'."""
-        hi, num = self.top(page), (lambda x: f"{int(x):,}" if self.integer else f"{x:g}")
+        hi = self.top(page)
+        num = (lambda x: self.hi_text if x == self.hi and self.hi_text else f"{int(x):,}" if self.integer
+               else f"{x:g}")
         low = f"> {num(self.lo)}" if self.lo_open else None
         text = (f"{low} and ≤ {num(hi)}" if low and hi is not None else low if low
                 else f"from {num(self.lo)} to {num(hi)}" if hi is not None else f"≥ {num(self.lo)}")
@@ -85,7 +88,7 @@ RANGES = {r.name: r for r in (
     # a decode longer than 4,096 is a job, not a demo; on the shared page 256 keeps runs short
     Range("max_new_tokens", "max new tokens", 1, 4096, True, page_hi=256),
     # torch's generators take 64-bit seeds; empty asks for a fresh random one
-    Range("seed", "seed", 0, 2**63 - 1, True, "empty = a random seed"),
+    Range("seed", "seed", 0, 2**63 - 1, True, "empty = a random seed", hi_text="2⁶³ − 1"),
 )}
 MAX_NEW_TOKENS_CAP = int(RANGES["max_new_tokens"].hi)
 

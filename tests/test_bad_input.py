@@ -114,9 +114,9 @@ ISSUE_ROWS = [
     ("max new tokens 0", dict(max_new=0), "max new tokens must be an integer from 1 to 256 on this page "
                                           "(the API and CLI allow up to 4,096); got 0"),
     ("max new tokens 100000", dict(max_new=100000), "max new tokens must be an integer from 1 to 256 on this page"),
-    ("seed -1", dict(seed=-1), "seed must be an integer from 0 to 9,223,372,036,854,775,807 (empty = a random seed); got -1"),
+    ("seed -1", dict(seed=-1), "seed must be an integer from 0 to 2⁶³ − 1 (empty = a random seed); got -1"),
     ("seed 1e30 at T 0.8", dict(seed=1e30, temperature=0.8), "seed must be an integer from 0 to "
-                                                             "9,223,372,036,854,775,807 (empty = a random seed); got 1e+30"),
+                                                             "2⁶³ − 1 (empty = a random seed); got 1e+30"),
     ("../../../etc/passwd as target", dict(target="../../../etc/passwd"), "'../../../etc/passwd' is a local path"),
     ("file:///etc/passwd as target", dict(target="file:///etc/passwd"), "'file:///etc/passwd' is a local path"),
     ("gpt2 offline", dict(target="gpt2"), "could not load model 'gpt2' (not a local folder; a Hugging Face id needs internet)"),

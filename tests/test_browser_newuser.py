@@ -147,6 +147,14 @@ def test_classroom_mode_enlarges_lanes_verdict_timeline_and_charts(page):
     assert not small, small
     page.locator("#sd-plain").scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "newuser-classroom-race.png"), full_page=False)
+    # the settings' labels are whole at 1.5× (none cut off with an ellipsis)
+    clipped = page.evaluate("""() => ['#sd-k', '#sd-max-new', '#sd-temperature', '#sd-seed', '#sd-top-k', '#sd-top-p']
+        .flatMap(s => [...document.querySelector(s).querySelectorAll('*')])
+        .filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'auto')
+        .map(e => e.innerText.slice(0, 40))""")
+    assert clipped == [], clipped
+    page.locator("#sd-max-new").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "newuser-classroom-controls.png"), full_page=False)
     # a run in classroom mode keeps the charts large
     _race(page, "Name two oceans.", 4)
     page.wait_for_selector("#sd-round-plot .xtick text")

@@ -31,9 +31,9 @@ from .conftest import tiny_llama
     (dict(top_k=2.5), "top-k must be an integer ≥ 0"),
     (dict(max_new_tokens=0), "max new tokens must be an integer from 1 to 4,096; got 0"),
     (dict(max_new_tokens=MAX_NEW_TOKENS_CAP + 1), "max new tokens must be an integer from 1 to 4,096"),
-    (dict(seed="abc"), "seed must be an integer from 0 to 9,223,372,036,854,775,807 (empty = a random seed)"),
+    (dict(seed="abc"), "seed must be an integer from 0 to 2⁶³ − 1 (empty = a random seed)"),
     (dict(seed=-1), "seed must be an integer from 0 to"),
-    (dict(seed=1e30), "seed must be an integer from 0 to 9,223,372,036,854,775,807 (empty = a random seed); got 1e+30"),
+    (dict(seed=1e30), "seed must be an integer from 0 to 2⁶³ − 1 (empty = a random seed); got 1e+30"),
     (dict(seed=2**63), "seed must be an integer from 0 to"),
 ])
 def test_bad_settings_are_refused_with_one_line(kwargs, message):
@@ -56,13 +56,13 @@ def test_text_fields_are_normalised():
 def test_the_page_has_its_own_caps_in_the_same_table():
     assert check_settings(max_new_tokens=256, page=True).max_new_tokens == 256
     with pytest.raises(SettingsError, match=r"max new tokens must be an integer from 1 to 256 on this page "
-                                            r"\(the API and CLI allow up to 4,096\); got 100000"):
+                                            r"\(the API and CLI allow up to 4,096\); got 100,000"):
         check_settings(max_new_tokens=100000, page=True)
     # every page hint is the table's range
     from app.handlers import field_hint
     assert field_hint("temperature") == "from 0 to 10 (0 = greedy)"
     assert field_hint("max_new_tokens") == "from 1 to 256"
-    assert field_hint("seed").startswith("from 0 to 9,223,372,036,854,775,807")
+    assert field_hint("seed").startswith("from 0 to 2⁶³ − 1")
 
 
 def test_the_api_uses_the_same_check():
