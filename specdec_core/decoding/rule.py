@@ -1,14 +1,18 @@
 """The rejection rule, the only place it is written: which drafts are kept, and what the round's
 last token is drawn from. The round loop (speculative.py) and the exactness experiment
-(exactness.py) both call these two functions.
+(exactness.py) both call the chain's two functions.
 
 Why it is exact: a draft x ~ q is kept with probability min(1, p(x)/q(x)), so token x arrives by
 this route with probability min(p(x), q(x)); a rejection happens with probability
 1 − Σ min(p, q) = Σ max(0, p − q), and then x is drawn from norm(max(0, p − q)). The two routes add
 up to min(p, q) + max(0, p − q) = p(x).
+
+Token trees (decoding/tree.py) are verified by accept_tree, the same rule with q a point mass on
+each child, tried one after another (proof in its docstring).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -39,3 +43,94 @@ def correction_distribution(p_target: torch.Tensor, q_draft: torch.Tensor,
     # p == q at that position makes a rejection impossible in exact arithmetic; guard rounding.
     return torch.where(row_sum > 0, row / row_sum.clamp_min(1e-30),
                        p_target.index_select(0, n_accepted[None])[0])
+
+
+# ---- trees ------------------------------------------------------------------------------------
+
+@dataclass
+class TreeAcceptance:
+    """What accept_tree decided for one round."""
+    path: list                    # accepted node indices, root's child first
+    path_ids: list                # their token ids
+    correction_dist: torch.Tensor  # [V] what the round's last token was drawn from
+    correction_id: int
+    kind: str                     # "resample" (a child of the last node was rejected) or "bonus"
+    decisions: list               # [n] per node: "accepted", "rejected" or "not reached"
+    u: list                       # [n] the uniform draw a node was tried with (None: not tried, greedy)
+
+
+def reject_child(removed: dict, token: int, r_x: float) -> None:
+    """A rejected child leaves its node's distribution: r(x) ← 0, its mass leaves Σr."""
+    removed[token] = r_x
+
+
+def accept_tree(parents: list, draft_ids: torch.Tensor, p_target: torch.Tensor, greedy: bool,
+                generator: Optional[torch.Generator]) -> TreeAcceptance:
+    """Walk a token tree down from the root: which path is kept, and the round's last token.
+
+    parents [n] (topological, -1: child of the root; a node's children are tried in index order),
+    draft_ids [n], p_target [n+1, V] (row 0: the target's p after the root, row i: after node i-1,
+    warped). Greedy: at each node the child equal to the target's argmax is kept, the last token is
+    the argmax. Sampling: all u are drawn with `generator` in one call. Two reads from the device:
+    ids / p(child) / argmax / u together, then the last token.
+
+    Why it is exact. At a node the target's next-token distribution is p; start with r = p. The
+    children x_1, x_2, .. are tried in order, each chosen before and apart from the draws below: x
+    is accepted with probability r(x)/Σr, else r(x) ← 0; when no child is accepted the token is
+    drawn from norm(r) (a leaf: no child, so straight from p, the bonus). By induction on the
+    number of children the token at this node is distributed as norm(r) = p: with one trial,
+    P(x_1) = p(x_1), and otherwise (probability 1 − p(x_1)) the rest is the same procedure on
+    norm(p without x_1), which gives any y ≠ x_1 with probability (1 − p(x_1))·p(y)/(1 − p(x_1)) =
+    p(y). An accepted child moves to its own row, the target's p given the path so far, so each
+    committed token follows the target's conditional, i.e. the round samples the target. This is
+    the chain rule with q a point mass on x (min(1, r(x)/1) and norm(max(0, r − δ_x)) = norm(r with
+    x removed)); a child sampled from q is exact too (its choice is independent of u), only less
+    often kept than under min(1, p/q).
+    """
+    n, device = len(parents), p_target.device
+    rows = torch.tensor([parent + 1 for parent in parents], dtype=torch.long, device=device)
+    ids = draft_ids.to(device)
+    # 1. Everything the walk reads, to the host in one transfer: ids, p(child) at its parent's row,
+    #    the argmax of every row, and one u per node (drawn in one call, used only if it is tried).
+    u = None if greedy or n == 0 else torch.rand(n, generator=generator, device=device)
+    parts = [ids.double(), p_target[rows, ids].double(), p_target.argmax(-1).double()]
+    host = torch.cat(parts + ([u.double()] if u is not None else [])).tolist()
+    ids_h, p_child, argmax = [int(x) for x in host[:n]], host[n:2 * n], [int(x) for x in host[2 * n:3 * n + 1]]
+    u_h = host[3 * n + 1:] if u is not None else [None] * n
+    children = {i: [] for i in range(-1, n)}
+    for i, parent in enumerate(parents):
+        children[parent].append(i)
+
+    # 2. Walk on the host: try each node's children in order until one is accepted.
+    node, path, decisions = -1, [], ["not reached"] * n
+    while True:
+        removed, kept = {}, None
+        for child in children[node]:
+            x = ids_h[child]
+            if greedy:
+                ok = x == argmax[node + 1]
+            else:
+                r_x = 0.0 if x in removed else p_child[child]     # a repeated token went with its first copy
+                ok = u_h[child] * (1.0 - sum(removed.values())) < r_x   # u < r(x)/Σr
+            decisions[child] = "accepted" if ok else "rejected"
+            if ok:
+                kept = child
+                break
+            reject_child(removed, x, 0.0 if greedy else r_x)
+        if kept is None:
+            break
+        path.append(kept)
+        node = kept
+
+    # 3. The last token from norm(r) at the last node: its row with the rejected children removed.
+    p_row = p_target[node + 1]
+    r = p_row.clone()
+    if removed:
+        r[torch.tensor(list(removed), dtype=torch.long, device=device)] = 0.0
+    r_sum = r.sum()
+    # All mass on rejected children cannot happen in exact arithmetic; guard rounding with p.
+    correction_dist = torch.where(r_sum > 0, r / r_sum.clamp_min(1e-30), p_row)
+    token = correction_dist.argmax() if greedy else torch.multinomial(correction_dist, 1, generator=generator)[0]
+    return TreeAcceptance(path, [ids_h[i] for i in path], correction_dist, int(token),
+                          "resample" if children[node] else "bonus", decisions,
+                          [u_h[i] if decisions[i] != "not reached" else None for i in range(n)])

@@ -14,6 +14,9 @@ The calls, in the order the decoder makes them (decoding/speculative.py):
     proposal = drafter.propose(committed, k, cfg, generator, stop_below)
     drafter.rollback(n_valid)    # keep state for committed[:n_valid] only (the accepted prefix)
     drafter.observe(hidden)      # the verify pass' hidden states of the newly committed positions
+
+Token trees (decoding/tree.py, not yet in the public loop) call `propose_tree` instead of
+`propose`: a TokenTree of guesses; rollback and observe then follow the accepted path.
 """
 from __future__ import annotations
 
@@ -33,6 +36,52 @@ class Proposal:
     q_raw: torch.Tensor      # [m, V] raw temperature-1 distributions, for display
     stop_reason: Optional[str] = None  # why fewer than k were proposed, if so
     source: Optional[str] = None       # which source proposed them (combined drafter), if several
+
+
+@dataclass
+class TokenTree:
+    """Guesses for one round as a tree rooted at the last committed token (the root is no node).
+
+    Nodes are in topological order (a parent before its children) and a node's children in the
+    order the rule tries them. A chain of m drafts is the tree with parents [-1, 0, .., m-2]."""
+    ids: torch.Tensor        # [n] node token ids, on the decode device
+    parents: list            # [n] parent node index; -1: a child of the root
+    q_probs: torch.Tensor    # [n, V] the draft distribution each node came from (after warps)
+    q_raw: torch.Tensor      # [n, V] the same, raw temperature-1, for display
+    sources: list            # [n] which source proposed each node ("head", "lookup", ...)
+
+    def __len__(self) -> int:
+        return len(self.parents)
+
+    @property
+    def depths(self) -> list:
+        """[n] depth of each node (1: a child of the root)."""
+        depths = []
+        for parent in self.parents:
+            depths.append(1 if parent < 0 else depths[parent] + 1)
+        return depths
+
+    def children(self) -> dict:
+        """{node (-1: root): its children in trial order}, every node and the root present."""
+        kids = {i: [] for i in range(-1, len(self))}
+        for i, parent in enumerate(self.parents):
+            kids[parent].append(i)
+        return kids
+
+    def path_to(self, node: int) -> list:
+        """The nodes from the root's child down to `node` (empty for the root, -1)."""
+        path = []
+        while node >= 0:
+            path.append(node)
+            node = self.parents[node]
+        return path[::-1]
+
+
+def chain_tree(proposal: Proposal, source: str) -> TokenTree:
+    """A chain proposal as the tree of width 1."""
+    m = len(proposal.ids)
+    return TokenTree(proposal.ids, list(range(-1, m - 1)), proposal.q_probs, proposal.q_raw,
+                     [proposal.source or source] * m)
 
 
 def empty_proposal(vocab_size: int, device) -> Proposal:
@@ -114,6 +163,14 @@ class Drafter:
                 generator: Optional[torch.Generator], stop_below: Optional[float] = None) -> Proposal:
         """committed [L] -> up to k proposed tokens with their q (over the target vocabulary)."""
         return empty_proposal(self.vocab_size, self.device)
+
+    def propose_tree(self, committed: torch.Tensor, depth: int, width: int, cfg: SamplingConfig,
+                     generator: Optional[torch.Generator]) -> TokenTree:
+        """committed [L] -> a TokenTree of at most `depth` levels. Default: the drafter's chain of
+        `depth` (width 1, whatever `width` says). A chain sampled from q is still verified exactly
+        by rule.accept_tree (its tokens do not depend on the target's draws), at acceptance p(x)
+        instead of the chain rule's min(1, p(x)/q(x))."""
+        return chain_tree(self.propose(committed, depth, cfg, generator), self.name)
 
     def observe(self, hidden: torch.Tensor) -> None:
         """hidden [n, len(feature_layers)·H]: the target's tapped hidden states (tapped()) of newly

@@ -8,7 +8,7 @@ model's q otherwise. Which source proposed is recorded per round (`Round.draft_s
 """
 from __future__ import annotations
 
-from .base import Drafter
+from .base import Drafter, chain_tree
 from .ngram import NGramDrafter
 
 LOOKUP, MODEL = "lookup", "model"
@@ -61,6 +61,18 @@ class CombinedDrafter(Drafter):
         proposal = self.model.propose(committed, k, cfg, generator, stop_below)
         proposal.source = MODEL
         return proposal
+
+    def propose_tree(self, committed, depth, width, cfg, generator):
+        """The lookup's chain where propose() would copy (sources "lookup"), else the model's tree."""
+        source, self.source = self.source, None
+        if source != MODEL:
+            tokens = committed.tolist()
+            n, start = self.lookup.match(tokens)
+            if n and (source == LOOKUP or n >= self.min_ngram):
+                proposal = self.lookup.copy_proposal(tokens, start, depth)
+                if len(proposal.ids):
+                    return chain_tree(proposal, LOOKUP)
+        return self.model.propose_tree(committed, depth, width, cfg, generator)
 
     def rollback(self, n_valid):
         self.model.rollback(n_valid)

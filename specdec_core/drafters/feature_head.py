@@ -31,7 +31,7 @@ from .. import data
 from ..kernels import fastpath
 from ..registry import REGISTRY
 from ..kernels import fused_llama
-from .base import Drafter, Proposal, empty_proposal, finish_proposal, fit_vocab, unsure_now
+from .base import Drafter, Proposal, TokenTree, chain_tree, empty_proposal, finish_proposal, fit_vocab, unsure_now
 from ..sampling import draw, raw_probs, warp_probs
 
 WEIGHTS = "weights.safetensors"
@@ -304,6 +304,33 @@ class FeatureDrafter(Drafter):
             pos = torch.tensor([n_feat + i], device=self.device)
             g, self.cache = self.head(g, token[None], pos, self.cache)
         return finish_proposal(self, ids, q_probs, q_raw, stop_below, stop_reason)
+
+    @torch.inference_mode()
+    def propose_tree(self, committed, depth, width, cfg, generator=None) -> TokenTree:
+        """The head's deterministic chain of top-1 guesses (depth levels), and at each level the next
+        width − 1 most probable tokens of that step's q as leaf siblings, tried after the top-1.
+        Width 1 is the chain of argmaxes. Nodes: [level 1: top-1, siblings.., level 2: ..]."""
+        L = len(committed)
+        n_feat = min(len(self.feats), L - 1)
+        if n_feat < 1 or depth < 1:
+            return chain_tree(empty_proposal(self.vocab_size, self.device), "head")
+        self._catch_up(committed.to(self.device))
+        g, width = self.g_next, max(1, min(width, self.vocab_size))
+        ids, parents, q_probs, q_raw = [], [], [], []
+        for i in range(depth):
+            logits = self._full(self.head.logits(g[0]))              # [1, V]
+            # The head's ranking (the warps keep the order; tokens they cut stay valid guesses):
+            # the top-1 continues the chain, the next width − 1 are leaves beside it.
+            top1 = logits.argmax(-1)                                  # [1]
+            rest = logits.scatter(-1, top1[:, None], float("-inf")).topk(width - 1, -1).indices[0]
+            ids.append(torch.cat([top1, rest]))
+            parents += [len(parents) - width if i else -1] * width   # all children of the last top-1
+            q_probs.append(warp_probs(logits, cfg).expand(width, -1))
+            q_raw.append(raw_probs(logits).expand(width, -1))
+            if i + 1 < depth:    # the head's own next step reads its guess of this level's top-1
+                pos = torch.tensor([n_feat + i], device=self.device)
+                g, self.cache = self.head(g, top1[None], pos, self.cache)
+        return TokenTree(torch.cat(ids), parents, torch.cat(q_probs), torch.cat(q_raw), ["head"] * len(parents))
 
     def rollback(self, n_valid):
         # Entries from true features stay valid (their tokens were committed); propose() crops
