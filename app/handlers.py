@@ -262,6 +262,8 @@ def after_stop(traces: dict) -> dict:
     out = views.views(spec, plain, "run")
     out["plain_lane"] = plain_lane_html(plain, status=lane_status(plain))
     out["spec_lane"] = spec_lane_html(spec, status=lane_status(spec))
+    if not (spec is not None and plain is not None and spec.finished and plain.finished):
+        out["verdict"] = race.stopped_verdict_html(spec, plain)
     lanes = "; ".join(f"{name} {lane_status(t)}" for name, t in (("plain", plain), ("speculative", spec)))
     out["banner"] = (f"■ **Stopped** — {lanes}. The views below show what was decoded until then; "
                      "the speedup needs both lanes to finish.")

@@ -8,7 +8,7 @@ from typing import Iterator, Optional
 
 from specdec_core.trace.decisions import DECISIONS, NEUTRAL_COLOUR
 from specdec_core.trace import cost_ratios, measured_speedup
-from specdec_core.trace.compare import speedup_why, timings_unstable
+from specdec_core.trace.compare import no_draft_reason, speedup_why, timings_unstable
 from specdec_core.trace import greedy_check as core_greedy_check
 
 from . import charts
@@ -54,7 +54,7 @@ def verdict_html(spec, plain) -> str:
     if not spec.stats["drafted"]:
         # Nothing was drafted: both lanes did the same work, so their ratio is timing noise.
         head = (f'<span class="sd-speedup" style="color:{NEUTRAL_COLOUR}">No speculation in this run</span> '
-                f'<span>every round was a plain target step ({html.escape(_no_draft_reason(spec))}), so both '
+                f'<span>every round was a plain target step ({html.escape(no_draft_reason(spec))}), so both '
                 f'lanes did the same work; {rates} = {_fmt(s)}× is timing noise, not a speedup</span>')
     elif timings_unstable(spec, plain):
         # The clocks contradict themselves (costs.measured's rule): report the ratio, explain nothing;
@@ -66,17 +66,23 @@ def verdict_html(spec, plain) -> str:
         head = f'<span class="sd-speedup" style="color:{colour}">{_fmt(s)}× speedup</span> <span>{rates}</span>'
     return (f'<div class="sd-verdict" id="sd-verdict">{head}<br>'
             f'<span id="sd-check">{html.escape(check_text)}</span>'
-            + (f'<br><span id="sd-why" class="sd-why">{html.escape(why)}</span>' if (why := speedup_why(spec, plain)) else "")
+            # nothing drafted: the head already says why, the why-line would only repeat it
+            + (f'<br><span id="sd-why" class="sd-why">{html.escape(why)}</span>'
+               if spec.stats["drafted"] and (why := speedup_why(spec, plain)) else "")
             + '</div>')
 
 
-def _no_draft_reason(spec) -> str:
-    """Why a speculative trace drafted nothing, from its config and rounds."""
-    if len(spec.output_ids) <= 1:
-        return "one new token: a round drafts only what comes after the token it must produce anyway"
-    if spec.config.get("k") == "auto":
-        return "k = auto predicted no gain from drafting"
-    return "the drafter had nothing to propose"
+def stopped_verdict_html(spec, plain) -> str:
+    """A race stopped before both lanes finished: what each lane did, and no speedup claimed."""
+    def lane(name, t):
+        if t is None:
+            return f"{name} did not start"
+        if t.finished:
+            return f"{name} finished ({len(t.output_ids)} tokens)"
+        return f"{name} stopped after {len(t.output_ids)} tokens ({_fmt(t.stats['tokens_per_s'], '.1f')} tok/s so far)"
+    return (f'<div class="sd-verdict" id="sd-verdict"><span class="sd-speedup" style="color:{NEUTRAL_COLOUR}">'
+            f'Stopped</span> <span>{html.escape(lane("plain", plain))}; {html.escape(lane("speculative", spec))}. '
+            'A speedup needs both lanes to finish.</span></div>')
 
 
 def stats_markdown(spec, plain) -> str:
@@ -99,14 +105,16 @@ def stats_markdown(spec, plain) -> str:
         ("wall time (s)", s.get("wall_s"), p.get("wall_s"), ".2f"),
         ("prefill (s)", s.get("prefill_s"), p.get("prefill_s"), ".2f"),
         ("c (draft step ÷ target step)", ratios["c"], None, ".4f"),
-        (f"v(k = {k}) (verify ÷ target step)", v_at_k, None, ".2f"),
+        (f"v(k = {k}) (verify ÷ target step)" if isinstance(k, int) else "v(k) (verify ÷ target step)", v_at_k, None, ".2f"),
     ]
     lines = ["| metric | speculative | plain |", "|---|---:|---:|"]
     for name, a, b, spec_ in rows:
         lines.append(f"| {name} | {_fmt(a, spec_)} | {_fmt(b, spec_)} |")
     sp = measured_speedup(spec, plain) if spec is not None and plain is not None else None
     lines.append(f"| **speedup** | **{_fmt(sp)}×** | 1× |")
-    if best is not None:
+    if best is not None and spec is not None and plain is not None and timings_unstable(spec, plain):
+        lines.append("| best k in theory (measured α, c; v(k) line) | — (timings too unstable) | |")
+    elif best is not None:
         lines.append(f"| best k in theory (measured α, c; v(k) line) | {best[0]} → {best[1]:.2f}× | |")
     lines += kernel_rows(spec, plain)
     return "\n".join(lines)

@@ -76,6 +76,7 @@ def test_the_issues_race_trips_the_rule_and_the_verdict_says_so():
     assert "timings are too unstable to explain it" in verdict and "v(1) = 2.76" in verdict
     assert "0.49× speedup measured" in verdict and race.DECISIONS["rejected"].colour not in verdict
     assert any("too unstable" in a.text for a in charts.speedup_vs_k(spec, plain).layout.annotations)
+    assert "| best k in theory (measured α, c; v(k) line) | — (timings too unstable) |" in race.stats_markdown(spec, plain)
 
 
 def test_steady_timings_do_not_trip_the_rule():
@@ -86,6 +87,7 @@ def test_steady_timings_do_not_trip_the_rule():
     assert timings_unstable(spec, plain) is None
     assert "Limited most by" in speedup_why(spec, plain)
     assert "too unstable" not in race.verdict_html(spec, plain)
+    assert "too unstable" not in race.stats_markdown(spec, plain)
 
 
 def test_noisy_clocks_trip_the_rule_with_the_number():

@@ -164,6 +164,21 @@ def test_no_speedup_is_claimed_when_nothing_was_drafted():
     assert "× speedup" in race.verdict_html(make_spec(), make_plain(make_spec().output_ids))   # drafted: claimed
 
 
+def test_a_stopped_race_claims_no_speedup_and_says_what_each_lane_did():
+    from app import handlers
+    spec, plain = make_spec(finished=False), make_plain([5, 6, 7])
+    text = race.stopped_verdict_html(spec, plain)
+    n = len(spec.output_ids)
+    assert f"speculative stopped after {n} tokens" in text and "plain finished (3 tokens)" in text
+    assert "× speedup" not in text and "needs both lanes to finish" in text
+    assert "plain did not start" in race.stopped_verdict_html(spec, None)
+    out = handlers.after_stop({"spec": spec, "plain": None})
+    assert f"stopped after {n} tokens" in out["spec_lane"] and "not run: stopped before it started" in out["plain_lane"]
+    assert f"speculative stopped after {n} tokens" in out["banner"] and out["verdict"] == race.stopped_verdict_html(spec, None)
+    assert "None" not in out["stats"]                   # no "v(k = None)" for a lane that never ran
+    assert out["traces"]["banner"] == out["banner"]     # a later refusal says what is still shown
+
+
 def test_lane_order_alternates():
     assert race.lane_order(0) == ("plain", "speculative")
     assert race.lane_order(1) == ("speculative", "plain")

@@ -163,6 +163,15 @@ LIMITS = {"acceptance": "acceptance (drafts rejected)", "draft": "the draft's co
           "verify": "the verify pass's cost"}
 
 
+def no_draft_reason(spec: "Trace") -> str:
+    """Why a speculative trace drafted nothing, from its config and rounds."""
+    if len(spec.output_ids) <= 1:
+        return "one new token: a round drafts only what comes after the token it must produce anyway"
+    if spec.config.get("k") == "auto":
+        return "k = auto predicted no gain from drafting"
+    return "the drafter had nothing to propose"
+
+
 def speedup_why(spec: "Trace", plain: "Trace") -> Optional[str]:
     """speedup_reasons in one line of words (the app's verdict and the CLI print it): the numbers,
     the theory from them, and the largest of the three losses; with unstable timings, only that."""
@@ -171,8 +180,8 @@ def speedup_why(spec: "Trace", plain: "Trace") -> Optional[str]:
         return None
     f = lambda x: "—" if x is None else f"{x:.2f}"
     if r["k"] is None:
-        return ("Why: every round was a plain target step (k = auto predicted no gain, or the drafter had "
-                "nothing to propose), so both lanes do the same work.")
+        return (f"Why: every round was a plain target step ({no_draft_reason(spec)}), so both lanes do the "
+                "same work.")
     if r["unstable"]:
         return (f"Why: not explained, the timings are too unstable: {r['unstable']}. α, c and v rest on "
                 "these clocks, so they cannot say what limited this run; run it again on a quieter machine.")
