@@ -55,10 +55,14 @@ def test_mask_and_positions_follow_the_tree():
     assert tree_positions(PARENTS, 2, "cpu").tolist() == [[2, 3, 3, 3, 4, 4, 4, 5]]
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["stock", "fast-path"])
+@pytest.fixture(scope="module", params=["stock", "fast-path", "eager"])
 def tiny_target(request):
-    """A 2-layer tiny Llama on stock kernels or on the fast path (prepacked, fused layers)."""
-    return fast(tiny_llama(vocab_size=8, seed=0, layers=2), request.param)
+    """A 2-layer tiny Llama: SDPA on stock kernels, the fast path (prepacked, fused layers), or
+    HF's eager attention."""
+    model = tiny_llama(vocab_size=8, seed=0, layers=2)
+    if request.param == "eager":
+        model.set_attn_implementation("eager")
+    return fast(model, request.param == "fast-path")
 
 
 @torch.inference_mode()
@@ -378,8 +382,11 @@ def test_measure_tokens_per_pass_and_tree_pass_cost(preset_pair):
         tokens, passes = sum(len(r.ids) for r in runs), sum(len(r.nodes) for r in runs)
         print(f"tree depth 4 width {width}: {tokens / passes:.2f} tokens per target pass "
               f"({sum(sum(r.nodes) for r in runs) / passes:.1f} nodes per pass)")
-    for n, (chain_s, tree_s) in pass_costs(preset_pair.target).items():
-        print(f"pass over {n} + 1 tokens: chain {chain_s * 1e3:.1f} ms, tree {tree_s * 1e3:.1f} ms")
+    costs = pass_costs(preset_pair.target)
+    step = costs[0][0]
+    for n, (chain_s, tree_s) in costs.items():
+        print(f"pass over {n} + 1 tokens: chain {chain_s * 1e3:.1f} ms (v = {chain_s / step:.2f}), "
+              f"tree {tree_s * 1e3:.1f} ms (v = {tree_s / step:.2f})")
 
 
 @torch.inference_mode()
@@ -391,9 +398,9 @@ def pass_costs(target, context: int = 64, reps: int = 7) -> dict:
     prompt = torch.randint(0, 1000, (context + 1,), generator=gen, device="cpu")
     cache = prefilled(target, prompt)
     out = {}
-    for n in (1, 4, 8, 12, 16):
-        width = min(4, n)
-        parents = [lvl * width - width if lvl else -1 for lvl in range(n // width) for _ in range(width)][:n]
+    for n in (0, 1, 4, 8, 12, 16):
+        width = max(1, min(4, n))
+        parents = [lvl * width - width if lvl else -1 for lvl in range(n // width) for _ in range(width)]
         tree = tree_of(torch.randint(0, 1000, (n,), generator=gen, device="cpu").tolist(), parents, 1000)
         chain_ids = torch.cat([prompt[-1:], tree.ids])[None]
         times = {"chain": [], "tree": []}
@@ -402,7 +409,7 @@ def pass_costs(target, context: int = 64, reps: int = 7) -> dict:
                 t0 = time.perf_counter()
                 if kind == "chain":
                     target(chain_ids, past_key_values=cache, use_cache=True)
-                    keep_path(cache, context, [0] if n else [])
+                    keep_path(cache, context, [0][:n])
                 else:
                     verify_tree(target, cache, prompt[-1:], tree)
                     keep_path(cache, context, tree.path_to(len(tree) - 1)[:2])
