@@ -111,7 +111,10 @@ def stats_markdown(spec, plain) -> str:
     for name, a, b, spec_ in rows:
         lines.append(f"| {name} | {_fmt(a, spec_)} | {_fmt(b, spec_)} |")
     sp = measured_speedup(spec, plain) if spec is not None and plain is not None else None
-    lines.append(f"| **speedup** | **{_fmt(sp)}×** | 1× |")
+    if spec is None or plain is None or not (spec.finished and plain.finished):
+        lines.append("| **speedup** | — (needs both lanes finished) | |")
+    else:
+        lines.append(f"| **speedup** | **{_fmt(sp)}×** | 1× |")
     if best is not None and spec is not None and plain is not None and timings_unstable(spec, plain):
         lines.append("| best k in theory (measured α, c; v(k) line) | — (timings too unstable) | |")
     elif best is not None:

@@ -176,6 +176,7 @@ def test_a_stopped_race_claims_no_speedup_and_says_what_each_lane_did():
     assert f"stopped after {n} tokens" in out["spec_lane"] and "not run: stopped before it started" in out["plain_lane"]
     assert f"speculative stopped after {n} tokens" in out["banner"] and out["verdict"] == race.stopped_verdict_html(spec, None)
     assert "None" not in out["stats"]                   # no "v(k = None)" for a lane that never ran
+    assert "| **speedup** | — (needs both lanes finished) |" in out["stats"]
     assert out["traces"]["banner"] == out["banner"]     # a later refusal says what is still shown
 
 
