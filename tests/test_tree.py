@@ -210,18 +210,20 @@ def head_pair():
 
 @torch.inference_mode()
 def test_head_tree_is_its_chain_plus_ranked_siblings(head_pair):
+    """Default shape (frontier 1, every candidate kept): the top-1 chain first (depth-first order),
+    each chain node's width − 1 next guesses as leaves after its chain child."""
     from specdec_core.decoding import start_decode
     greedy = SamplingConfig(0.0)
     chains = []
-    for width in (1, 3):
+    for width, parents in ((1, [-1, 0, 1]), (3, [-1, 0, 1, 1, 1, 0, 0, -1, -1])):
         st = start_decode(head_pair, PROMPT, 3, max_new_tokens=8)
         tree = st.drafter.propose_tree(st.committed, 3, width, SamplingConfig(0.7, 0, 0.9), None)
-        chains.append([int(tree.ids[i]) for i in range(0, len(tree), width)])
-        assert tree.parents == [p for lvl in range(3) for p in [lvl * width - width if lvl else -1] * width]
-        if width == 3:    # siblings in order of the head's probability (q_raw), top-1 first
-            for lvl in range(3):
-                q = tree.q_raw[lvl * 3]
-                assert q[tree.ids[lvl * 3: lvl * 3 + 3]].tolist() == q.topk(3).values.tolist()
+        chains.append(tree.ids[:3].tolist())
+        assert tree.parents == parents
+        for kids in tree.children().values():   # siblings in order of the head's probability (q_raw)
+            if kids:
+                q = tree.q_raw[kids[0]]
+                assert q[tree.ids[kids]].tolist() == q.topk(width).values.tolist()
     st = start_decode(head_pair, PROMPT, 3, max_new_tokens=8)
     assert chains[0] == chains[1] == st.drafter.propose(st.committed, 3, greedy, None).ids.tolist()
 
@@ -251,13 +253,16 @@ def test_a_chain_drafter_is_a_width_one_tree():
     assert max(run.nodes) == 3
 
 
+@pytest.mark.parametrize("shape", [dict(depth=2, width=3), dict(depth=3, width=3, nodes=7, frontier=3)],
+                         ids=["siblings", "expanded"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_head_reads_the_accepted_paths_features(head_pair, temperature):
-    """After tree rounds (sampled: paths through siblings too) the head holds the target's hidden
-    states of exactly the committed tokens but the last, as a fresh forward gives them."""
+def test_head_reads_the_accepted_paths_features(head_pair, temperature, shape):
+    """After tree rounds (sampled: paths through siblings too; expanded: through any branch) the
+    head holds the target's hidden states of exactly the committed tokens but the last, as a fresh
+    forward gives them."""
     drafter = head_pair.new_drafter()
-    run = tree_generate_ids(head_pair, PROMPT, 2, 3, temperature=temperature, max_new_tokens=20,
-                            seed=3, drafter=drafter)
+    run = tree_generate_ids(head_pair, PROMPT, temperature=temperature, max_new_tokens=20, seed=3,
+                            drafter=drafter, **shape)
     assert any(d for d in run.n_accepted)
     committed = torch.tensor(PROMPT + run.ids, device="cpu")
     with torch.inference_mode():

@@ -13,7 +13,7 @@ layer, and SDPA, eager attention and the fast path's fused layers (kernels/fused
 it to the scores. Explicit position_ids set the rotary positions. Not for sliding-window or
 flash-attention layers (refused).
 
-    tree = drafter.propose_tree(committed, depth, width, cfg, generator)
+    tree = drafter.propose_tree(committed, depth, width, cfg, generator, nodes=12, frontier=4)
     logits, hidden = verify_tree(target, cache, committed[-1:], tree, drafter.feature_layers)
     decision = accept_tree(tree.parents, tree.ids, warp_probs(logits, cfg), cfg.greedy, generator)
     keep_path(cache, past_len, decision.path)
@@ -115,21 +115,22 @@ class TreeRun:
 
 
 @torch.inference_mode()
-def tree_generate_ids(pair, prompt_ids, depth: int, width: int, *, temperature=0.0, top_k=0, top_p=1.0,
-                      max_new_tokens=64, seed=0, drafter=None) -> TreeRun:
-    """Decode with a token tree per round (drafter.propose_tree(depth, width)), no Trace: the
-    internal loop that exercises tree.py and rule.accept_tree end to end. Output ids follow the
-    target's distribution exactly (greedy: equal plain greedy decoding)."""
+def tree_generate_ids(pair, prompt_ids, depth: int, width: int, *, nodes=None, frontier=1, temperature=0.0,
+                      top_k=0, top_p=1.0, max_new_tokens=64, seed=0, drafter=None) -> TreeRun:
+    """Decode with a token tree per round (drafter.propose_tree(depth, width, nodes=, frontier=)),
+    no Trace: the internal loop that exercises tree.py and rule.accept_tree end to end. Output ids
+    follow the target's distribution exactly (greedy: equal plain greedy decoding)."""
     with REGISTRY.holding(pair.target, pair.draft_model):
         st = start_decode(pair, prompt_ids, depth, temperature=temperature, top_k=top_k, top_p=top_p,
                           max_new_tokens=max_new_tokens, seed=seed, drafter=drafter)
         run, V, cfg, drafter = TreeRun([]), pair.vocab_size, st.cfg, st.drafter
         layers = drafter.feature_layers if drafter.wants_hidden else None
+        shape = dict(nodes=nodes, frontier=frontier)    # the tree's node budget and expansions per level
         while not st.done:
             n_before = len(st.committed)
             # 1. Draft: a tree no deeper than the tokens left (the last token is always drawn).
             d = min(depth, st.max_new_tokens - st.n_new - 1)
-            tree = (drafter.propose_tree(st.committed, d, width, cfg, st.generator) if d > 0
+            tree = (drafter.propose_tree(st.committed, d, width, cfg, st.generator, **shape) if d > 0
                     else chain_tree(empty_proposal(V, st.committed.device), "none"))
             # 2. Verify: one target pass over the root and every node.
             logits, hidden = verify_tree(pair.target, st.cache, st.committed[-1:], tree, layers)

@@ -165,12 +165,16 @@ class Drafter:
         return empty_proposal(self.vocab_size, self.device)
 
     def propose_tree(self, committed: torch.Tensor, depth: int, width: int, cfg: SamplingConfig,
-                     generator: Optional[torch.Generator]) -> TokenTree:
-        """committed [L] -> a TokenTree of at most `depth` levels. Default: the drafter's chain of
-        `depth` (width 1, whatever `width` says). A chain sampled from q is still verified exactly
-        by rule.accept_tree (its tokens do not depend on the target's draws), at acceptance p(x)
-        instead of the chain rule's min(1, p(x)/q(x))."""
-        return chain_tree(self.propose(committed, depth, cfg, generator), self.name)
+                     generator: Optional[torch.Generator], nodes: Optional[int] = None,
+                     frontier: int = 1) -> TokenTree:
+        """committed [L] -> a TokenTree of at most `depth` levels and `nodes` nodes (None: no
+        budget), each expanded node offering `width` children, `frontier` nodes expanded per level.
+        Default: the drafter's chain of min(depth, nodes) (width 1, whatever `width` and
+        `frontier` say). A chain sampled from q is still verified exactly by rule.accept_tree (its
+        tokens do not depend on the target's draws), at acceptance p(x) instead of the chain
+        rule's min(1, p(x)/q(x))."""
+        k = depth if nodes is None else min(depth, nodes)
+        return chain_tree(self.propose(committed, k, cfg, generator), self.name)
 
     def observe(self, hidden: torch.Tensor) -> None:
         """hidden [n, len(feature_layers)·H]: the target's tapped hidden states (tapped()) of newly

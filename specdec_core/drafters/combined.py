@@ -62,17 +62,17 @@ class CombinedDrafter(Drafter):
         proposal.source = MODEL
         return proposal
 
-    def propose_tree(self, committed, depth, width, cfg, generator):
+    def propose_tree(self, committed, depth, width, cfg, generator, nodes=None, frontier=1):
         """The lookup's chain where propose() would copy (sources "lookup"), else the model's tree."""
         source, self.source = self.source, None
         if source != MODEL:
             tokens = committed.tolist()
             n, start = self.lookup.match(tokens)
             if n and (source == LOOKUP or n >= self.min_ngram):
-                proposal = self.lookup.copy_proposal(tokens, start, depth)
+                proposal = self.lookup.copy_proposal(tokens, start, depth if nodes is None else min(depth, nodes))
                 if len(proposal.ids):
                     return chain_tree(proposal, LOOKUP)
-        return self.model.propose_tree(committed, depth, width, cfg, generator)
+        return self.model.propose_tree(committed, depth, width, cfg, generator, nodes=nodes, frontier=frontier)
 
     def rollback(self, n_valid):
         self.model.rollback(n_valid)

@@ -31,7 +31,8 @@ from .. import data
 from ..kernels import fastpath
 from ..registry import REGISTRY
 from ..kernels import fused_llama
-from .base import Drafter, Proposal, TokenTree, chain_tree, empty_proposal, finish_proposal, fit_vocab, unsure_now
+from .base import Drafter, Proposal, TokenTree, empty_proposal, finish_proposal, fit_vocab, unsure_now
+from .head_tree import grow_tree
 from ..sampling import draw, raw_probs, warp_probs
 
 WEIGHTS = "weights.safetensors"
@@ -149,17 +150,18 @@ class FeatureHead(nn.Module):
         if fastpath.kernels_of(self).name == fastpath.FAST and self.head_w is not None:
             self.packed_logits = fastpath.Pack([self.head_w])
 
-    def forward(self, feat, ids, pos, cache: Optional[list]):
+    def forward(self, feat, ids, pos, cache: Optional[list], mask: Optional[torch.Tensor] = None):
         """Incremental forward for drafting. feat [1, n, H], ids [1, n], pos [n]; cache [k, v] or
-        None (grown in place). Returns (g [1, n, H], new cache)."""
+        None (grown in place); mask [n, total] bool (True: attend; None: causal), total = cached +
+        n keys. Returns (g [1, n, H], new cache)."""
         x = self.layer_in(feat, ids)
         q, k, v = self.qkv(x, pos)
         if cache is not None:
             k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
         rep = self.nh // self.nkv
         n, total = q.shape[2], k.shape[2]
-        # Causal mask for the n new queries against all `total` keys (the last n are theirs).
-        mask = torch.ones(n, total, dtype=torch.bool, device=q.device).tril(total - n)
+        if mask is None:   # causal: the n new queries against all `total` keys (the last n are theirs)
+            mask = torch.ones(n, total, dtype=torch.bool, device=q.device).tril(total - n)
         attn = F.scaled_dot_product_attention(q, k.repeat_interleave(rep, 1),
                                               v.repeat_interleave(rep, 1), attn_mask=mask)
         return self.finish(x, attn), [k, v]
@@ -305,32 +307,11 @@ class FeatureDrafter(Drafter):
             g, self.cache = self.head(g, token[None], pos, self.cache)
         return finish_proposal(self, ids, q_probs, q_raw, stop_below, stop_reason)
 
-    @torch.inference_mode()
-    def propose_tree(self, committed, depth, width, cfg, generator=None) -> TokenTree:
-        """The head's deterministic chain of top-1 guesses (depth levels), and at each level the next
-        width − 1 most probable tokens of that step's q as leaf siblings, tried after the top-1.
-        Width 1 is the chain of argmaxes. Nodes: [level 1: top-1, siblings.., level 2: ..]."""
-        L = len(committed)
-        n_feat = min(len(self.feats), L - 1)
-        if n_feat < 1 or depth < 1:
-            return chain_tree(empty_proposal(self.vocab_size, self.device), "head")
-        self._catch_up(committed.to(self.device))
-        g, width = self.g_next, max(1, min(width, self.vocab_size))
-        ids, parents, q_probs, q_raw = [], [], [], []
-        for i in range(depth):
-            logits = self._full(self.head.logits(g[0]))              # [1, V]
-            # The head's ranking (the warps keep the order; tokens they cut stay valid guesses):
-            # the top-1 continues the chain, the next width − 1 are leaves beside it.
-            top1 = logits.argmax(-1)                                  # [1]
-            rest = logits.scatter(-1, top1[:, None], float("-inf")).topk(width - 1, -1).indices[0]
-            ids.append(torch.cat([top1, rest]))
-            parents += [len(parents) - width if i else -1] * width   # all children of the last top-1
-            q_probs.append(warp_probs(logits, cfg).expand(width, -1))
-            q_raw.append(raw_probs(logits).expand(width, -1))
-            if i + 1 < depth:    # the head's own next step reads its guess of this level's top-1
-                pos = torch.tensor([n_feat + i], device=self.device)
-                g, self.cache = self.head(g, top1[None], pos, self.cache)
-        return TokenTree(torch.cat(ids), parents, torch.cat(q_probs), torch.cat(q_raw), ["head"] * len(parents))
+    def propose_tree(self, committed, depth, width, cfg, generator=None, nodes=None, frontier=1) -> TokenTree:
+        """EAGLE-2's dynamic tree, one head call per level (drafters/head_tree.py: grow_tree).
+        Defaults (frontier 1, every candidate kept): the top-1 chain with width − 1 ranked leaf
+        siblings at each level."""
+        return grow_tree(self, committed, depth, width, cfg, nodes=nodes, frontier=frontier)
 
     def rollback(self, n_valid):
         # Entries from true features stay valid (their tokens were committed); propose() crops
