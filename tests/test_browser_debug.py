@@ -37,8 +37,9 @@ def test_debugger_after_a_run(page):
     _set_number(page, "#sd-max-new", 8)
     page.get_by_role("tab", name="Debugger").click()
     page.locator("#sd-sweep-run").click()
-    page.wait_for_function("document.querySelector('#sd-sweep-text').innerText.startsWith('Best on this machine')",
-                           timeout=600_000)
+    # a best k, or "within noise" when the ranges overlap (a busy machine): tests/test_debugger.py
+    page.wait_for_function("['Best on this machine', 'Within noise'].some("
+                           "s => document.querySelector('#sd-sweep-text').innerText.startsWith(s))", timeout=600_000)
     assert "measured (median)" in page.locator("#sd-sweep-plot").inner_text()
     cells = page.locator("#sd-sweep-table").inner_text().split()
     assert {"plain", "1", "8", "auto"} <= set(cells)     # plain, k = 1..8, auto
