@@ -32,7 +32,12 @@ UPDATE_EVERY_S = 0.2          # throttle streamed UI updates (consumer time is e
 
 
 class UserError(Exception):
-    """An error meant for the page (ui.py shows it in the banner)."""
+    """An error meant for the page (ui.py shows it in the banner, headed by `what`: "Not run" for a
+    refused input, "Run failed" when the decode itself failed)."""
+
+    def __init__(self, message: str, what: str = "Not run"):
+        super().__init__(message)
+        self.what = what
 
 
 @dataclass
@@ -221,11 +226,11 @@ def user_error(e: Exception, what: str) -> UserError:
     if isinstance(e, (ModelLoadError, ValueError, DecodeError)):
         return UserError(str(e))
     if isinstance(e, MemoryError) or "out of memory" in str(e).lower():   # torch.OutOfMemoryError is a RuntimeError
-        return UserError(explain.ERRORS["oom"].format(what=what))
+        return UserError(explain.ERRORS["oom"].format(what=what), what="Run failed")
     # Anything else is a bug: the server log keeps the traceback, the page gets one line, and the
     # shared models are untouched (a decode holds only per-request state), so the next run works.
     LOG.error("model work failed", exc_info=e)
-    return UserError(explain.ERRORS["internal"].format(error=f"{type(e).__name__}: {e}"))
+    return UserError(explain.ERRORS["internal"].format(error=f"{type(e).__name__}: {e}"), what="Run failed")
 
 
 STILL_SHOWING = "\n\nThe views below are unchanged: "

@@ -185,7 +185,7 @@ def listeners(C: dict) -> None:
                 yield _updates(C, vals, scale)
         except handlers.UserError as e:
             gr.Warning(str(e))
-            yield _updates(C, handlers.refused(str(e), traces), scale)
+            yield _updates(C, handlers.refused(str(e), traces, what=e.what), scale)
         finally:
             C["sessions"].finished(session)
 

@@ -3,6 +3,7 @@ result their request gets alone, lanes of different requests are never timed at 
 memory and temporary files stay bounded over many runs, and a failing decode ends only its own
 request. One in-process server: the registry it uses is this process's."""
 import os
+import re
 import threading
 import time
 
@@ -97,8 +98,9 @@ def test_a_failing_decode_ends_only_its_request(server, monkeypatch):
         return real(st, k, **kw)
     monkeypatch.setattr(speculative, "decode_round", flaky)
     client = Client(server, verbose=False)
-    with pytest.raises(Exception, match="failed inside the decoder.*injected fault"):
-        client.predict(*run_args(PROMPTS[0], 3, 0.0, 0), api_name="/run")
+    failed = client.predict(*run_args(PROMPTS[0], 3, 0.0, 0), api_name="/run")
+    # the banner says so (the page keeps the previous results); no exception reaches Gradio
+    assert re.search(r"^⚠ \*\*Run failed:\*\* This run failed inside the decoder .*injected fault", failed[0])
     monkeypatch.setattr(speculative, "decode_round", real)
     out = client.predict(*run_args(PROMPTS[0], 3, 0.0, 0), api_name="/run")
     assert "speedup" in out[3]
