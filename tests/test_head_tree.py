@@ -131,7 +131,7 @@ def test_head_cache_after_expanded_rounds_equals_a_fresh_one(pair):
 def test_default_pair_greedy_expanded_tree_equals_plain(preset_pair, plain_references):  # noqa: F811
     """Prompt lookup + the shipped head growing EAGLE-2 trees (depth 5, 12 nodes, frontier 4)."""
     for text, ids, plain in plain_references:
-        run = tree_generate_ids(preset_pair, ids, 5, 4, nodes=12, frontier=4, max_new_tokens=32)
+        run = tree_generate_ids(preset_pair, ids, 5, 4, nodes=12, frontier=4, max_new_tokens=len(plain.output_ids))
         verdict = greedy_check(plain, run.ids)
         if verdict.kind == "tie":
             print(f"\nnumerics tie at {verdict.position} (gap {verdict.gap:.1e}): {text!r}")
