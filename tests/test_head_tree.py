@@ -101,6 +101,27 @@ def test_kept_nodes_are_the_best_candidates_and_the_frontier_the_best_of_each_le
         assert paths(tree) == want
 
 
+def test_early_stop_on_the_cpu_gives_the_same_tree_with_fewer_head_calls(pair, monkeypatch):
+    """Off the CPU (simulated: no per-level reads) every level is expanded; on it the growth stops
+    once no deeper node can be kept. The trees are equal."""
+    from specdec_core.drafters import head_tree
+    calls = []
+    drafter, committed = fresh_round(pair)
+    forward = drafter.head.forward
+    monkeypatch.setattr(drafter.head, "forward", lambda *a, **kw: calls.append(1) or forward(*a, **kw))
+    saved = 0
+    for depth, width, nodes, frontier in [(6, 3, 4, 2), (5, 4, 6, 4), (6, 2, 8, 2), (4, 4, 12, 4)]:
+        trees = []
+        for read_now in (set(), {"cpu"}):
+            monkeypatch.setattr(head_tree, "READ_NOW", read_now)
+            calls.clear()
+            trees.append(drafter.propose_tree(committed, depth, width, GREEDY, None, nodes=nodes, frontier=frontier))
+            saved = saved - len(calls) if read_now else saved + len(calls)
+        assert trees[0].parents == trees[1].parents and torch.equal(trees[0].ids, trees[1].ids)
+        torch.testing.assert_close(trees[0].q_raw, trees[1].q_raw, rtol=0, atol=0)
+    assert saved > 0
+
+
 @pytest.mark.parametrize("shape", [(3, 3, 8, 3), (4, 4, 12, 4), (2, 2, 3, 1)])
 def test_greedy_expanded_tree_equals_plain_on_a_tiny_pair(pair, shape):
     depth, width, nodes, frontier = shape

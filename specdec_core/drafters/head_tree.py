@@ -21,7 +21,9 @@ siblings in descending score, so accept_tree tries the likeliest child first and
 path is the prefix [0, 1, ..] (keep_path moves nothing when it is accepted).
 
 The drafted entries (≤ (depth − 1)·frontier) stay in the head's cache beyond n_true, like a
-chain's; the next round's _catch_up crops them before adding the new true entries.
+chain's; the next round's _catch_up crops them before adding the new true entries. On the CPU
+(reads are free) the growth stops early once no child of the next frontier can make the top
+`nodes`: fewer head calls, the same tree.
 
     tree = grow_tree(drafter, committed, depth=5, width=4, cfg=cfg, nodes=12, frontier=4)
 """
@@ -32,7 +34,7 @@ from typing import Optional
 import torch
 
 from ..sampling import SamplingConfig, raw_probs, warp_probs
-from .base import TokenTree, chain_tree, empty_proposal
+from .base import READ_NOW, TokenTree, chain_tree, empty_proposal
 
 
 def score_logprobs(logits_n: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
@@ -50,13 +52,22 @@ def _offer(logits_n, valid, parent_scores, first_row: int, width: int, cfg) -> t
     return top.indices.flatten(), (parent_scores[:, None] + top.values).flatten(), rows.repeat_interleave(width)
 
 
+def _settled(chunks: list, level: tuple, nodes: int) -> bool:
+    """True when no child of this level can be kept (CPU only: one read per level): even the
+    level's best score is ≤ the `nodes`-th best score so far, and a child scores ≤ its parent and
+    ranks after every older candidate of equal score. The tree is the same as without the check."""
+    scores = torch.cat([chunk[1] for chunk in chunks])
+    return bool(level[1].max() <= scores.topk(nodes).values[-1])
+
+
 @torch.inference_mode()
 def grow_tree(drafter, committed: torch.Tensor, depth: int, width: int, cfg: SamplingConfig,
               nodes: Optional[int] = None, frontier: int = 1) -> TokenTree:
     """committed [L] -> a TokenTree of at most `depth` levels and `nodes` nodes (None: every
     candidate, width + (depth − 1)·frontier·width at most). drafter: a FeatureDrafter (its head,
     KV cache and g_next). Every expanded node offers its top-`width` tokens; the `frontier` best
-    candidates of a level are expanded, in one head call. One host read, at the end."""
+    candidates of a level are expanded, in one head call. One host read at the end (on the
+    CPU also one per level, to stop expanding once no deeper node can be kept)."""
     L, device, head = len(committed), drafter.device, drafter.head
     n_feat = min(len(drafter.feats), L - 1)
     if n_feat < 1 or depth < 1 or (nodes is not None and nodes < 1):
@@ -65,6 +76,7 @@ def grow_tree(drafter, committed: torch.Tensor, depth: int, width: int, cfg: Sam
     drafter._catch_up(committed.to(device))
     n_true, valid = drafter.n_true, head.vocab_ids < drafter.vocab_size
     width, frontier = max(1, min(width, len(drafter.proposable))), max(1, frontier)
+    depth = depth if nodes is None else min(depth, nodes)            # a depth-d node needs d kept nodes
     g_rows = drafter.g_next[0]                                       # [R, H] one per expansion row
     logits_rows = [head.logits(g_rows)]                              # per level [m, N]
     sees = torch.ones(1, 1, dtype=torch.bool, device=device)         # [R, R] ancestor-or-self rows
@@ -72,6 +84,8 @@ def grow_tree(drafter, committed: torch.Tensor, depth: int, width: int, cfg: Sam
     level = _offer(logits_rows[0], valid, torch.zeros(1, device=device), 0, width, cfg)
     chunks, n_made = [level], width
     for d in range(1, depth):
+        if nodes is not None and n_made >= nodes and device.type in READ_NOW and _settled(chunks, level, nodes):
+            break
         # 2. Expand this level's `frontier` best candidates (depth d) in one head call.
         m = min(frontier, len(level[0]))
         pick = level[1].topk(m).indices
