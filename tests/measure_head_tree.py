@@ -1,14 +1,17 @@
 """Printed measurements of the feature head's EAGLE-2 trees on the default pair (not a test).
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m tests.measure_head_tree [greedy|T0.7|tokens|cost|all] [n_prompts] [row filter]
+    OMP_NUM_THREADS=1 .venv/bin/python -m tests.measure_head_tree WHAT [n_prompts] [row filter]
+
+WHAT: greedy | T0.7 | tokens (both) | cost | wall | all.
 
 tokens: tokens per target pass (len(output) ÷ target passes) of the chain (speculative_generate,
 k = 1..6), today's sibling trees (depth 4, width 2..4) and expanded trees (node budgets 4..24,
 depths 4..6) on held-out prompts, greedy and sampling (T 0.7, top-p 0.9), 48 tokens, the preset
 pair (prompt lookup + the shipped head). It does not depend on the machine's load.
 cost: ms per head call (one tree level at frontier sizes 1, 4, 8 vs one chain step), a whole
-round's drafting (propose_tree vs propose) and the target pass over n + 1 tokens, as medians
-of interleaved repeats: these do depend on the load (printed with `uptime`).
+round's drafting (propose_tree vs propose) and the target pass over n + 1 tokens; wall: greedy
+decoding end to end vs plain. Medians of interleaved repeats: these depend on the machine's load
+(printed with `uptime`).
 """
 import json
 import statistics
@@ -59,7 +62,8 @@ def tokens_table(pair, prompts, name: str, only: str = "") -> None:
           f"{len(seeds)} seed(s), 48 tokens")
     rows = [(f"chain k={k} (speculative_generate)", lambda ids, s, k=k: chain_run(pair, ids, k, seed=s, **settings))
             for k in range(1, 7)]
-    rows += [("chain k=4 (tree: top-1 guesses, p(x) rule)", lambda ids, s: tree_run(pair, ids, 4, 1, seed=s, **settings))]
+    rows += [("chain k=4 (tree: top-1 guesses, p(x) rule)",
+              lambda ids, s: tree_run(pair, ids, 4, 1, seed=s, **settings))]
     rows += [(f"siblings depth 4 width {w}", lambda ids, s, w=w: tree_run(pair, ids, 4, w, seed=s, **settings))
              for w in (2, 3, 4)]
     for depth in DEPTHS:
@@ -120,7 +124,9 @@ def cost_table(pair, reps: int = 15) -> None:
     jobs.update({f"tree level, frontier {m} (+ logits, top-k)": (lambda m=m: level(m)) for m in (1, 4, 8)})
     jobs.update({"round: propose chain k=4": round_cost(("chain", 4)),
                  "round: siblings depth 4 width 3": round_cost((4, 3, None, 1)),
-                 "round: expanded depth 5 nodes 12 w=f=4": round_cost((5, 4, 12, 4)),
+                 "round: expanded depth 5 nodes 4 w=f=4": round_cost((5, 4, 4, 4)),
+                 "round: expanded depth 5 nodes 8 w=f=4": round_cost((5, 4, 8, 4)),
+                 "round: expanded depth 5 nodes 12 w=f=8": round_cost((5, 8, 12, 8)),
                  "round: expanded depth 6 nodes 24 w=f=8": round_cost((6, 8, 24, 8))})
     times = {k: [] for k in jobs}
     for rep in range(reps + 2):
@@ -137,6 +143,32 @@ def cost_table(pair, reps: int = 15) -> None:
           + ", ".join(f"n={n}: {tree_s * 1e3:.1f} ms" for n, (_, tree_s) in costs.items()))
 
 
+def wall_table(pair, prompts, reps: int = 3) -> None:
+    """End to end, tree_generate_ids vs plain decoding (autoregressive_generate), greedy, 48
+    tokens: per prompt the median over interleaved repeats, then the median of the ratios."""
+    from specdec_core import autoregressive_generate
+    lanes = {"plain": lambda ids: autoregressive_generate(pair, ids, max_new_tokens=48),
+             "chain k=4 (tree loop)": lambda ids: tree_generate_ids(pair, ids, 4, 1, max_new_tokens=48),
+             "siblings depth 4 width 3": lambda ids: tree_generate_ids(pair, ids, 4, 3, max_new_tokens=48)}
+    for nodes, f in ((4, 4), (8, 4), (12, 8)):
+        lanes[f"expanded depth 5 nodes {nodes} w=f={f}"] = (
+            lambda ids, n=nodes, f=f: tree_generate_ids(pair, ids, 5, f, nodes=n, frontier=f, max_new_tokens=48))
+    secs = {name: [[] for _ in prompts] for name in lanes}
+    for rep in range(reps + 1):
+        for i, ids in enumerate(prompts):
+            for name, fn in lanes.items():
+                t0 = time.perf_counter()
+                fn(ids)
+                if rep:                                           # the first pass warms up
+                    secs[name][i].append(time.perf_counter() - t0)
+    plain = [statistics.median(ts) for ts in secs["plain"]]
+    print(f"\n== end to end, greedy, 48 tokens, {len(prompts)} prompts × {reps} interleaved repeats, "
+          f"{torch.get_num_threads()} thread(s): median speedup vs plain [min–max over prompts]")
+    for name, per_prompt in secs.items():
+        ratios = [p / statistics.median(ts) for p, ts in zip(plain, per_prompt)]
+        print(f"{name:48s} {statistics.median(ratios):5.2f}×  [{min(ratios):.2f}–{max(ratios):.2f}]")
+
+
 def main():
     what = sys.argv[1] if len(sys.argv) > 1 else "all"
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 14
@@ -147,6 +179,8 @@ def main():
         tokens_table(pair, heldout(pair, n), name, only)
     if what in ("cost", "all"):
         cost_table(pair)
+    if what in ("wall", "all"):
+        wall_table(pair, heldout(pair, min(n, 6)))
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
 
