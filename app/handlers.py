@@ -56,6 +56,12 @@ class RunSessions:
             self.active.add(session)
             self.stopping.discard(session)
 
+    def started(self, session: str) -> None:
+        """The run starts (pressed earlier, or an API call that had no button): keep a stop that
+        was asked for while it waited in the queue."""
+        with self.lock:
+            self.active.add(session)
+
     def finished(self, session: str) -> None:
         with self.lock:
             self.active.discard(session)

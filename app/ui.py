@@ -177,7 +177,7 @@ def listeners(C: dict) -> None:
     def on_run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
                max_new_tokens, seed, run_number, traces, scale, request: gr.Request, progress=gr.Progress()):
         session = _session(request)
-        C["sessions"].pressed(session)    # API calls skip the button's instant step
+        C["sessions"].started(session)    # API calls skip the button's instant step
         try:
             for vals in handlers.run(preset, target, draft, drafter, device, prompt, chat, k, temperature,
                                      top_k, top_p, max_new_tokens, seed, run_number, progress, gr.Info,

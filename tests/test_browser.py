@@ -166,14 +166,20 @@ def test_replay_runs_on_a_shared_clock(page):
     page.wait_for_function("document.querySelector('#sd-lane-plain').innerText.includes('replay t =')")
 
 
-def test_stop_keeps_what_was_shown(page):
-    _set_number(page, "#sd-max-new", 200)
+def run_then_stop(page, max_new: int = 200, min_tokens: int = 2):
+    """Press Run, wait until a lane is running with at least min_tokens, press Stop, wait for the
+    stopped banner."""
+    _set_number(page, "#sd-max-new", max_new)
     page.locator("#sd-run").click()
-    page.wait_for_function("""['#sd-lane-plain', '#sd-lane-spec'].some(
+    page.wait_for_function(f"""['#sd-lane-plain', '#sd-lane-spec'].some(
         s => document.querySelector(s).innerText.includes('running')
-             && Number(document.querySelector(s + ' .sd-count').innerText) >= 2)""", timeout=300_000)
+             && Number(document.querySelector(s + ' .sd-count').innerText) >= {min_tokens})""", timeout=300_000)
     page.locator("#sd-stop").click()
     page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Stopped')")
+
+
+def test_stop_keeps_what_was_shown(page):
+    run_then_stop(page)
     def counts():
         return [int(page.locator(f"{s} .sd-count").inner_text()) for s in ("#sd-lane-plain", "#sd-lane-spec")]
     page.wait_for_timeout(1500)          # an update already in flight may still land, then nothing more

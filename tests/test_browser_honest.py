@@ -2,52 +2,14 @@
 whose clock cannot be trusted: the decoder's clock is replaced by one that ticks at random, so the
 verdict must say the timings are too unstable to explain the speedup instead of explaining it.
 Screenshot: test-artifacts/honest-unstable.png."""
-import os
 import random
 from types import SimpleNamespace
 
 import pytest
 
-from tests.test_browser import ARGS, ARTIFACTS, CHROMIUM, _choose, _set_number
-
-os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, page, url  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
-
-
-@pytest.fixture(scope="module")
-def url():
-    from app.ui import build_demo, launch_kwargs
-    demo = build_demo()
-    demo.queue().launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1", **launch_kwargs())
-    try:
-        yield demo.local_url
-    finally:
-        demo.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """Debian's Chromium (see tests/test_browser.py: missing, the test fails and says how to install)."""
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("SPECDEC_NO_BROWSER") == "1":
-            pytest.skip("SPECDEC_NO_BROWSER=1: browser tests skipped on request")
-        pytest.fail(f"{CHROMIUM} is missing: `make browser` or `apt-get install chromium`")
-    from playwright.sync_api import sync_playwright
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(url, browser):
-    pg = browser.new_page(viewport={"width": 1500, "height": 1100})
-    pg.set_default_timeout(60_000)
-    pg.goto(url)
-    yield pg
-    pg.close()
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.test_browser import ARTIFACTS, _set_number, browser, page, url  # noqa: F401 (fixtures)
+from tests.test_browser import ARTIFACTS, _set_number, browser, page, run_then_stop, url  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
@@ -90,13 +90,7 @@ def test_a_refused_run_or_upload_keeps_the_results_and_says_why(page, tmp_path):
 def test_a_stopped_race_is_labelled_stopped_with_its_numbers(page):
     page.wait_for_selector("#sd-timeline .sd-tok")
     page.locator("#sd-prompt textarea").fill("Write a long story about a lighthouse keeper and a storm.")
-    _set_number(page, "#sd-max-new", 200)
-    page.locator("#sd-run").click()
-    page.wait_for_function("""['#sd-lane-plain', '#sd-lane-spec'].some(
-        s => document.querySelector(s).innerText.includes('running')
-             && Number(document.querySelector(s + ' .sd-count').innerText) >= 3)""", timeout=300_000)
-    page.locator("#sd-stop").click()
-    page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Stopped')")
+    run_then_stop(page, min_tokens=3)
     page.wait_for_timeout(1500)
     lanes = {lane: page.locator(f"#sd-lane-{lane} h4").inner_text() for lane in ("plain", "spec")}
     assert not any("running" in text for text in lanes.values()), lanes

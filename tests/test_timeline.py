@@ -180,6 +180,33 @@ def test_a_stopped_race_claims_no_speedup_and_says_what_each_lane_did():
     assert out["traces"]["banner"] == out["banner"]     # a later refusal says what is still shown
 
 
+def test_a_stop_asked_while_the_run_waits_in_the_queue_ends_it_when_it_starts():
+    from app.handlers import RunSessions
+    sessions = RunSessions()
+    assert not sessions.stop("a")                       # no run: nothing to ask
+    sessions.pressed("a")                               # Run pressed, the run waits in the queue
+    assert sessions.stop("a")
+    sessions.started("a")                               # the run starts: the stop still stands
+    assert sessions.should_stop("a") and not sessions.should_stop("b")
+    sessions.finished("a")
+    assert not sessions.should_stop("a") and not sessions.stop("a")
+    sessions.pressed("a")                               # a new press forgets an old stop
+    assert not sessions.should_stop("a")
+
+
+def test_classroom_scaling_reaches_every_font_of_a_figure():
+    import plotly.graph_objects as go
+    from app.charts import _layout
+    from app.scale import scale_figure
+    from app.teach.figures import cost_chart
+    fig = _layout(go.Figure(), "t", "x", "y")
+    fig.add_annotation(text="note", font=dict(size=10))
+    big = scale_figure(fig, 1.5)
+    assert big.layout.annotations[0].font.size == 15 and big.layout.title.font.size == 1.5 * fig.layout.title.font.size
+    assert big.layout.font.size == 18 and fig.layout.annotations[0].font.size == 10     # a copy; the default too
+    assert cost_chart(None, scale=1.5).layout.font.size == 18                          # the teaching charts alike
+
+
 def test_lane_order_alternates():
     assert race.lane_order(0) == ("plain", "speculative")
     assert race.lane_order(1) == ("speculative", "plain")

@@ -15,17 +15,10 @@ from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, FAINT_COLOUR,
 from specdec_core.trace.text import display_texts, round_labels
 
 from .. import charts
+from ..scale import scale_figure
 from ..charts import _empty, _label, _layout
 
 BROKEN_COLOUR = "#000000"
-
-
-def scaled(fig: go.Figure, scale: float = 1.0) -> go.Figure:
-    """Classroom mode: every font of the figure `scale` times larger (plots do not follow page CSS)."""
-    if scale != 1.0:
-        fig.update_layout(font=dict(size=round(12 * scale)), title_font=dict(size=round(15 * scale)),
-                          height=round((fig.layout.height or 320) * min(scale, 1.3)))
-    return fig
 
 
 def empty(message: str) -> go.Figure:
@@ -170,7 +163,7 @@ def step_chart(kind: str, spec, plain, round_index: int, scale: float = 1.0) -> 
         "routes": lambda: routes(spec, round_index),
         "theory": lambda: charts.speedup_vs_k(spec, plain),
     }
-    return scaled(makers[kind](), scale)
+    return scale_figure(makers[kind](), scale)
 
 
 # -- the cost of one target pass ------------------------------------------------------------------
@@ -200,7 +193,7 @@ def cost_chart(curve: Optional[dict], spec=None, plain=None, scale: float = 1.0)
     fig = _layout(go.Figure(), "Cost of one target pass vs tokens in it (measured on this machine)",
                   "new tokens in one target pass (k drafts + 1)", "time of the pass (ms)", height=380)
     if not curve:
-        return scaled(_empty(fig, "press “Measure” to time the target on this machine"), scale)
+        return scale_figure(_empty(fig, "press “Measure” to time the target on this machine"), scale)
     s = {int(n): t for n, t in curve["costs"]["seconds"].items()}
     ns = sorted(s)
     one = 1e3 * s[1]
@@ -231,7 +224,7 @@ def cost_chart(curve: Optional[dict], spec=None, plain=None, scale: float = 1.0)
                             marker=dict(color=DECISIONS["rejected"].colour, size=13, symbol="star"))
     fig.update_xaxes(dtick=1)
     fig.update_yaxes(rangemode="tozero")
-    return scaled(fig, scale)
+    return scale_figure(fig, scale)
 
 
 # -- the exactness lab --------------------------------------------------------------------------------
@@ -242,7 +235,7 @@ def exactness_figure(result: Optional[dict], scale: float = 1.0, broken: bool = 
              if broken else "First token, drawn N times: plain vs speculative vs the target's exact p")
     fig = _layout(go.Figure(), title, "first generated token", "frequency / probability", height=380)
     if not result:
-        return scaled(_empty(fig, "press “Run the exactness lab”"), scale)
+        return scale_figure(_empty(fig, "press “Run the exactness lab”"), scale)
     xs = result["labels"]
     fig.add_bar(x=xs, y=result["exact"], name="target's exact p", marker_color=TARGET_COLOUR + "55",
                 marker_line=dict(color=TARGET_COLOUR, width=2))
@@ -255,4 +248,4 @@ def exactness_figure(result: Optional[dict], scale: float = 1.0, broken: bool = 
     fig.add_scatter(x=xs, y=result["q"], mode="markers", name="q (draft)", marker=dict(color=DRAFT_COLOUR, size=10,
                                                                                         symbol="x"))
     fig.update_layout(barmode="group")
-    return scaled(fig, scale)
+    return scale_figure(fig, scale)
