@@ -89,7 +89,11 @@ RANGES = {r.name: r for r in (
     Range("max_new_tokens", "max new tokens", 1, 4096, True, page_hi=256),
     # torch's generators take 64-bit seeds; empty asks for a fresh random one
     Range("seed", "seed", 0, 2**63 - 1, True, "empty = a random seed", hi_text="2⁶³ − 1"),
+    # a token tree's budget: draft tokens per round (the root not counted) and levels
+    Range("tree_nodes", "tree nodes", 1, 64, True),
+    Range("tree_depth", "tree depth", 1, 16, True),
 )}
+TREE_WORDS = ("auto", "none")   # tree = "auto" (the shape rule), "none" (a chain), or "N,D"
 MAX_NEW_TOKENS_CAP = int(RANGES["max_new_tokens"].hi)
 
 
@@ -149,6 +153,20 @@ def check_k(k, allow_plain: bool = False, page: bool = False) -> Union[int, str]
         return "auto"
     r = RANGES["k"]
     return (Range(r.name, r.label, 0, r.hi, True, r.note) if allow_plain else r).check(k, page)
+
+
+def check_tree(tree) -> Union[str, tuple, None]:
+    """tree: "auto" (the shape rule), None / "none" (a chain), or a budget (nodes, depth) given as a
+    pair or as text "N,D" -> "auto", None or (nodes, depth) inside RANGES; else SettingsError."""
+    if tree is None or (isinstance(tree, str) and tree.strip().lower() in ("none", "")):
+        return None
+    if isinstance(tree, str) and tree.strip().lower() == "auto":
+        return "auto"
+    parts = re.split(r"\s*[,x×]\s*", tree.strip()) if isinstance(tree, str) else tree
+    if isinstance(parts, (list, tuple)) and len(parts) == 2:
+        return RANGES["tree_nodes"].check(parts[0]), RANGES["tree_depth"].check(parts[1])
+    raise SettingsError(f'tree must be "auto", "none" or a budget "nodes,depth" (nodes from 1 to 64, '
+                        f"depth from 1 to 16); got {tree!r}")
 
 
 def check_settings(k=4, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=64, seed=0, *,

@@ -1,6 +1,7 @@
 """Shared fixtures: tiny random Llama pairs with exactly computable distributions, and the real
 embedded default target (loaded once per test session, offline)."""
 import os
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -50,3 +51,15 @@ def fake_clock(monkeypatch):
     clock = SimpleNamespace(perf_counter=lambda: 0.01 * next(ticks), time=speculative.time.time)
     monkeypatch.setattr(speculative, "time", clock)
     return clock
+
+
+def tree_generate_ids(pair, prompt, depth, width, *, nodes=None, frontier=1, max_new_tokens=64, **settings):
+    """A decode whose every round drafts one fixed plan (depth, width, frontier, nodes), through the
+    public loop's k_schedule: .ids (output), .nodes and .n_accepted per round, .trace."""
+    from specdec_core import speculative_generate
+    plan = {"depth": depth, "width": width, "frontier": frontier, "nodes": nodes, "keep": None}
+    trace = speculative_generate(pair, prompt, 1, k_schedule=[plan] * max_new_tokens,
+                                 max_new_tokens=max_new_tokens, **settings)
+    return SimpleNamespace(ids=trace.output_ids, nodes=[r.n_verified for r in trace.rounds],
+                           n_accepted=[r.n_accepted for r in trace.rounds], trace=trace,
+                           tokens_per_pass=len(trace.output_ids) / max(len(trace.rounds), 1))

@@ -35,22 +35,23 @@ def chi_square_p_value(counts: torch.Tensor, expected_probs: torch.Tensor) -> fl
     return result.p_value
 
 
-def sample_two_tokens(pair, prompt, k, cfg, max_new_tokens, drafter_factory=None) -> torch.Tensor:
-    """Counts [V, V] of the first two output tokens over N_SAMPLES seeded runs."""
+def sample_two_tokens(pair, prompt, k, cfg, max_new_tokens, drafter_factory=None, **decode) -> torch.Tensor:
+    """Counts [V, V] of the first two output tokens over N_SAMPLES seeded runs (decode: more
+    speculative_generate arguments, e.g. tree= or k_schedule=)."""
     V = pair.vocab_size
     counts = torch.zeros(V, V)
     for seed in range(N_SAMPLES):
         drafter = drafter_factory() if drafter_factory else None
         out = speculative_generate(pair, prompt, k=k, temperature=cfg.temperature, top_k=cfg.top_k,
                                    top_p=cfg.top_p, max_new_tokens=max_new_tokens, seed=seed,
-                                   drafter=drafter).output_ids
+                                   drafter=drafter, **decode).output_ids
         counts[out[0], out[1]] += 1
     return counts
 
 
-def check_exact(pair, k, cfg, max_new_tokens, prompt=PROMPT, drafter_factory=None) -> float:
+def check_exact(pair, k, cfg, max_new_tokens, prompt=PROMPT, drafter_factory=None, **decode) -> float:
     exact = exact_two_token_distribution(pair.target, prompt, cfg, pair.vocab_size)
-    counts = sample_two_tokens(pair, prompt, k, cfg, max_new_tokens, drafter_factory)
+    counts = sample_two_tokens(pair, prompt, k, cfg, max_new_tokens, drafter_factory, **decode)
     return chi_square_p_value(counts, exact)
 
 

@@ -71,10 +71,14 @@ def distilled_pair():
     return load_pair("smollm2-135m", draft="distilled", device="cpu")
 
 
-@pytest.mark.parametrize("text,k", [(PROMPTS[0], 3), (PROMPTS[1], 5), (PROMPTS[2], "auto")])
-def test_speculative_greedy_distilled_draft_equals_generate(distilled_pair, references, text, k):
+@pytest.mark.parametrize("text,shape", [(PROMPTS[0], dict(k=3)), (PROMPTS[1], dict(k=5)),
+                                        (PROMPTS[2], dict(tree=(8, 4))), (PROMPTS[0], dict(tree="auto")),
+                                        (PROMPTS[1], dict(k="auto", tree=None))])
+def test_speculative_greedy_distilled_draft_equals_generate(distilled_pair, references, text, shape):
     ids, expected = references[text]
-    trace = speculative_generate(distilled_pair, ids, k=k, max_new_tokens=MAX_NEW)
+    trace = speculative_generate(distilled_pair, ids, max_new_tokens=MAX_NEW, **shape)
     assert trace.config["draft"] == "distilled-feature-head"
     assert trace.output_ids == expected
-    assert trace.stats["drafted"] > 0
+    # It drafted, guesses were kept (fewer target passes than tokens), and trees branched.
+    assert trace.stats["drafted"] > 0 and len(trace.rounds) < len(expected)
+    assert (trace.stats["tree_rounds"] > 0) == (shape.get("tree") is not None)

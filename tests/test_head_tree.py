@@ -8,7 +8,7 @@ import torch
 from specdec_core import autoregressive_generate
 from specdec_core.decoding import rule, start_decode
 from specdec_core.decoding.exactness import chi_square
-from specdec_core.decoding.tree import tree_generate_ids
+from .conftest import tree_generate_ids
 from specdec_core.drafters.head_tree import score_logprobs
 from specdec_core.sampling import SamplingConfig, raw_probs
 from specdec_core.trace.compare import greedy_check

@@ -11,15 +11,20 @@ def greedy_pair(eos=None):
     return ModelPair.from_models(target, tiny_llama(seed=1))
 
 
-@pytest.mark.parametrize("k", [1, 3, 16, "auto"])
+@pytest.mark.parametrize("shape", [dict(k=1), dict(k=3), dict(k=16), dict(tree=(6, 3)), dict(tree=(64, 16))])
 @pytest.mark.parametrize("max_new", [1, 2, 7])
-def test_max_new_tokens_is_exact(k, max_new):
+def test_max_new_tokens_is_exact(shape, max_new):
     pair = greedy_pair()
     plain = autoregressive_generate(pair, [1, 2], max_new_tokens=max_new)
-    spec = speculative_generate(pair, [1, 2], k=k, max_new_tokens=max_new)
+    spec = speculative_generate(pair, [1, 2], max_new_tokens=max_new, **shape)
     assert len(plain.output_ids) == len(spec.output_ids) == max_new
     assert spec.output_ids == plain.output_ids
     assert spec.stop_reason == "max_new_tokens" and spec.finished
+    # Never a guess past the last token: the round's own draw always ends it.
+    for r in spec.rounds:
+        assert r.tree_depth <= max_new - sum(len(x.committed) for x in spec.rounds[:r.index]) - 1
+    if max_new > 1:
+        assert spec.rounds[0].n_verified > 0
 
 
 @pytest.mark.parametrize("k", [1, 4, 12])

@@ -78,13 +78,3 @@ def test_cost_terms_and_the_theory_model():
     fitted = fit(0.5, 0.1, {"2": 1.4})
     assert (fitted.alpha, fitted.c) == (0.5, 0.1) and fitted.slope == pytest.approx(0.2)
     assert fit(None, 0.1, {"2": 1.4}) is None
-
-
-def test_k_policy_and_charts_share_the_cost_model():
-    from specdec_core.costs.theory import verify_cost
-    from specdec_core.decoding.kpolicy import AutoK
-    policy = AutoK("cpu", step_s=0.02, verify_s={2: 0.024, 4: 0.028}, v_prior={1: 1.05, 6: 1.5})
-    ratios = {m: t / 0.02 for m, t in policy.verify_s.items()}
-    shared = verify_cost(ratios, policy.v_prior, 0.12)
-    assert [policy.v(k) for k in range(1, 9)] == pytest.approx([shared(k) for k in range(1, 9)])
-    assert best_k(0.7, 0.1, policy.cost_model(), 8) == best_k(0.7, 0.1, shared, 8)

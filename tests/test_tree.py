@@ -11,7 +11,8 @@ from transformers import DynamicCache
 from specdec_core import ModelPair, autoregressive_generate, data, load_pair
 from specdec_core.decoding import rule
 from specdec_core.decoding.exactness import chi_square
-from specdec_core.decoding.tree import keep_path, tree_generate_ids, tree_mask, tree_positions, verify_tree
+from specdec_core.decoding.tree import keep_path, tree_mask, tree_positions, verify_tree
+from .conftest import tree_generate_ids
 from specdec_core.drafters import ModelDrafter
 from specdec_core.drafters.base import TokenTree, crop_cache
 from specdec_core.drafters.feature_head import FeatureDrafter, FeatureHead, target_cfg
@@ -332,14 +333,15 @@ def plain_references(preset_pair):
 
 @pytest.mark.parametrize("width", [1, 3])
 def test_greedy_tree_equals_plain_on_the_default_pair(preset_pair, plain_references, width):
-    """Prompt lookup + the shipped head (width 3: the head's trees; lookup rounds stay chains)."""
+    """Prompt lookup + the shipped head (width 3: the head's trees, a lookup's copy merged in as
+    a branch of up to 4 more nodes)."""
     for text, ids, plain in plain_references:
         run = tree_generate_ids(preset_pair, ids, 4, width, max_new_tokens=24)
         verdict = greedy_check(plain, run.ids)
         if verdict.kind == "tie":
             print(f"\nnumerics tie at {verdict.position} (gap {verdict.gap:.1e}): {text!r}")
         assert verdict.kind in ("identical", "tie"), (text, verdict)
-        assert max(run.nodes) == 4 * width or width == 1
+        assert width == 1 or (4 * width in run.nodes and max(run.nodes) <= 5 * width + 4)
 
 
 @pytest.mark.slow

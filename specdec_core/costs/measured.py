@@ -7,8 +7,10 @@ bench and the k sweep all read these definitions, so the page shows the numbers 
   verify pass plus the round's bookkeeping (accept, record, cache crops): what the target side of a
   round costs. A plain step is a round with nothing drafted.
 - step: mean target time of the plain rounds (a plain trace's rounds, or k = "auto"'s plain steps).
-- v(m): mean target time of the rounds that verified m drafts ÷ step (v(0) = 1).
-- c: draft seconds per drafted token ÷ step.
+- v(m): mean target time of the rounds that verified m drafts ÷ step (v(0) = 1); a token tree's
+  m is all its nodes (Round.n_verified).
+- c: draft seconds per draft level ÷ step (a chain's level is one drafted token; a tree grows a
+  whole level per drafter call, Round.levels).
 - α: mean of Σ min(p, q) over the evaluated draft positions (Leviathan's α; independent of u).
 Sums over rounds add up, so repeats and prompts pool by adding (`RoundSums.__add__`).
 
@@ -61,11 +63,11 @@ def round_sums(rounds: Iterable) -> RoundSums:
     """RoundSums of a trace's rounds."""
     s = RoundSums()
     for r in rounds:
-        m = len(r.drafted)
+        m = r.n_verified
         t, n = s.target_by_m.get(m, (0.0, 0))
         s.target_by_m[m] = (t + round_target_s(r), n + 1)
         s.draft_s += r.draft_s
-        s.draft_steps += m
+        s.draft_steps += r.levels
         for d in r.drafted:
             if d.evaluated and d.overlap is not None:
                 s.overlap_sum += d.overlap
@@ -84,7 +86,7 @@ def alpha(s: RoundSums) -> Optional[float]:
 
 
 def c(s: RoundSums, step: Optional[float]) -> Optional[float]:
-    """Draft seconds per drafted token ÷ step (None without drafts or a step)."""
+    """Draft seconds per draft level ÷ step (None without drafts or a step)."""
     return s.draft_s / s.draft_steps / step if s.draft_steps and step else None
 
 
@@ -155,7 +157,7 @@ def instability(spec_rounds: Iterable, plain_rounds: Iterable) -> Optional[str]:
     plain_t = [round_target_s(r) for r in plain_rounds if not r.drafted]
     by_m: dict = {}
     for r in spec_rounds:
-        by_m.setdefault(len(r.drafted), []).append(round_target_s(r))
+        by_m.setdefault(r.n_verified, []).append(round_target_s(r))
     for m, vm in v(round_sums(spec_rounds), step_s(round_sums(plain_rounds))).items():
         if not V_MIN <= vm <= m + 1:
             n = f"{m} draft{'s' if m != 1 else ''}"

@@ -1,5 +1,5 @@
 """The decoder: the speculative round loop (speculative.py), plain decoding as the same loop with
-no drafts (autoregressive.py), and the k = "auto" policy (kpolicy.py)."""
+no drafts (autoregressive.py), token trees (tree.py, rule.py) and the shape rule of tree = "auto" (shape.py)."""
 from .autoregressive import autoregressive_generate, stream_autoregressive
 from .speculative import decode_round, speculative_generate, start_decode, stream_speculative
 from .warmup import warm_up

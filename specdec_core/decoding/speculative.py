@@ -1,10 +1,13 @@
 """Speculative decoding (Leviathan et al. 2023; Chen et al. 2023), one round at a time.
 
-Each round: the drafter proposes k tokens with q; the target scores [last committed, d_1..d_k] in
-one forward pass over its KV cache, giving p at k+1 positions; d_i is accepted while
-u_i < p_i(d_i)/q_i(d_i); at the first rejection a token is drawn from norm(max(0, p − q)), and when
-all k pass a bonus token is drawn from p_{k+1}. Both caches are cropped back to the committed tokens.
-The output distribution is exactly the target's (with temperature / top-k / top-p applied to both).
+Each round: the drafter proposes a token tree rooted after the last committed token (a chain of k
+drafts is the tree of width 1); the target scores [last committed, nodes] in one forward pass over
+its KV cache (decoding/tree.py), giving p after the root and after every node; rule.accept_tree
+walks down from the root: a sampled chain's d_i is accepted while u_i < p_i(d_i)/q_i(d_i), a
+guessed child x with probability r(x)/Σr; where the walk stops the round's last token is drawn
+from what is left (norm(max(0, p − q)), norm(r), or p itself: the bonus). Both caches keep only the
+accepted path. The output distribution is exactly the target's (with temperature / top-k / top-p
+applied to both). tree = "auto" chooses each round's shape (decoding/shape.py).
 
 Plain decoding is the same loop with a drafter that proposes nothing (see autoregressive.py).
 """
@@ -18,14 +21,16 @@ import torch
 from transformers import DynamicCache
 
 from ..costs.measure import pass_costs
-from .kpolicy import AutoK
-from ..drafters.base import Drafter, crop_cache, empty_proposal, fit_vocab, tapped
-from .rule import accept_drafts, correction_distribution
-from ..sampling import SamplingConfig, draw, raw_probs, warp_probs
+from ..drafters.base import Drafter, TokenTree, chain_tree, empty_proposal, fit_vocab, tapped
+from ..drafters.combined import LOOKUP, MODEL
 from ..errors import DecodeError
 from ..registry import REGISTRY
-from ..settings import SettingsError, check_fits_context, check_settings
+from ..sampling import SamplingConfig, raw_probs, warp_probs
+from ..settings import RANGES, SettingsError, check_fits_context, check_settings, check_tree
 from ..trace.record import Correction, DraftToken, Round, Trace
+from .rule import accept_tree
+from .shape import ShapeRule
+from .tree import Shape, fanout, keep_path, verify_tree
 
 if TYPE_CHECKING:
     from ..models import ModelPair
@@ -48,6 +53,7 @@ class DecodeState:
     paused_s: float = 0.0              # time spent outside the decoder (consumer between yields)
     n_new: int = 0
     done: bool = False
+    drafter_stop_reason: Optional[str] = None   # why the last chain came out shorter, if the drafter said
 
     def elapsed(self) -> float:
         """Seconds since the decode started, minus consumer time; syncs CUDA so the reading is real."""
@@ -80,7 +86,7 @@ def start_decode(pair, prompt_ids, k, *, temperature=0.0, top_k=0, top_p=1.0, ma
                   prompt={"text": pair.decode(prompt.tolist()), "ids": prompt.tolist()}, token_bytes={})
     st = DecodeState(pair, cfg, drafter, DynamicCache(config=pair.target.config), prompt, generator,
                      trace, max_new_tokens)
-    if k == "auto":   # the k policy's cost priors: measured once per target, before the clock starts
+    if k == "auto":   # the shape rule's cost priors: measured once per target, before the clock starts
         pass_costs(pair.target, pair.vocab_size)
     st.t0 = time.perf_counter()
     now = time.time()
@@ -98,55 +104,50 @@ def start_decode(pair, prompt_ids, k, *, temperature=0.0, top_k=0, top_p=1.0, ma
 
 
 @torch.inference_mode()
-def decode_round(st: DecodeState, k: int, *, stop_below: Optional[float] = None,
-                 k_reason: Optional[str] = None) -> Round:
-    """Run one draft–verify–accept round with draft length k (0: one plain target step)."""
+def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[ShapeRule] = None,
+                 keep: Optional[list] = None, k_reason: Optional[str] = None) -> Round:
+    """Run one draft–verify–accept round. shape: a Shape (a tree or chain budget), or an int k (a
+    chain of k; 0: one plain target step). rule: tree = "auto" picks the verified nodes from the
+    drafted candidates; keep: a recorded pick (replay)."""
     pair, cfg, V = st.pair, st.cfg, st.pair.vocab_size
+    shape = Shape(shape, shape) if isinstance(shape, int) else shape
     t_start = st.elapsed()
     n_before = len(st.committed)
 
-    # 1. Draft: up to k tokens with their q, over the target's vocabulary.
-    proposal = (st.drafter.propose(st.committed, k, cfg, st.generator, stop_below) if k > 0
-                else empty_proposal(V, st.committed.device))
-    draft_ids = proposal.ids.to(st.committed.device)
-    m = len(draft_ids)
+    # 1. Draft: a token tree rooted after the last committed token (a chain: width 1), its nodes
+    #    with the q they came from, over the target's vocabulary; the rule keeps the nodes that pay.
+    tree, depth = _draft(st, shape)
+    decision = None
+    if rule is not None:
+        keep, decision = rule.choose(tree)
+    if keep is not None:
+        tree = tree.subtree(keep)
+    n = len(tree)
     t_drafted = st.elapsed()
 
-    # 2. Verify: one target pass over [last committed, d_1..d_m] gives p at m+1 positions.
-    verify_ids = torch.cat([st.committed[-1:], draft_ids])
-    out = pair.target(verify_ids[None], past_key_values=st.cache, use_cache=True,
-                      output_hidden_states=st.drafter.wants_hidden)
-    logits = fit_vocab(out.logits[0], V)                         # [m+1, V]
+    # 2. Verify: one target pass over [last committed, nodes] (a tree mask when it branches) gives
+    #    p after the root and after every node.
+    layers = st.drafter.feature_layers if st.drafter.wants_hidden else None
+    logits, hidden = verify_tree(pair.target, st.cache, st.committed[-1:], tree, layers)
+    logits = fit_vocab(logits, V)                                # [n+1, V]
     # NaN or +inf logits (a broken model, an overflow) must stop the decode with a clear error,
-    # not reach the sampler: the flag rides along the round's one host sync below.
-    # (max() is NaN when any logit is NaN, +inf when any is +inf: one reduction decides.)
+    # not reach the sampler. (max() is NaN when any logit is NaN, +inf when any is +inf.)
     broken = ~(logits.amax() < float("inf"))
     logits = torch.where(broken, 0.0, logits)
-    p_target = warp_probs(logits, cfg)                           # [m+1, V]
+    p_target = warp_probs(logits, cfg)                           # [n+1, V]
     t_verified = st.elapsed()
 
-    # 3. Accept d_i while u_i < p(d_i)/q(d_i); greedy: while d_i is the target's argmax.
-    q_draft = proposal.q_probs.to(p_target.device)               # [m, V]
-    p_x = p_target[:m].gather(-1, draft_ids[:, None]).squeeze(-1)
-    q_x = q_draft.gather(-1, draft_ids[:, None]).squeeze(-1)
-    u = None if cfg.greedy or m == 0 else torch.rand(m, generator=st.generator, device=p_target.device)
-    accepted = accept_drafts(p_x, q_x, u)
-    n_accepted_t = accepted.long().cumprod(0).sum()              # length of the accepted prefix
-
-    # 4. Correction at the first rejected position (bonus from p when all passed).
-    correction_dist = correction_distribution(p_target, q_draft, n_accepted_t)
-    correction_id = draw(correction_dist[None], cfg, st.generator)[0]
-
-    # One host sync for the decision: accept flags, accepted length, correction token.
-    decision = torch.cat([accepted.long(), n_accepted_t[None], correction_id[None], broken.long()[None]]).tolist()
-    accepted_flags, n_accepted, corr_id = decision[:m], decision[m], decision[m + 1]
-    if decision[m + 2]:
+    # 3. Accept a path (rule.accept_tree: the chain rule for a sampled chain, r(x)/Σr for guessed
+    #    children; greedy: the target's argmax) and draw the round's last token.
+    if bool(broken):
         raise DecodeError(f"the target produced NaN or infinite logits in round {len(st.trace.rounds)} "
                           f"(after {st.n_new} new tokens): the model or its dtype is broken here")
+    acc = accept_tree(tree.parents, tree.ids, p_target, cfg.greedy, st.generator,
+                      tree.q_probs if tree.sampled else None)
 
-    # 5. Commit accepted prefix + correction, cut at EOS and at max_new_tokens.
-    draft_list = draft_ids.tolist()
-    new_ids = (draft_list[:n_accepted] + [corr_id])[: st.max_new_tokens - st.n_new]
+    # 4. Commit the path + the last token, cut at EOS and at max_new_tokens.
+    tokens = acc.path_ids + [acc.correction_id]
+    new_ids = tokens[: st.max_new_tokens - st.n_new]
     stop_reason = None
     for i, t in enumerate(new_ids):
         if t in pair.eos_ids:
@@ -155,69 +156,121 @@ def decode_round(st: DecodeState, k: int, *, stop_below: Optional[float] = None,
     if stop_reason is None and st.n_new + len(new_ids) >= st.max_new_tokens:
         stop_reason = "max_new_tokens"
 
-    # 6. Roll both caches back to the committed tokens: the target keeps [last, d_1..d_n].
-    crop_cache(st.cache, n_before + n_accepted)
-    st.drafter.rollback(n_before + n_accepted)
-    if st.drafter.wants_hidden:
-        st.drafter.observe(tapped(out.hidden_states, st.drafter.feature_layers)[0, : n_accepted + 1])
+    # 5. Caches keep the committed tokens: the target's keeps [last, path] (the path's entries
+    #    moved down, not recomputed); the drafter sees the path's hidden states.
+    keep_path(st.cache, n_before - 1, acc.path)
+    st.drafter.rollback(n_before + len(acc.path))
+    if hidden is not None:
+        rows = torch.tensor([0] + [i + 1 for i in acc.path], dtype=torch.long, device=hidden.device)
+        st.drafter.observe(hidden.index_select(0, rows))
     st.committed = torch.cat([st.committed, torch.tensor(new_ids, dtype=torch.long,
                                                          device=st.committed.device)])
     st.n_new += len(new_ids)
     st.done = stop_reason is not None
 
-    # 7. Record the round (top-N of every distribution, moved to the host once).
-    rnd = _record_round(st, proposal, draft_list, logits, p_target, q_draft, correction_dist,
-                        accepted_flags, u, n_accepted, corr_id, new_ids, k)
+    # 6. Record the round (top-N of every distribution, moved to the host once).
+    rnd = record_round(st, tree, acc, logits, p_target, new_ids, shape)
     rnd.t_start, rnd.draft_s, rnd.verify_s = t_start, t_drafted - t_start, t_verified - t_drafted
-    rnd.k_reason = k_reason or proposal.stop_reason
-    rnd.draft_source = proposal.source
+    rnd.k_reason = k_reason or (decision or {}).get("why") or st.drafter_stop_reason
+    rnd.k_policy = decision
+    rnd.draft_source = _source_of(tree)
+    if rule is not None or keep is not None or not tree.is_chain:
+        rnd.plan = {"depth": depth, "width": shape.width, "frontier": shape.frontier,
+                    "nodes": shape.nodes, "keep": keep}
     rnd.t_end = st.elapsed()
     rnd.overhead_s = rnd.t_end - t_verified
     st.trace.rounds.append(rnd)
     st.trace.wall_clock["end"] = time.time()
+    if rule is not None:
+        rule.update(rnd, tree, acc.path, tokens)
     if st.done:
         st.trace.finished, st.trace.stop_reason = True, stop_reason
     return rnd
 
 
-def _record_round(st, proposal, draft_list, logits, p_target, q_draft, correction_dist,
-                  accepted_flags, u, n_accepted, corr_id, new_ids, k) -> Round:
-    """Build the Round: per-draft p, q, u, decision and top-N lists; correction with its tops."""
-    m = len(draft_list)
+def _draft(st: DecodeState, shape: Shape) -> tuple:
+    """(the round's guesses within `shape`, the depth drafted): never deeper than the tokens left
+    (the round's last token is always drawn); a chain from propose() at width 1, else propose_tree()."""
+    depth = min(shape.depth, st.max_new_tokens - st.n_new - 1)
+    if shape.nodes is not None:
+        depth = min(depth, shape.nodes)
+    st.drafter_stop_reason = None
+    if depth <= 0:
+        return chain_tree(empty_proposal(st.pair.vocab_size, st.committed.device), "none"), 0
+    if shape.width == 1 and shape.frontier == 1:
+        proposal = st.drafter.propose(st.committed, depth, st.cfg, st.generator)
+        st.drafter_stop_reason = proposal.stop_reason
+        tree = chain_tree(proposal, st.drafter.name)
+    else:
+        tree = st.drafter.propose_tree(st.committed, depth, shape.width, st.cfg, st.generator,
+                                       nodes=shape.nodes, frontier=shape.frontier)
+    tree.ids = tree.ids.to(st.committed.device)
+    return tree, depth
+
+
+def _source_of(tree: TokenTree) -> Optional[str]:
+    """Which source proposed the round's nodes (a combined drafter's "lookup" / "model"; both
+    joined with "+" in one tree); None for a single-source drafter."""
+    named = sorted({s for s in tree.sources if s in (LOOKUP, MODEL)})
+    return "+".join(named) if named else None
+
+
+def record_round(st, tree: TokenTree, acc, logits, p_target, new_ids, shape: Shape) -> Round:
+    """Build the Round. `drafted` is the round's main line, the chain views read: the accepted
+    path, then the first child tried where the walk stopped and its first children (a chain: all
+    its drafts). A branching tree also records every node in `Round.tree`."""
+    n = len(tree)
+    kids = tree.children()
+    spine, node = list(acc.path), (acc.path[-1] if acc.path else -1)
+    while kids[node]:
+        node = kids[node][0]
+        spine.append(node)
+    m, last = len(spine), (acc.path[-1] + 1 if acc.path else 0)
+    dev = p_target.device
+    node_rows = torch.tensor([tree.parents[i] + 1 for i in range(n)], dtype=torch.long, device=dev)
+    spine_t = torch.tensor(spine, dtype=torch.long, device=dev)
+    ids = tree.ids.to(dev)
     p_raw = raw_probs(logits)
-    q_raw = proposal.q_raw.to(p_target.device)
-    overlap = torch.minimum(p_target[:m], q_draft).sum(-1)
-    ids_t = torch.tensor(draft_list, dtype=torch.long, device=p_target.device)
-    p_x = p_target[:m].gather(-1, ids_t[:, None]).squeeze(-1)
-    q_x = q_draft.gather(-1, ids_t[:, None]).squeeze(-1)
-    rows = torch.cat([p_target, p_raw, q_draft, q_raw, correction_dist[None]])  # [4m+3, V]
+    q_draft, q_raw = tree.q_probs.to(dev), tree.q_raw.to(dev)
+    p_rows = node_rows[spine_t] if m else node_rows[:0]
+    p_x = p_target[node_rows, ids]                                    # [n] p(node) at its parent's row
+    q_x = q_draft.gather(-1, ids[:, None]).squeeze(-1)
+    q_raw_x = q_raw.gather(-1, ids[:, None]).squeeze(-1)
+    overlap = torch.minimum(p_target[p_rows], q_draft[spine_t]).sum(-1) if m else p_x[:0]
+    rows = torch.cat([p_target[p_rows], p_raw[p_rows], q_draft[spine_t], q_raw[spine_t],
+                      p_target[last:last + 1], p_raw[last:last + 1], acc.correction_dist[None]])
     top_p, top_i = rows.topk(min(TOP_N, rows.shape[-1]), dim=-1)
-    # The round's details to the host: top values, top ids, scalars, u (docs/ARCHITECTURE.md, Devices).
+    # The round's details to the host in one go: tops, per-node p / q, overlaps (ARCHITECTURE, Devices).
     top_p, top_i = top_p.cpu().tolist(), top_i.cpu().tolist()
-    scalars = torch.stack([p_x, q_x, overlap]).cpu().tolist()
-    u_list = u.cpu().tolist() if u is not None else [None] * m
+    p_h, q_h, qr_h = torch.stack([p_x, q_x, q_raw_x]).cpu().tolist() if n else ([], [], [])
+    ov_h = overlap.cpu().tolist()
     text = _text_noting_bytes(st)
 
     def top(r):
         return [[i, text(i), pr] for i, pr in zip(top_i[r], top_p[r]) if pr > 0]
 
-    n_rej = n_accepted if n_accepted < m else None    # index of the first rejection, if any
     drafted = []
-    for i, tok in enumerate(draft_list):
-        evaluated = n_rej is None or i <= n_rej
+    for j, i in enumerate(spine):
+        evaluated = acc.decisions[i] != "not reached"
         drafted.append(DraftToken(
-            id=tok, text=text(tok), q=min(scalars[1][i], 1.0), p=min(scalars[0][i], 1.0),
-            u=u_list[i] if evaluated else None, accepted=bool(accepted_flags[i]) and i < n_accepted,
-            evaluated=evaluated, overlap=min(scalars[2][i], 1.0) if evaluated else None,
-            p_top=top(i), p_top_raw=top(m + 1 + i), q_top=top(2 * m + 2 + i),
-            q_top_raw=top(3 * m + 2 + i)))
+            id=int(tree.ids[i]), text=text(int(tree.ids[i])), q=min(q_h[i], 1.0), p=min(p_h[i], 1.0),
+            u=acc.u[i], accepted=acc.decisions[i] == "accepted", evaluated=evaluated,
+            overlap=min(ov_h[j], 1.0) if evaluated else None, p_top=top(j), p_top_raw=top(m + j),
+            q_top=top(2 * m + j), q_top_raw=top(3 * m + j)))
     correction = Correction(
-        kind="resample" if n_rej is not None else "bonus", id=corr_id, text=text(corr_id),
-        p_top=top(n_accepted), p_top_raw=top(m + 1 + n_accepted),
-        residual_top=top(4 * m + 2) if n_rej is not None else None)
+        kind=acc.kind, id=acc.correction_id, text=text(acc.correction_id), p_top=top(4 * m),
+        p_top_raw=top(4 * m + 1), residual_top=top(4 * m + 2) if acc.kind == "resample" else None)
+    nodes = None
+    if not tree.is_chain:
+        on_path = set(acc.path)
+        nodes = [{"id": int(tree.ids[i]), "parent": tree.parents[i], "text": text(int(tree.ids[i])),
+                  "p": min(p_h[i], 1.0), "q": min(q_h[i], 1.0), "q_raw": min(qr_h[i], 1.0),
+                  "u": acc.u[i], "decision": acc.decisions[i], "on_path": i in on_path,
+                  "source": tree.sources[i]} for i in range(n)]
+    k = n if (shape.width > 1 or not tree.is_chain) else shape.depth
     return Round(index=len(st.trace.rounds), t_start=0.0, t_end=0.0, draft_s=0.0, verify_s=0.0,
-                 overhead_s=0.0, k=k, drafted=drafted, n_accepted=n_accepted,
-                 correction=correction, committed=new_ids)
+                 overhead_s=0.0, k=k, drafted=drafted, n_accepted=len(acc.path),
+                 correction=correction, committed=new_ids, tree=nodes)
 
 
 def _text_noting_bytes(st: DecodeState):
@@ -243,51 +296,65 @@ def _sync_output(st: DecodeState) -> None:
     st.trace.output = {"ids": ids, "text": text, "spans": spans}
 
 
-def stream_speculative(pair, prompt_ids, k: Union[int, str] = 4, *, temperature=0.0, top_k=0,
-                       top_p=1.0, max_new_tokens=64, seed=0, drafter: Optional[Drafter] = None,
-                       k_schedule: Optional[Sequence[int]] = None) -> Iterator[Trace]:
+def stream_speculative(pair, prompt_ids, k: Union[int, str, None] = None, *, tree="auto", temperature=0.0,
+                       top_k=0, top_p=1.0, max_new_tokens=64, seed=0, drafter: Optional[Drafter] = None,
+                       k_schedule: Optional[Sequence] = None) -> Iterator[Trace]:
     """Yield the Trace after every round; the last one yielded is the final Trace.
 
-    prompt_ids: sequence of ids (list or 1-D tensor). k: int ≥ 1, or "auto" (adaptive per round).
-    k_schedule: draft lengths of the first rounds, e.g. `trace.k_schedule()` of a k = "auto" run
-    (k applies after it ends): replaying one reproduces that run's tokens with the same seed.
+    prompt_ids: sequence of ids (list or 1-D tensor). The drafting shape:
+      tree="auto" (default): each round's token tree chosen by the shape rule (decoding/shape.py);
+      tree=(nodes, depth): a fixed budget, at most `nodes` draft tokens in at most `depth` levels;
+      k=N (int ≥ 1) alone: a chain of N drafts per round, as tree=None, k=N;
+      tree=None, k="auto": the shape rule restricted to width 1 (a chain chosen per round).
+    k_schedule: how the first rounds drafted, `trace.k_schedule()` of an earlier run (ints: chains;
+    dicts: tree or rule rounds); replaying it with the same seed reproduces that run's tokens.
     Time spent by the consumer between yields is excluded from the trace's timings.
     """
     if k == 0 or k == "0":
         raise SettingsError("k must be ≥ 1 for speculative decoding (use autoregressive_generate for k = 0)")
-    yield from _run(pair, prompt_ids, k, temperature=temperature, top_k=top_k, top_p=top_p,
+    if k is not None and tree == "auto":
+        tree = None                   # k alone: a chain of k (or the rule as a chain, k = "auto")
+    tree = check_tree(tree)
+    if tree is not None and k is not None:
+        raise SettingsError('give k (a chain) or tree (a token tree), not both: k=N alone is a chain of N, '
+                            'tree="auto" or tree=(nodes, depth) a tree')
+    if tree is None and k is None:
+        k = "auto"
+    yield from _run(pair, prompt_ids, k, tree=tree, temperature=temperature, top_k=top_k, top_p=top_p,
                     max_new_tokens=max_new_tokens, seed=seed, drafter=drafter, mode="speculative",
                     k_schedule=k_schedule)
 
 
-def _run(pair, prompt_ids, k, *, mode, k_schedule=None, **settings) -> Iterator[Trace]:
+def _run(pair, prompt_ids, k, *, mode, tree=None, k_schedule=None, **settings) -> Iterator[Trace]:
     """The round loop shared by speculative and plain decoding. The pair's models are held in
     the registry while it runs (never evicted mid-decode)."""
     with REGISTRY.holding(pair.target, pair.draft_model):
-        st = start_decode(pair, prompt_ids, k, mode=mode, **settings)
+        st = start_decode(pair, prompt_ids, "auto" if tree == "auto" else 1 if tree is not None else k,
+                          mode=mode, **settings)
+        if isinstance(tree, tuple):      # config.k of a fixed tree: its node budget per round
+            st.trace.config["k"] = tree[0]
+        st.trace.config["tree"] = list(tree) if isinstance(tree, tuple) else tree
         k = st.trace.config["k"]          # normalised by check_settings ("4" -> 4)
         schedule = _check_schedule(k_schedule)
         if schedule is not None:
             st.trace.config["k_schedule"] = schedule
-        # Warm-started from the last decode of this pair and drafter (kpolicy.py).
-        policy = AutoK.for_decode(pair, st.drafter, st.cfg) if k == "auto" else None
+        # The shape rule (tree = "auto", or k = "auto" as a chain): its state lives in this decode.
+        rule = ShapeRule.for_decode(pair, chain=tree is None) if k == "auto" else None
+        fixed = fanout(*tree) if isinstance(tree, tuple) else None
         while not st.done:
-            decision = None
+            keep, reason, use_rule = None, None, None
             if schedule is not None and len(st.trace.rounds) < len(schedule):   # a recorded schedule
-                k_round, stop_below, reason = schedule[len(st.trace.rounds)], None, "recorded schedule"
-            elif policy is not None:
-                source = st.drafter.next_source(st.committed)
-                k_round, stop_below, decision = policy.next_k(source, st.drafter.match_n)
-                st.drafter.use_source(decision.get("source"))
-                reason = decision["why"]
+                entry, reason = schedule[len(st.trace.rounds)], "recorded schedule"
+                if isinstance(entry, dict):
+                    shape = Shape(entry["nodes"], entry["depth"], entry["width"], entry["frontier"])
+                    keep = entry["keep"]
+                else:
+                    shape = entry
+            elif rule is not None:
+                shape, use_rule = Shape(None, rule.depth, rule.width(), rule.width()), rule
             else:
-                k_round, stop_below, reason = k, None, None
-            # Never draft past max_new_tokens: the correction always adds one token.
-            k_round = min(k_round, st.max_new_tokens - st.n_new - 1)
-            rnd = decode_round(st, k_round, stop_below=stop_below, k_reason=reason)
-            rnd.k_policy = decision
-            if policy is not None:
-                policy.update(rnd)
+                shape = fixed if fixed is not None else k
+            rnd = decode_round(st, shape, rule=use_rule, keep=keep, k_reason=reason)
             t_pause = time.perf_counter()
             _sync_output(st)
             yield st.trace
@@ -295,13 +362,26 @@ def _run(pair, prompt_ids, k, *, mode, k_schedule=None, **settings) -> Iterator[
 
 
 def _check_schedule(k_schedule) -> Optional[list]:
+    """Recorded rounds: an int (a chain of k; 0: plain) or a dict {depth, width, frontier, nodes,
+    keep} (a tree or a rule's round, Round.plan)."""
     if k_schedule is None:
         return None
-    return [check_settings(k=k, allow_plain=True).k for k in k_schedule]
+    out = []
+    for entry in k_schedule:
+        if isinstance(entry, dict):
+            try:
+                out.append({"depth": RANGES["tree_depth"].check(entry["depth"]) if entry["depth"] else 0,
+                            "width": int(entry["width"]), "frontier": int(entry["frontier"]),
+                            "nodes": entry.get("nodes"), "keep": entry.get("keep")})
+            except (KeyError, TypeError, ValueError) as e:
+                raise SettingsError(f"k_schedule: a round entry must hold depth, width, frontier, nodes and keep ({e})") from None
+        else:
+            out.append(check_settings(k=entry, allow_plain=True).k)
+    return out
 
 
-def speculative_generate(pair, prompt_ids, k: Union[int, str] = 4, **settings) -> Trace:
-    """Run stream_speculative to the end and return the final Trace."""
+def speculative_generate(pair, prompt_ids, k: Union[int, str, None] = None, **settings) -> Trace:
+    """Run stream_speculative to the end and return the final Trace (tree="auto" by default)."""
     trace = None
     for trace in stream_speculative(pair, prompt_ids, k, **settings):
         pass

@@ -17,24 +17,48 @@ flash-attention layers (refused).
     logits, hidden = verify_tree(target, cache, committed[-1:], tree, drafter.feature_layers)
     decision = accept_tree(tree.parents, tree.ids, warp_probs(logits, cfg), cfg.greedy, generator)
     keep_path(cache, past_len, decision.path)
+
+A chain (width 1) takes the same path: its pass needs no mask beyond the causal one, so it is
+called without one (the stock and fused kernels then run their plain causal attention), and its
+accepted path is a prefix, so keep_path only crops.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
 from transformers import DynamicCache
 
-from ..drafters.base import TokenTree, chain_tree, crop_cache, empty_proposal, fit_vocab, tapped
-from ..registry import REGISTRY
-from ..sampling import warp_probs
-from .rule import accept_tree
-from .speculative import start_decode
+from ..drafters.base import TokenTree, crop_cache, tapped
 
-__all__ = ["TokenTree", "tree_mask", "tree_positions", "verify_tree", "keep_path", "tree_generate_ids", "TreeRun"]
+__all__ = ["TokenTree", "Shape", "fanout", "tree_mask", "tree_positions", "verify_tree", "keep_path"]
 
 MASKABLE = ("sdpa", "eager")   # attention implementations that add a 4D mask to their scores
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A round's drafting budget: at most `nodes` draft tokens (the root not counted) in at most
+    `depth` levels; each expanded node offers `width` children, `frontier` nodes are expanded per
+    level (None: the drafter's chain of min(nodes, depth))."""
+    nodes: Optional[int]
+    depth: int
+    width: int = 1
+    frontier: int = 1
+
+
+def fanout(nodes: int, depth: int) -> Shape:
+    """The Shape of a fixed budget tree=(nodes, depth): width = frontier = 4 up to 8 nodes, 8 above
+    (docs/bench/smollm2-135m-head-trees: more children than that hold few accepted tokens); the
+    drafter keeps the `nodes` likeliest guesses within `depth` levels. One node is a chain of one;
+    one level is `nodes` guesses for the next token."""
+    if nodes == 1:
+        return Shape(1, depth)
+    if depth == 1:
+        return Shape(nodes, 1, nodes, 1)
+    w = 4 if nodes <= 8 else 8
+    return Shape(nodes, depth, w, w)
 
 
 def tree_mask(parents: list, past_len: int, dtype: torch.dtype, device) -> torch.Tensor:
@@ -75,15 +99,19 @@ def verify_tree(target, cache: DynamicCache, root_id: torch.Tensor, tree: TokenT
 
     root_id: [1] (or 0-d) the last committed token. Returns (logits [n+1, V'], hidden
     [n+1, len(feature_layers)·H] or None): row 0 scores the root's next token, row i node i-1's."""
-    _check_cache(target, cache)
-    past_len = cache.get_seq_length()
     device = root_id.device
     ids = torch.cat([root_id.reshape(1), tree.ids.to(device)])[None]
-    dtype = target.get_input_embeddings().weight.dtype
-    out = target(ids, attention_mask=tree_mask(tree.parents, past_len, dtype, device),
-                 position_ids=tree_positions(tree.parents, past_len, device), past_key_values=cache,
-                 use_cache=True, output_hidden_states=feature_layers is not None)
-    hidden = tapped(out.hidden_states, feature_layers)[0] if feature_layers is not None else None
+    want_hidden = feature_layers is not None
+    if tree.is_chain:   # the causal mask is the tree mask of a chain
+        out = target(ids, past_key_values=cache, use_cache=True, output_hidden_states=want_hidden)
+    else:
+        _check_cache(target, cache)
+        past_len = cache.get_seq_length()
+        dtype = target.get_input_embeddings().weight.dtype
+        out = target(ids, attention_mask=tree_mask(tree.parents, past_len, dtype, device),
+                     position_ids=tree_positions(tree.parents, past_len, device), past_key_values=cache,
+                     use_cache=True, output_hidden_states=want_hidden)
+    hidden = tapped(out.hidden_states, feature_layers)[0] if want_hidden else None
     return out.logits[0], hidden
 
 
@@ -100,59 +128,4 @@ def keep_path(cache: DynamicCache, past_len: int, path: list) -> None:
             layer.values[..., past_len + 1:keep, :] = layer.values.index_select(-2, src)
     crop_cache(cache, keep)
 
-
-@dataclass
-class TreeRun:
-    """What tree_generate_ids did: the output and, per round, how many nodes it verified and
-    how many of them it kept (the round adds n_accepted + 1 tokens for one target pass)."""
-    ids: list
-    nodes: list = field(default_factory=list)
-    n_accepted: list = field(default_factory=list)
-
-    @property
-    def tokens_per_pass(self) -> float:
-        return len(self.ids) / max(len(self.nodes), 1)
-
-
-@torch.inference_mode()
-def tree_generate_ids(pair, prompt_ids, depth: int, width: int, *, nodes=None, frontier=1, temperature=0.0,
-                      top_k=0, top_p=1.0, max_new_tokens=64, seed=0, drafter=None) -> TreeRun:
-    """Decode with a token tree per round (drafter.propose_tree(depth, width, nodes=, frontier=)),
-    no Trace: the internal loop that exercises tree.py and rule.accept_tree end to end. Output ids
-    follow the target's distribution exactly (greedy: equal plain greedy decoding)."""
-    with REGISTRY.holding(pair.target, pair.draft_model):
-        st = start_decode(pair, prompt_ids, depth, temperature=temperature, top_k=top_k, top_p=top_p,
-                          max_new_tokens=max_new_tokens, seed=seed, drafter=drafter)
-        run, V, cfg, drafter = TreeRun([]), pair.vocab_size, st.cfg, st.drafter
-        layers = drafter.feature_layers if drafter.wants_hidden else None
-        shape = dict(nodes=nodes, frontier=frontier)    # the tree's node budget and expansions per level
-        while not st.done:
-            n_before = len(st.committed)
-            # 1. Draft: a tree no deeper than the tokens left (the last token is always drawn).
-            d = min(depth, st.max_new_tokens - st.n_new - 1)
-            tree = (drafter.propose_tree(st.committed, d, width, cfg, st.generator, **shape) if d > 0
-                    else chain_tree(empty_proposal(V, st.committed.device), "none"))
-            # 2. Verify: one target pass over the root and every node.
-            logits, hidden = verify_tree(pair.target, st.cache, st.committed[-1:], tree, layers)
-            p_target = warp_probs(fit_vocab(logits, V), cfg)
-            # 3. Accept a path, draw the round's last token.
-            decision = accept_tree(tree.parents, tree.ids, p_target, cfg.greedy, st.generator)
-            new_ids = (decision.path_ids + [decision.correction_id])[: st.max_new_tokens - st.n_new]
-            for i, t in enumerate(new_ids):
-                if t in pair.eos_ids:
-                    new_ids = new_ids[: i + 1]
-                    break
-            # 4. Caches keep past + root + path; the drafter sees the path's hidden states.
-            keep_path(st.cache, n_before - 1, decision.path)
-            drafter.rollback(n_before + len(decision.path))
-            if layers is not None:
-                rows = torch.tensor([0] + [i + 1 for i in decision.path], dtype=torch.long, device=hidden.device)
-                drafter.observe(hidden.index_select(0, rows))
-            st.committed = torch.cat([st.committed, torch.tensor(new_ids, dtype=torch.long, device=st.committed.device)])
-            st.n_new += len(new_ids)
-            st.done = st.n_new >= st.max_new_tokens or new_ids[-1] in pair.eos_ids
-            run.nodes.append(len(tree))
-            run.n_accepted.append(len(decision.path))
-        run.ids = st.committed[len(prompt_ids):].tolist()
-        return run
 

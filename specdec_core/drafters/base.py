@@ -10,13 +10,13 @@ The calls, in the order the decoder makes them (decoding/speculative.py):
     drafter.observe(hidden)      # prefill: the target's hidden states of prompt[:-1] (if wants_hidden)
     drafter.start(prompt_ids)    # once per decode
     # each round:
-    drafter.use_source(source)   # k = "auto" only: which of next_source()'s offers to use
     proposal = drafter.propose(committed, k, cfg, generator, stop_below)
     drafter.rollback(n_valid)    # keep state for committed[:n_valid] only (the accepted prefix)
     drafter.observe(hidden)      # the verify pass' hidden states of the newly committed positions
 
-Token trees (decoding/tree.py, not yet in the public loop) call `propose_tree` instead of
-`propose`: a TokenTree of guesses; rollback and observe then follow the accepted path.
+Every round is verified as a token tree (decoding/tree.py): a chain round wraps `propose`'s
+tokens as the tree of width 1 (chain_tree); a tree round calls `propose_tree` instead. rollback
+and observe then follow the accepted path.
 """
 from __future__ import annotations
 
@@ -49,6 +49,7 @@ class TokenTree:
     q_probs: torch.Tensor    # [n, V] the draft distribution each node came from (after warps)
     q_raw: torch.Tensor      # [n, V] the same, raw temperature-1, for display
     sources: list            # [n] which source proposed each node ("head", "lookup", ...)
+    sampled: bool = False    # every node drawn from its q row (a chain from propose): the chain rule applies
 
     def __len__(self) -> int:
         return len(self.parents)
@@ -68,6 +69,18 @@ class TokenTree:
             kids[parent].append(i)
         return kids
 
+    @property
+    def is_chain(self) -> bool:
+        """Width 1 everywhere: node i's parent is i − 1."""
+        return self.parents == list(range(-1, len(self.parents) - 1))
+
+    def subtree(self, keep: list) -> "TokenTree":
+        """The tree of the nodes `keep` (ascending; each kept node's parent kept too), re-indexed."""
+        index = {old: new for new, old in enumerate(keep)}
+        rows = torch.tensor(keep, dtype=torch.long, device=self.ids.device)
+        return TokenTree(self.ids[rows], [index.get(self.parents[i], -1) for i in keep], self.q_probs[rows],
+                         self.q_raw[rows], [self.sources[i] for i in keep], self.sampled)
+
     def path_to(self, node: int) -> list:
         """The nodes from the root's child down to `node` (empty for the root, -1)."""
         path = []
@@ -77,11 +90,37 @@ class TokenTree:
         return path[::-1]
 
 
-def chain_tree(proposal: Proposal, source: str) -> TokenTree:
-    """A chain proposal as the tree of width 1."""
+def chain_tree(proposal: Proposal, source: str, sampled: bool = True) -> TokenTree:
+    """A chain proposal as the tree of width 1; `sampled`: its tokens were drawn from q_probs
+    (propose's contract), so it is verified with the chain rule min(1, p/q)."""
     m = len(proposal.ids)
     return TokenTree(proposal.ids, list(range(-1, m - 1)), proposal.q_probs, proposal.q_raw,
-                     [proposal.source or source] * m)
+                     [proposal.source or source] * m, sampled)
+
+
+def merge_trees(first: TokenTree, second: TokenTree) -> TokenTree:
+    """One tree holding both (deterministic guesses): a node of `second` with the same token under
+    the same parent as a node of `first` is that node (first's q and source kept); the rest of
+    `second` follows first's nodes, so at every node first's children are tried first."""
+    if len(second) == 0:
+        return first
+    ids1, ids2 = first.ids.tolist(), second.ids.tolist()
+    where = {(p, t): i for i, (p, t) in enumerate(zip(first.parents, ids1))}
+    parents, index, new = list(first.parents), {-1: -1}, []
+    for j, (p, t) in enumerate(zip(second.parents, ids2)):
+        key = (index[p], t)
+        if key in where:
+            index[j] = where[key]
+        else:
+            index[j] = where[key] = len(parents)
+            parents.append(index[p])
+            new.append(j)
+    rows = torch.tensor(new, dtype=torch.long, device=second.ids.device)
+    dev = first.ids.device
+    return TokenTree(torch.cat([first.ids, second.ids[rows].to(dev)]), parents,
+                     torch.cat([first.q_probs, second.q_probs[rows].to(dev)]),
+                     torch.cat([first.q_raw, second.q_raw[rows].to(dev)]),
+                     first.sources + [second.sources[j] for j in new], False)
 
 
 def empty_proposal(vocab_size: int, device) -> Proposal:
@@ -142,7 +181,6 @@ class Drafter:
     version: Optional[str] = None      # of its trained weights (traces record it), if any
     kernels: Optional[str] = None      # matrix kernels of the drafter's model (fastpath.py), if any
     proposable: Optional[torch.Tensor] = None  # target ids its model can ever propose (None: any)
-    match_n: Optional[int] = None      # length of the n-gram match behind next_source()'s lookup offer
 
     def __init__(self, vocab_size: int, device="cpu"):
         self.vocab_size = vocab_size
@@ -150,14 +188,6 @@ class Drafter:
 
     def start(self, prompt_ids: torch.Tensor) -> None:
         """prompt_ids [T]: the decode starts; forget any earlier state."""
-
-    def next_source(self, committed: torch.Tensor) -> Optional[str]:
-        """Which of its sources will propose after committed [L] (None: it has one source)."""
-        return None
-
-    def use_source(self, source: Optional[str]) -> None:
-        """Propose from `source` in the next round (k = "auto" may decline a source that
-        next_source offered; None: the drafter's own choice)."""
 
     def propose(self, committed: torch.Tensor, k: int, cfg: SamplingConfig,
                 generator: Optional[torch.Generator], stop_below: Optional[float] = None) -> Proposal:
@@ -170,9 +200,7 @@ class Drafter:
         """committed [L] -> a TokenTree of at most `depth` levels and `nodes` nodes (None: no
         budget), each expanded node offering `width` children, `frontier` nodes expanded per level.
         Default: the drafter's chain of min(depth, nodes) (width 1, whatever `width` and
-        `frontier` say). A chain sampled from q is still verified exactly by rule.accept_tree (its
-        tokens do not depend on the target's draws), at acceptance p(x) instead of the chain
-        rule's min(1, p(x)/q(x))."""
+        `frontier` say), drawn from q and verified with the chain rule."""
         k = depth if nodes is None else min(depth, nodes)
         return chain_tree(self.propose(committed, k, cfg, generator), self.name)
 

@@ -1,7 +1,8 @@
 """The Trace: everything one decode did, round by round — the only thing the app and reports read.
 
-JSON schema "specdec.trace/1" (the file `schema.json` beside this module is the normative
-form). Top-N lists are `[[id, text, prob], ...]`. p is always the target, q the draft.
+JSON schema "specdec.trace/2" (the file `schema.json` beside this module is the normative
+form; "specdec.trace/1" files, written before token trees, still load). Top-N lists are
+`[[id, text, prob], ...]`. p is always the target, q the draft.
 """
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from typing import Any, Optional
 from ..atomic import write_atomic
 from .stats import compute_stats
 
-SCHEMA_ID = "specdec.trace/1"
+SCHEMA_ID = "specdec.trace/2"
+READABLE = ("specdec.trace/1", SCHEMA_ID)   # every schema this reader loads
 
 TopList = list  # [[token_id, token_text, probability], ...]
 
 
 class TraceFormatError(ValueError):
-    """A trace file that is not valid JSON or does not follow specdec.trace/1."""
+    """A trace file that is not valid JSON or does not follow specdec.trace/1 or /2."""
 
 
 @dataclass
@@ -64,7 +66,38 @@ class Round:
     committed: list[int]     # ids appended by this round, cut at EOS / max_new_tokens
     k_reason: Optional[str] = None   # why this k, in words (k policy, or why the drafter stopped early)
     k_policy: Optional[dict] = None  # optional: the k = "auto" decision as data ({"kind", "why", numbers})
-    draft_source: Optional[str] = None  # optional: which source proposed `drafted` ("lookup" | "model")
+    draft_source: Optional[str] = None  # optional: which source proposed `drafted` ("lookup" | "model" | "lookup+model")
+    tree: Optional[list] = None      # /2: a branching round's nodes {id, parent, text, p, q, q_raw, u, decision, on_path, source}
+    plan: Optional[dict] = None      # /2: how it drafted {depth, width, frontier, nodes, keep} (replay)
+
+    @property
+    def n_verified(self) -> int:
+        """Draft tokens the round's target pass verified (every node of a tree)."""
+        return len(self.tree) if self.tree else len(self.drafted)
+
+    @property
+    def levels(self) -> int:
+        """Draft levels the round drafted (a chain: its length; a tree: its depth; a planned round:
+        the depth its candidates were grown to, kept or not): the drafter's sequential steps."""
+        if self.plan is not None:
+            return self.plan["depth"]
+        return self.tree_depth
+
+    @property
+    def tree_depth(self) -> int:
+        """Levels of the verified guesses (a chain: its length)."""
+        if not self.tree:
+            return len(self.drafted)
+        depth = {}
+        for i, node in enumerate(self.tree):
+            depth[i] = depth.get(node["parent"], 0) + 1
+        return max(depth.values())
+
+    def shape_text(self) -> str:
+        """'12 nodes, depth 4' (a tree), 'chain of 3' or 'plain step'."""
+        if self.tree:
+            return f"{len(self.tree)} nodes, depth {self.tree_depth}"
+        return f"chain of {len(self.drafted)}" if self.drafted else "plain step"
 
 
 @dataclass
@@ -88,10 +121,10 @@ class Trace:
     def text(self) -> str:
         return self.output["text"]
 
-    def k_schedule(self) -> list[int]:
-        """Draft length of every round (what each round really proposed): pass it as
-        `k_schedule=` to replay a k = "auto" decode round for round."""
-        return [len(r.drafted) for r in self.rounds]
+    def k_schedule(self) -> list:
+        """How every round drafted: a chain's length (what it really proposed), or a tree or
+        rule round's plan. Pass it as `k_schedule=` to replay the decode round for round."""
+        return [r.plan if r.plan is not None else len(r.drafted) for r in self.rounds]
 
     @property
     def stats(self) -> dict:
@@ -147,21 +180,29 @@ class Trace:
 
 @lru_cache(maxsize=1)
 def json_schema() -> dict:
-    """The JSON Schema of specdec.trace/1, shipped with the package."""
+    """The JSON Schema of specdec.trace/2 (it reads /1 too), shipped with the package."""
     return json.loads(resources.files(__package__).joinpath("schema.json").read_text())
 
 
 def validate(d: Any) -> None:
-    """Raise TraceFormatError unless `d` (parsed JSON) is a valid specdec.trace/1 document."""
+    """Raise TraceFormatError unless `d` (parsed JSON) is a valid specdec.trace/1 or /2 document."""
     import jsonschema
 
-    if not isinstance(d, dict) or d.get("schema") != SCHEMA_ID:
+    if not isinstance(d, dict) or d.get("schema") not in READABLE:
         found = d.get("schema") if isinstance(d, dict) else type(d).__name__
-        raise TraceFormatError(f"not a trace file: expected \"schema\": \"{SCHEMA_ID}\", found {found!r}")
+        raise TraceFormatError(f"not a trace file: expected \"schema\": \"{SCHEMA_ID}\" (or an older "
+                               f"\"specdec.trace/1\"), found {found!r}")
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(json_schema()).iter_errors(d))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
         raise TraceFormatError(f"invalid trace at {where}: {error.message}")
+    has_trees = "tree" in d["config"] or any("tree" in r or "plan" in r for r in d["rounds"])
+    if d["schema"] == "specdec.trace/1" and has_trees:
+        raise TraceFormatError('invalid trace: token trees (config.tree, Round.tree, Round.plan) need "schema": '
+                               f'"{SCHEMA_ID}"')
+    for r in d["rounds"]:
+        if any(not -1 <= node["parent"] < i for i, node in enumerate(r.get("tree") or [])):
+            raise TraceFormatError(f"invalid trace at rounds/{r['index']}/tree: a node's parent must come before it")
     n_committed = sum(len(r["committed"]) for r in d["rounds"])
     if n_committed != len(d["output"]["ids"]):
         raise TraceFormatError(f"invalid trace: rounds commit {n_committed} tokens but output has "

@@ -21,7 +21,9 @@ def compute_stats(trace) -> dict:
     - mean_committed_per_round: new_tokens / rounds, correction and bonus included: the measured E[τ].
     - acceptance_by_position: for draft position i = 1..k, accepted / drafted at position i.
     - wall_s: prefill + all rounds (model loading excluded); tokens_per_s = new_tokens / wall_s.
-    - draft_s / verify_s / overhead_s: sums over rounds; draft_step_s: mean time of one draft step.
+    - draft_s / verify_s / overhead_s: sums over rounds; draft_step_s: mean time of one draft level
+      (a chain's token, a tree's level); nodes_verified: draft tokens the target passes verified
+      (every node of a tree); tree_rounds: rounds that verified a branching tree.
     - step_s (plain traces): costs.measured.step_s, the mean target time of a plain round.
     - target_s_by_k: mean target time (costs.measured.round_target_s) of the rounds that verified
       m drafts, by m (str keys); rounds_by_k: how many rounds verified m drafts.
@@ -36,7 +38,7 @@ def compute_stats(trace) -> dict:
     for i in range(max_k):
         at_i = [r.drafted[i] for r in rounds if len(r.drafted) > i]
         by_position.append(_ratio(sum(t.accepted for t in at_i), len(at_i)))
-    draft_steps = sum(len(r.drafted) for r in rounds)
+    draft_steps = sum(r.levels for r in rounds)
     return {
         "new_tokens": new_tokens,
         "rounds": len(rounds),
@@ -53,6 +55,8 @@ def compute_stats(trace) -> dict:
         "verify_s": sum(r.verify_s for r in rounds),
         "overhead_s": sum(r.overhead_s for r in rounds),
         "draft_step_s": _ratio(sum(r.draft_s for r in rounds), draft_steps),
+        "nodes_verified": sum(r.n_verified for r in rounds),
+        "tree_rounds": sum(1 for r in rounds if r.tree),
         "step_s": measured.step_s(sums) if trace.config.get("k") == 0 else None,
         "target_s_by_k": {str(m): t / n for m, (t, n) in sorted(sums.target_by_m.items())},
         "rounds_by_k": {str(m): n for m, (_, n) in sorted(sums.target_by_m.items())},

@@ -1,0 +1,150 @@
+"""tree = "auto": the shape rule (decoding/shape.py) on synthetic trees, and in the decoder.
+
+The rule keeps guesses in order of estimated acceptance while each raises the round's expected
+tokens per unit of cost. These tests check that promise itself (against the neighbouring shapes),
+the calibration's direction, that it reads the run's own cost measurements, that its rounds
+replay, and that its output stays exact."""
+import pytest
+import torch
+
+from specdec_core import ModelPair, Trace, autoregressive_generate, speculative_generate
+from specdec_core.costs import measured as M
+from specdec_core.costs.theory import verify_cost
+from specdec_core.decoding.shape import ShapeRule, confidences
+from specdec_core.drafters.base import TokenTree
+from specdec_core.sampling import SamplingConfig
+
+from .conftest import tiny_llama
+from .test_exactness import check_exact
+
+V = 16
+
+
+def synthetic_tree(parents, conf, sources=None, sampled=False) -> TokenTree:
+    """A tree whose node i has draft confidence conf[i] (q at temperature 1 of its token)."""
+    n = len(parents)
+    ids = torch.arange(n) % V
+    q = torch.full((n, V), 0.0)
+    for i, c in enumerate(conf):
+        q[i] = (1 - c) / (V - 1)
+        q[i, ids[i]] = c
+    return TokenTree(ids, list(parents), q, q, sources or ["model"] * n, sampled)
+
+
+def rule_with(slope, c, **kw) -> ShapeRule:
+    """A rule whose cost model is v(n) = 1 + slope·n and c per level (priors only: no rounds yet)."""
+    rule = ShapeRule(chain=False, prior_v={m: 1 + slope * m for m in range(1, 9)}, prior_step_s=0.02, **kw)
+    rule.sums = M.RoundSums(draft_s=c * 0.02 * 10, draft_steps=10)      # c measured over 10 levels
+    return rule
+
+
+def rate(tree, kept, est, slope, c):
+    """Expected tokens ÷ cost of verifying `kept`: (1 + Σ a) / (1 + slope·n + c·levels)."""
+    depths = tree.depths
+    levels = max((depths[i] for i in kept), default=0)
+    return (1 + sum(est[i] for i in kept)) / (1 + slope * len(kept) + c * levels)
+
+
+PARENTS = [-1, 0, 1, 2, 0, -1, 5, 1, 3]
+CONF = [0.9, 0.8, 0.6, 0.5, 0.3, 0.2, 0.5, 0.1, 0.4]
+
+
+@pytest.mark.parametrize("slope,c", [(0.02, 0.05), (0.1, 0.1), (0.3, 0.2), (0.01, 0.0)])
+def test_the_kept_tree_beats_its_neighbours(slope, c):
+    """The kept nodes are a tree (each parent kept); removing the last kept guess or adding the
+    next one never raises the expected tokens per unit cost."""
+    tree = synthetic_tree(PARENTS, CONF)
+    kept, decision = rule_with(slope, c).choose(tree)
+    assert kept == sorted(kept) and all(tree.parents[i] in kept or tree.parents[i] == -1 for i in kept)
+    est = {}
+    for i, p in enumerate(tree.parents):
+        est[i] = CONF[i] * (est[p] if p >= 0 else 1.0)
+    order = sorted(range(len(CONF)), key=lambda i: (-est[i], i))
+    best = rate(tree, kept, est, slope, c)
+    assert decision["expected_tokens"] == pytest.approx(1 + sum(est[i] for i in kept))
+    if kept:
+        assert rate(tree, kept[:-1] if order[len(kept) - 1] == kept[-1] else
+                    [i for i in kept if i != order[len(kept) - 1]], est, slope, c) <= best + 1e-12
+    if len(kept) < len(order):
+        nxt = order[len(kept)]
+        assert rate(tree, kept + [nxt], est, slope, c) <= best + 1e-12
+
+
+def test_cheap_passes_keep_every_guess_dear_ones_none():
+    tree = synthetic_tree(PARENTS, CONF)
+    assert len(rule_with(0.0, 0.0).choose(tree)[0]) == len(CONF)
+    kept, decision = rule_with(5.0, 2.0).choose(tree)
+    assert kept == [] and decision["nodes"] == 0 and "plain step" in decision["why"]
+
+
+def test_calibration_follows_what_was_committed():
+    """A source whose guesses are always what the target committed is trusted more (s > 1); one
+    whose guesses never are falls below its prior, until its nodes are not kept."""
+    rule = rule_with(0.05, 0.05)
+    tree = synthetic_tree([-1, 0, -1], [0.5, 0.5, 0.5], ["lookup", "lookup", "model"])
+    ids = tree.ids.tolist()
+    for _ in range(10):   # the target committed lookup's two tokens (path 0 -> 1), never model's
+        rule.update(_round(), tree, [0, 1], [ids[0], ids[1], 99])
+    assert rule.calibration("lookup") > 1.5 and rule.calibration("model") < 0.2
+    kept, decision = rule.choose(tree)
+    assert kept == [0, 1] and decision["calibration"]["model"] < 0.2
+
+
+def _round():
+    from specdec_core.trace.record import Correction, Round
+    return Round(0, 0.0, 0.02, 0.0, 0.02, 0.0, 0, [], 0, Correction("bonus", 1, "x"), [1])
+
+
+def test_a_sampled_chain_is_judged_before_its_draws():
+    """A sampled chain's confidence is the top of each row (known before the draw): cutting it by
+    the drawn token's own q would bias the output."""
+    tree = synthetic_tree([-1, 0], [0.9, 0.9], sampled=True)
+    tree.ids = torch.tensor([3, 4])             # drawn tokens of low q
+    assert confidences(tree) == pytest.approx([0.9, 0.9])
+
+
+def test_the_rule_reads_the_runs_own_costs(default_pair, fake_clock):
+    """Each round's recorded slope and c are costs.measured's v(m) and c over the rounds before it
+    (the page's definitions), fitted by costs.theory.verify_cost; its inputs are in the trace."""
+    ids = default_pair.encode_prompt("List the days of the week, then list them again in the same order.")
+    trace = speculative_generate(default_pair, ids, max_new_tokens=24)
+    rule = ShapeRule.for_decode(default_pair, chain=False)
+    for r in trace.rounds:
+        sums = M.round_sums(trace.rounds[:r.index])
+        step = M.step_s(sums) or rule.prior_step_s
+        rounds = {m: n for m, (_, n) in sums.target_by_m.items()}
+        assert r.k_policy["slope"] == pytest.approx(verify_cost(M.v(sums, step), rule.prior_v, rounds=rounds).slope)
+        assert r.k_policy["c"] == pytest.approx(M.c(sums, step) or 0.0)
+        assert {"expected_tokens", "cost", "calibration", "nodes", "depth", "grown"} <= set(r.k_policy)
+        assert r.k_reason == r.k_policy["why"]
+
+
+def test_auto_rounds_replay_and_chains_stay_chains():
+    """Sampling, tree = "auto": the recorded plans (Round.plan) replayed with the same seed give the
+    same tokens; k = "auto" with tree = None never branches."""
+    pair = ModelPair.from_models(tiny_llama(seed=0), tiny_llama(seed=1))
+    run = speculative_generate(pair, [1, 5, 2], temperature=0.9, max_new_tokens=16, seed=4)
+    assert all(r.plan is not None for r in run.rounds)
+    back = Trace.from_json(run.to_json())
+    replay = speculative_generate(pair, [1, 5, 2], 1, k_schedule=back.k_schedule(), temperature=0.9,
+                                  max_new_tokens=16, seed=4)
+    assert replay.output_ids == run.output_ids
+    assert [r.n_verified for r in replay.rounds] == [r.n_verified for r in run.rounds]
+    chain = speculative_generate(pair, [1, 5, 2], "auto", tree=None, temperature=0.9, max_new_tokens=16, seed=4)
+    assert chain.config["tree"] is None and all(r.tree is None for r in chain.rounds)
+    assert greedy_equal(pair)
+
+
+def greedy_equal(pair) -> bool:
+    plain = autoregressive_generate(pair, [3, 1], max_new_tokens=20)
+    return all(speculative_generate(pair, [3, 1], max_new_tokens=20, **kw).output_ids == plain.output_ids
+               for kw in (dict(), dict(k="auto", tree=None)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 0.9)])
+def test_auto_sampling_matches_the_target(temperature, top_p):
+    """Whatever shapes the rule picks (and its picks depend on the clock), the first two tokens
+    follow the target's joint distribution."""
+    pair = ModelPair.from_models(tiny_llama(seed=0), tiny_llama(seed=1))
+    assert check_exact(pair, None, SamplingConfig(temperature, 0, top_p), 3) > 1e-3
