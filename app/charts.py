@@ -15,6 +15,8 @@ from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, FAINT_COLOUR,
 from specdec_core.trace import measured_speedup, run_theory, timings_unstable
 from specdec_core.trace.text import display_texts, round_labels
 
+from .tree_view import tree_figure
+
 OVERHEAD_COLOUR = NEUTRAL_COLOUR
 K_MAX = theory.K_HORIZON
 
@@ -203,12 +205,15 @@ def speedup_vs_k(spec, plain) -> go.Figure:
 
 # -- the round inspector -----------------------------------------------------------------------
 def round_figure(trace, round_index: int) -> go.Figure:
-    """p (target) and q (draft) of every drafted token of one round, with each decision marked."""
+    """p (target) and q (draft) of every drafted token of one round, with each decision marked; a
+    token-tree round as its tree (tree_view.py)."""
     fig = _layout(go.Figure(), f"Round {round_index}: p vs q of each drafted token",
                   "drafted token (position: text)", "probability", height=340)
     if trace is None or not 0 <= round_index < len(trace.rounds):
         return _empty(fig, "no such round")
     rnd = trace.rounds[round_index]
+    if rnd.tree:
+        return tree_figure(trace, rnd)
     labels, correction_label = round_labels(trace, rnd)
     if not rnd.drafted:
         return _empty(fig, f"nothing drafted this round: the target produced “{_label(correction_label)}” "

@@ -16,7 +16,7 @@ from specdec_core import decoding
 from specdec_core.models import is_loaded
 from specdec_core.models.presets import LOOKUP_PREFIX
 from specdec_core.errors import DecodeError
-from specdec_core.settings import RANGES, SettingsError, check_prompt_text, check_settings
+from specdec_core.settings import RANGES, SettingsError, check_prompt_text, check_settings, check_shape, check_tree
 
 from . import deploy, explain, race, views
 from .gpu import gpu
@@ -92,19 +92,29 @@ def preset_fields(preset: str) -> dict:
     return {"target": preset, "draft": p.draft, "drafter": MODEL_CHOICE}
 
 
+TREE_CHOICES = ["auto", "none", "4,4", "8,4", "12,5", "24,6"]
+
+
 def field_hint(name: str) -> str:
     """The hint under a settings field: its allowed range on this page, from the one table."""
+    if name == "tree":
+        return ('auto: each round\'s token tree chosen by the shape rule; none: chains of k; "N,D": at most '
+                f"N guesses ({RANGES['tree_nodes'].allowed()}) in D levels ({RANGES['tree_depth'].allowed()})")
     hint = RANGES[name].allowed(page=True)
-    return hint + "; auto picks k each round from measured α, c and v(k)" if name == "k" else hint
+    return hint + "; a number: a chain of k drafts per round (with shape auto or none)" if name == "k" else hint
 
 
-def parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed) -> dict:
-    """The page's fields through the core's one settings check, with the page's caps."""
+def parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed, tree="auto") -> dict:
+    """The page's fields through the core's one settings check, with the page's caps. The shape:
+    k "auto" leaves it to `tree`; a number k is a chain of k (refused beside a tree budget)."""
     try:
-        s = check_settings(k, temperature, top_k, top_p, max_new_tokens, seed, page=True)
+        tree_t = check_tree(tree)
+        k_auto = isinstance(k, str) and k.strip().lower() == "auto"
+        k, tree_t = check_shape(None if k_auto and tree_t is not None else k, tree_t)
+        s = check_settings(k if tree_t is None else 1, temperature, top_k, top_p, max_new_tokens, seed, page=True)
     except SettingsError as e:
         raise UserError(str(e)) from None
-    return {"k": s.k, **s.decode_kwargs()}
+    return {"k": k if tree_t is None else None, "tree": tree_t, **s.decode_kwargs()}
 
 
 def pair_args(preset: str, target: str, draft: str, drafter: str) -> tuple[str, str]:
@@ -133,9 +143,9 @@ def load(target: str, draft: str, device: str, progress, notify) -> object:
     return pair
 
 
-def warm_up(pair, ids, k, settings) -> None:
+def warm_up(pair, ids, k, settings, tree=None) -> None:
     """Uncounted warm-up of both code paths (specdec_core.decoding.warm_up)."""
-    decoding.warm_up(pair, ids, k, **settings)
+    decoding.warm_up(pair, ids, k, tree=tree, **settings)
 
 
 def _lane_update(lane: str, trace, status: str) -> dict:
@@ -155,12 +165,12 @@ def decode_race(target_ref: str, draft_ref: str, device: str, prompt: str, chat:
     pair = load(target_ref, draft_ref, device, progress, notify)
     ids = pair.encode_prompt(prompt, chat=chat)
     settings = dict(settings)
-    k = settings.pop("k")
-    warm_up(pair, ids, k, settings)
+    k, tree = settings.pop("k"), settings.pop("tree", None)
+    warm_up(pair, ids, k, settings, tree)
     yield ("racing", None, None)
     for n, lane in enumerate(race.lane_order(run_number)):
         stream = (stream_autoregressive(pair, ids, **settings) if lane == "plain"
-                  else stream_speculative(pair, ids, k, **settings))
+                  else stream_speculative(pair, ids, k, tree=tree, **settings))
         status = f"running ({'first' if n == 0 else 'second'})"
         yield (lane, status, None)
         for trace in stream:
@@ -168,7 +178,8 @@ def decode_race(target_ref: str, draft_ref: str, device: str, prompt: str, chat:
 
 
 def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
-        max_new_tokens, seed, run_number, progress, notify, should_stop=lambda: False) -> Iterator[dict]:
+        max_new_tokens, seed, run_number, progress, notify, should_stop=lambda: False,
+        tree="auto") -> Iterator[dict]:
     """The Run button: validate, then render what decode_race streams (progress while loading).
     `should_stop()` is asked after every round: once it says yes the decode ends there and the
     last update is the stopped race (`after_stop`), so no later update can overwrite it."""
@@ -178,7 +189,7 @@ def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, to
         check_prompt_text(prompt)
     except SettingsError as e:
         raise UserError(str(e)) from None
-    settings = parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed)
+    settings = parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed, tree)
     target_ref, draft_ref = pair_args(preset, target, draft, drafter)
     # Only the banner changes until the race starts: a run refused while loading leaves the
     # previous results on the page (see `refused`).

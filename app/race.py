@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 from typing import Iterator, Optional
 
+from specdec_core.settings import shape_label
 from specdec_core.trace.decisions import DECISIONS, NEUTRAL_COLOUR
 from specdec_core.trace import cost_ratios, measured_speedup
 from specdec_core.trace.compare import no_draft_reason, speedup_why, timings_unstable
@@ -94,17 +95,23 @@ def stats_markdown(spec, plain) -> str:
     ratios = cost_ratios(spec, plain) if spec is not None and plain is not None else {"c": None, "v": {}}
     k = spec.config.get("k") if spec is not None else None
     v_at_k = ratios["v"].get(str(k)) if isinstance(k, int) else None
-    best = charts.best_theoretical_k(spec, plain)
+    shaped = spec is not None and any(r.tree or r.plan is not None for r in spec.rounds)
+    best = None if shaped else charts.best_theoretical_k(spec, plain)
+    per_pass = s["nodes_verified"] / s["rounds"] if s.get("rounds") else None
     rows = [
+        ("drafting shape", shape_label(k, spec.config.get("tree")) if spec is not None else None, None, "s"),
         ("new tokens", s.get("new_tokens"), p.get("new_tokens"), "d"),
         ("rounds (target passes)", s.get("rounds"), p.get("rounds"), "d"),
         ("acceptance rate", s.get("acceptance_rate"), None, ".3f"),
         ("α (mean Σ min(p, q))", s.get("alpha"), None, ".3f"),
-        ("mean committed per round", s.get("mean_committed_per_round"), p.get("mean_committed_per_round"), ".2f"),
+        ("tokens per target pass (committed per round)", s.get("mean_committed_per_round"),
+         p.get("mean_committed_per_round"), ".2f"),
+        ("guesses verified per target pass", per_pass, None, ".1f"),
+        ("rounds that verified a token tree", s.get("tree_rounds"), None, "d"),
         ("tokens/s", s.get("tokens_per_s"), p.get("tokens_per_s"), ".2f"),
         ("wall time (s)", s.get("wall_s"), p.get("wall_s"), ".2f"),
         ("prefill (s)", s.get("prefill_s"), p.get("prefill_s"), ".2f"),
-        ("c (draft step ÷ target step)", ratios["c"], None, ".4f"),
+        ("c (draft level ÷ target step)", ratios["c"], None, ".4f"),
         (f"v(k = {k}) (verify ÷ target step)" if isinstance(k, int) else "v(k) (verify ÷ target step)", v_at_k, None, ".2f"),
     ]
     lines = ["| metric | speculative | plain |", "|---|---:|---:|"]

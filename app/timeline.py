@@ -13,7 +13,8 @@ from typing import Optional
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, INK_COLOUR, MUTED_COLOUR, NEUTRAL_COLOUR,
                                           PLAIN_COLOUR, TARGET_COLOUR, correction_decision, draft_decision,
                                           visible_whitespace)
-from specdec_core.trace.text import round_texts
+from specdec_core.settings import shape_label
+from specdec_core.trace.text import display_texts, round_texts
 
 _STYLE_CSS = {  # the non-colour cue of each legend style
     "plain": "",
@@ -34,6 +35,7 @@ def timeline_css() -> str:
         "position:relative}",
         ".sd-round>.sd-rn{font-size:9px;vertical-align:super;color:" + MUTED_COLOUR + ";margin-right:1px;"
         "user-select:none}",
+        ".sd-guesses{margin-left:2px;color:" + DRAFT_COLOUR + "}",
         ".sd-tok{display:inline-block;line-height:1.35;white-space:pre;padding:1px 2px;margin:0 1px;border-radius:4px;"
         "border:1px solid transparent;cursor:help}",
         ".sd-tok .sd-ws{opacity:.55}",
@@ -182,9 +184,26 @@ def timeline_html(trace, max_rounds: Optional[int] = None) -> str:
     for rnd in rounds:
         last_eos = trace.stop_reason == "eos" and rnd is trace.rounds[-1]
         spans = "".join(token_span(p) for p in round_pieces(trace, rnd, last_eos))
-        groups.append(f'<span class="sd-round" data-round="{rnd.index}" title="round {rnd.index}">'
-                      f'<span class="sd-rn">{rnd.index}</span>{spans}</span>')
+        title = html.escape(f"round {rnd.index}" + (f"\n{tree_note(trace, rnd)}" if rnd.tree else ""), quote=True)
+        guesses = f'<span class="sd-guesses">⋔{len(rnd.tree)}</span>' if rnd.tree else ""
+        groups.append(f'<span class="sd-round" data-round="{rnd.index}" title="{title}">'
+                      f'<span class="sd-rn">{rnd.index}{guesses}</span>{spans}</span>')
     return f'<div class="sd-timeline" id="sd-timeline">{"".join(groups)}</div>'
+
+
+def tree_note(trace, rnd) -> str:
+    """A tree round in words (the round's tooltip): how many guesses its one pass verified, the
+    path it kept, and the branches it tried and rejected."""
+    label = display_texts(trace).top
+    tree = rnd.tree
+    name = lambda i: f"“{visible_whitespace(label(tree[i]['id'], tree[i]['text']))}”"
+    path = " → ".join(name(i) for i, n in enumerate(tree) if n["on_path"]) or "nothing"
+    rejected = [name(i) + (f" after {name(tree[i]['parent'])}" if tree[i]["parent"] >= 0 else " first")
+                for i, n in enumerate(tree) if n["decision"] == "rejected"]
+    unreached = sum(n["decision"] == "not reached" for n in tree)
+    return (f"{len(tree)} guesses verified in one target pass (a token tree, {rnd.shape_text()}); kept {path}"
+            + (f"; rejected {', '.join(rejected)}" if rejected else "")
+            + (f"; {unreached} not reached" if unreached else "") + " — click for the tree")
 
 
 def legend_html() -> str:
@@ -193,6 +212,8 @@ def legend_html() -> str:
         chips.append(f'<span title="{html.escape(d.meaning, quote=True)}"><span class="sd-tok sd-{key}">'
                      f'{html.escape(d.mark)} token</span> {html.escape(d.label)}</span>')
     chips.append('<span><span class="sd-round"><span class="sd-rn">7</span></span> round boundary</span>')
+    chips.append('<span><span class="sd-round"><span class="sd-rn">8<span class="sd-guesses">⋔12</span></span></span>'
+                 ' a token tree of 12 guesses (hover: its branches)</span>')
     return f'<div class="sd-legend">{"".join(chips)}</div>'
 
 
@@ -255,6 +276,6 @@ def plain_lane_html(trace, **kw) -> str:
 
 
 def spec_lane_html(trace, **kw) -> str:
-    k = trace.config.get("k") if trace is not None else None
-    title = "Speculative decoding" + (f" (k = {k})" if k is not None else "")
+    cfg = trace.config if trace is not None else None
+    title = "Speculative decoding" + (f" ({shape_label(cfg.get('k'), cfg.get('tree'))})" if cfg else "")
     return lane_html(trace, title, colour=TARGET_COLOUR, **kw)

@@ -84,8 +84,11 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) 
                     # Number fields, not sliders: whatever is typed reaches the settings check, which
                     # refuses it with the field's range (RANGES) instead of a widget clamping silently.
                     with gr.Row():
-                        C["k"] = gr.Dropdown(handlers.K_CHOICES, value="auto", label="k (draft length)", elem_id="sd-k",
+                        C["tree"] = gr.Dropdown(handlers.TREE_CHOICES, value="auto", label="Drafting shape (token tree)",
+                                                elem_id="sd-tree", allow_custom_value=True, info=handlers.field_hint("tree"))
+                        C["k"] = gr.Dropdown(handlers.K_CHOICES, value="auto", label="k (chain length)", elem_id="sd-k",
                                              allow_custom_value=True, info=handlers.field_hint("k"))
+                    with gr.Row():
                         C["max_new_tokens"] = gr.Number(48, label="Max new tokens", elem_id="sd-max-new",
                                                         info=handlers.field_hint("max_new_tokens"))
                     with gr.Row():
@@ -169,19 +172,19 @@ def listeners(C: dict) -> None:
     """Wire the events of the components in C to app.handlers (inside the same gr.Blocks)."""
     view_outputs = [C[name] for name in VIEW_OUTPUTS]
     run_inputs = [C[n] for n in ("preset", "target", "draft", "drafter", "device", "prompt", "chat", "k",
-                                 "temperature", "top_k", "top_p", "max_new_tokens", "seed", "run_number",
-                                 "traces", "scale")]
+                                 "temperature", "top_k", "top_p", "max_new_tokens", "seed", "tree",
+                                 "run_number", "traces", "scale")]
 
     # A refused action never raises to Gradio (that leaves "Error" badges on the views until some
     # later event happens to clear them): the banner says why and the previous results stay.
     def on_run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
-               max_new_tokens, seed, run_number, traces, scale, request: gr.Request, progress=gr.Progress()):
+               max_new_tokens, seed, tree, run_number, traces, scale, request: gr.Request, progress=gr.Progress()):
         session = _session(request)
         C["sessions"].started(session)    # API calls skip the button's instant step
         try:
             for vals in handlers.run(preset, target, draft, drafter, device, prompt, chat, k, temperature,
                                      top_k, top_p, max_new_tokens, seed, run_number, progress, gr.Info,
-                                     should_stop=lambda: C["sessions"].should_stop(session)):
+                                     should_stop=lambda: C["sessions"].should_stop(session), tree=tree):
                 yield _updates(C, vals, scale)
         except handlers.UserError as e:
             gr.Warning(str(e))

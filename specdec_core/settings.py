@@ -169,6 +169,31 @@ def check_tree(tree) -> Union[str, tuple, None]:
                         f"depth from 1 to 16); got {tree!r}")
 
 
+def check_shape(k=None, tree="auto") -> tuple:
+    """(k, tree) of a speculative decode, checked: tree "auto" (the default) unless k is given; k=N
+    alone is a chain of N (tree None); k="auto" with tree None the shape rule as a chain; tree a
+    budget (nodes, depth) with no k. Raises SettingsError for both k and a tree budget."""
+    if k is not None and not (isinstance(k, str) and not k.strip()):
+        k = check_k(k)
+        tree = None if tree == "auto" or (isinstance(tree, str) and tree.strip().lower() == "auto") else tree
+    else:
+        k = None
+    tree = check_tree(tree)
+    if tree is not None and k is not None:
+        raise SettingsError('give k (a chain) or tree (a token tree), not both: k=N alone is a chain of N, '
+                            'tree="auto" or tree=(nodes, depth) a tree')
+    return ("auto" if tree is None and k is None else k), tree
+
+
+def shape_label(k, tree) -> str:
+    """How the page and the CLI name a checked (k, tree): 'tree = auto', 'tree = 12,4', 'chain k = 4'."""
+    if tree == "auto":
+        return "tree = auto"
+    if tree is not None:
+        return f"tree = {tree[0]},{tree[1]}"
+    return f"chain k = {k}"
+
+
 def check_settings(k=4, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=64, seed=0, *,
                    allow_plain: bool = False, page: bool = False) -> Settings:
     """Validate and normalise decode settings against RANGES (the page's caps when `page`).

@@ -160,7 +160,7 @@ def test_issue_table_uploads(tmp_path):
         handlers.upload([str(png)])
     other = tmp_path / "data.json"
     other.write_text('{"rows": [1, 2, 3]}')
-    with pytest.raises(handlers.UserError, match=r'data.json: not a trace file: expected "schema": "specdec.trace/1"'):
+    with pytest.raises(handlers.UserError, match=r'data.json: not a trace file: expected "schema": "specdec.trace/2"'):
         handlers.upload([str(other)])
 
 
@@ -246,15 +246,15 @@ def _trace_json():
 @pytest.mark.parametrize("name,content,message", [
     ("malformed", "{ nope", "invalid JSON"),
     ("truncated", None, "invalid JSON"),
-    ("wrong schema", json.dumps({"schema": "something/else"}), "expected \"schema\": \"specdec.trace/1\""),
-    ("future schema", None, "found 'specdec.trace/2'"),
+    ("wrong schema", json.dumps({"schema": "something/else"}), "expected \"schema\": \"specdec.trace/2\""),
+    ("future schema", None, "found 'specdec.trace/3'"),
     ("not an object", "[1, 2, 3]", "expected \"schema\""),
 ])
 def test_bad_uploads_are_refused(tmp_path, name, content, message):
     if name == "truncated":
         content = _trace_json()[:5000]
     if name == "future schema":
-        content = _trace_json().replace('"specdec.trace/1"', '"specdec.trace/2"', 1)
+        content = _trace_json().replace('"specdec.trace/1"', '"specdec.trace/3"', 1)
     path = tmp_path / "upload.json"
     path.write_text(content)
     with pytest.raises(handlers.UserError, match="could not load the trace: upload.json") as e:

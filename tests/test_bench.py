@@ -20,13 +20,13 @@ def report():
         return ModelPair.from_models(target, draft, fast_path=fast_path)
     prompts = [{"name": "rep", "ids": [1, 2, 3, 4, 1, 2, 3]}, {"name": "short", "ids": [5, 6, 7]}]
     return run_bench(tiny_pair(True), prompts, k=K, max_new_tokens=8, repeats=1, sweep=[1, 2], progress=False,
-                     stock_pair=tiny_pair(False))
+                     stock_pair=tiny_pair(False), trees=[(4, 2)])
 
 
 def test_every_lane_and_field(report):
     greedy = report["results"]["greedy"]["lanes"]
     sampling = report["results"]["sampling"]["lanes"]
-    main = {"plain", f"spec_k{K}", "spec_auto", "hf_plain", f"hf_assisted_k{K}", "hf_assisted_dynamic",
+    main = {"plain", f"spec_k{K}", "spec_auto", "spec_chain_auto", "tree_4x2", "hf_plain", f"hf_assisted_k{K}", "hf_assisted_dynamic",
             f"hf_prompt_lookup_k{K}", f"ngram_k{K}", "plain_stock", f"spec_k{K}_stock", "hf_plain_stock"}
     assert set(greedy) == main | {"spec_k1"}          # + the sweep (k = 2 is the main lane)
     assert set(sampling) == main
@@ -38,15 +38,18 @@ def test_every_lane_and_field(report):
             assert set(row["per_prompt"]) == {"rep", "short"}
             if row["impl"] == "ours" and row["k"] != 0:     # plain lanes draft nothing
                 th = row["theory"]
-                for key in ("alpha", "c", "mean_committed", "measured_decode_speedup", "predicted_mix"):
-                    # k = auto may have decoded with plain steps only (nothing drafted: no α, c)
-                    assert key in th and (th[key] is not None or name == "spec_auto"), (name, key)
+                for key in ("alpha", "c", "mean_committed", "guesses_per_pass", "measured_decode_speedup",
+                            "predicted_mix"):
+                    # the shape rule may have decoded with plain steps only (nothing drafted: no α, c);
+                    # a chain's E[τ] mix predicts no tree
+                    assert key in th and (th[key] is not None or name in ("spec_auto", "spec_chain_auto")
+                                          or (key == "predicted_mix" and row["tree"] is not None)), (name, key)
                 assert set(row["time_split"]) == {"prefill_share", "draft_share", "verify_share",
                                                   "overhead_share", "between_rounds_share"}
         assert lanes["plain"]["vs_plain"] == pytest.approx(1.0)
         assert lanes["hf_assisted_dynamic"]["vs_hf_ref"] == pytest.approx(1.0)
         assert lanes[f"spec_k{K}"]["theory"]["predicted"] is not None
-        decisions = lanes["spec_auto"]["auto"]["decisions"]     # structured k policy kinds
+        decisions = lanes["spec_auto"]["auto"]["decisions"]     # the shape rule's decisions
         assert decisions and all(isinstance(k, str) for k in decisions)
         # a stock lane's theory is against plain decoding on stock kernels
         assert lanes[f"spec_k{K}_stock"]["stock"] and lanes[f"spec_k{K}_stock"]["theory"]["c"] is not None

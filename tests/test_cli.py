@@ -37,7 +37,7 @@ def test_cli_runs_default_pair_with_compare_plain(saved):
     assert "acceptance rate" in out and "tok/s" in out
     assert "plain decoding" in out and "speedup" in out
     assert "✓ identical token for token" in out               # greedy: both lanes agree
-    assert json.loads(path.read_text())["schema"] == "specdec.trace/1"
+    assert json.loads(path.read_text())["schema"] == "specdec.trace/2"
 
 
 def test_cli_show_rerenders_without_a_model(saved):

@@ -19,7 +19,7 @@ CHECK = textwrap.dedent('''
     from specdec_core import data, load_pair, speculative_generate
     from specdec_core.trace import json_schema
     assert "fresh-venv" in specdec_core.__file__, specdec_core.__file__      # not the checkout
-    assert json_schema()["$id"] == "specdec.trace/1"
+    assert json_schema()["$id"] == "specdec.trace/2"
     assert json.loads(data.file("bench_prompts.json").read_text())
     assert data.file("examples", "example_speculative.trace.json").is_file()
     pair = load_pair("smollm2-135m", device="cpu")

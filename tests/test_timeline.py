@@ -160,7 +160,7 @@ def test_no_speedup_is_claimed_when_nothing_was_drafted():
                             "rounds": spec.to_dict()["rounds"] * 2})
     auto.rounds[1].index, auto.rounds[1].committed = 1, [6]
     auto.config["k"] = "auto"
-    assert "k = auto predicted no gain" in race.verdict_html(auto, make_plain([5, 6]))
+    assert "the shape rule found no guess likely enough" in race.verdict_html(auto, make_plain([5, 6]))
     assert "× speedup" in race.verdict_html(make_spec(), make_plain(make_spec().output_ids))   # drafted: claimed
 
 

@@ -25,7 +25,9 @@ def test_round_trip_is_lossless(traces):
 
 
 def test_schema_ships_with_package():
-    assert json_schema()["properties"]["schema"]["const"] == "specdec.trace/1"
+    schema = json_schema()
+    assert schema["$id"] == "specdec.trace/2"
+    assert schema["properties"]["schema"]["enum"] == ["specdec.trace/1", "specdec.trace/2"]
 
 
 def test_stats_definitions(traces):

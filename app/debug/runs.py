@@ -21,7 +21,7 @@ def sweep(target_ref: str, draft_ref: str, device: str, prompt: str, chat: bool,
     (specdec_core.bench.sweep): yields one run at a time, so Stop ends it after the current run."""
     pair = handlers.load(target_ref, draft_ref, device, progress, notify)
     ids = pair.encode_prompt(prompt, chat=chat)
-    settings = {k: v for k, v in settings.items() if k != "k"}
+    settings = {k: v for k, v in settings.items() if k not in ("k", "tree")}
     yield from sweep_runs(pair, ids, K_VALUES, repeats, **settings)
 
 
@@ -31,11 +31,11 @@ def two_drafts(target_ref: str, drafts: tuple[str, str], device: str, prompt: st
     """(trace with draft A, trace with draft B, plain trace): same prompt, seed and settings; each
     pair warmed up first (not timed); plain decoding once for c and the speedup."""
     settings = dict(settings)
-    k = settings.pop("k")
+    k, tree = settings.pop("k"), settings.pop("tree", None)
     pairs = [handlers.load(target_ref, d, device, progress, notify) for d in drafts]
     ids = pairs[0].encode_prompt(prompt, chat=chat)
     for pair in pairs:
-        handlers.warm_up(pair, ids, k, settings)
+        handlers.warm_up(pair, ids, k, settings, tree)
     plain = autoregressive_generate(pairs[0], ids, **settings)
-    a, b = (speculative_generate(pair, ids, k, **settings) for pair in pairs)
+    a, b = (speculative_generate(pair, ids, k, tree=tree, **settings) for pair in pairs)
     return a, b, plain

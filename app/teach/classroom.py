@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import urlencode
 
-from specdec_core.settings import RANGES, SettingsError, check_k, check_prompt_text
+from specdec_core.settings import RANGES, SettingsError, check_k, check_prompt_text, check_tree
 
 from .. import handlers
 
@@ -31,6 +31,12 @@ def _setting(name: str) -> Callable[[str], object]:
 
 def _k(text: str) -> str:
     return str(check_k(text, page=True))
+
+
+def _tree(text: str) -> str:
+    """tree=auto|none|N,D: the drafting-shape control's text."""
+    tree = check_tree(text)
+    return "none" if tree is None else tree if tree == "auto" else f"{tree[0]},{tree[1]}"
 
 
 def _choice(choices) -> Callable[[str], str]:
@@ -76,6 +82,7 @@ URL_FIELDS = (
              lambda v: next((k for k, c in DRAFTER_KEYS.items() if c == v), "combined")),
     UrlField("draft", "draft", _text),
     UrlField("k", "k", _k),
+    UrlField("tree", "tree", _tree),
     UrlField("temperature", "temperature", _setting("temperature")),
     UrlField("seed", "seed", _setting("seed"), lambda v: str(int(v or 0))),
     UrlField("top_k", "top_k", _setting("top_k"), lambda v: str(int(v or 0))),

@@ -1,7 +1,8 @@
 """The benchmark's lanes: what is timed, and how one run of one lane on one prompt is measured.
 
-A lane is one way to decode: ours (plain, speculative with a fixed k or k = "auto", with the pair's
-drafter or the n-gram drafter) or transformers' generate() (plain, assisted generation with the
+A lane is one way to decode: ours (plain, speculative with the default tree = "auto", a chain of a
+fixed k or the shape rule as a chain, a fixed tree budget; with the pair's drafter or the n-gram
+drafter) or transformers' generate() (plain, assisted generation with the
 pair's draft model, prompt lookup). Every run is timed from outside with the same wall clock, and
 forward hooks on the target and draft modules add up the time spent inside model forward passes,
 so "share of wall time outside forward passes" is measured alike for our loop and for transformers'.
@@ -28,21 +29,27 @@ class Lane:
     name: str                      # e.g. "spec_k4", "hf_assisted_dynamic"
     impl: str                      # "ours" | "hf"
     label: str                     # human-readable, for the report
-    k: object = None               # ours: 0 (plain), int or "auto"
+    k: object = None               # ours: 0 (plain), int (a chain), "auto" (the rule as a chain), None (tree)
+    tree: object = None            # ours: "auto" (the defaults) or (nodes, depth); None: a chain
     ngram: bool = False            # ours: use the n-gram drafter instead of the pair's drafter
     hf: Optional[dict] = None      # hf: kind ("plain" | "assisted" | "lookup") + settings
     sweep: bool = False            # part of the k sweep only (greedy)
     stock: bool = False            # runs on the stock-kernel copy of the pair (fast path off)
 
 
-def build_lanes(pair, k: int, sweep_ks, mode: str) -> list[Lane]:
+def build_lanes(pair, k: int, sweep_ks, mode: str, trees=()) -> list[Lane]:
     """The lanes to run for one mode. HF assisted lanes need an HF draft model in the pair; the
-    n-gram lane of ours is separate only when the pair's own drafter is not the n-gram one."""
+    n-gram lane of ours is separate only when the pair's own drafter is not the n-gram one.
+    spec_auto is the defaults (tree = "auto"), spec_chain_auto the shape rule as a chain (the
+    chain defaults, tree = None, k = "auto"); trees: fixed (nodes, depth) budgets, one lane each."""
     has_model = pair.draft_model is not None
     pair_is_ngram = pair.draft_name == "ngram"
     lanes = [Lane("plain", "ours", "ours plain", k=0),
              Lane(f"spec_k{k}", "ours", f"ours spec k={k} ({pair.draft_name})", k=k),
-             Lane("spec_auto", "ours", f"ours spec k=auto ({pair.draft_name})", k="auto"),
+             Lane("spec_auto", "ours", f"ours spec tree=auto, the defaults ({pair.draft_name})", tree="auto"),
+             Lane("spec_chain_auto", "ours", f"ours spec chain k=auto ({pair.draft_name})", k="auto"),
+             *[Lane(f"tree_{n}x{d}", "ours", f"ours spec tree {n},{d} ({pair.draft_name})", tree=(n, d))
+               for n, d in trees],
              Lane("hf_plain", "hf", "HF generate plain", hf={"kind": "plain"})]
     if has_model:
         lanes += [Lane(f"hf_assisted_k{k}", "hf", f"HF assisted k={k} (constant, threshold 0)",
@@ -152,7 +159,7 @@ def run_lane(pair, lane: Lane, prompt_ids: list, mode: str, max_new_tokens: int,
             trace = autoregressive_generate(pair, prompt_ids, **settings)
         else:
             drafter = NGramDrafter(pair.vocab_size, pair.input_device) if lane.ngram else None
-            trace = speculative_generate(pair, prompt_ids, lane.k, drafter=drafter, **settings)
+            trace = speculative_generate(pair, prompt_ids, lane.k, tree=lane.tree, drafter=drafter, **settings)
         _sync(pair)
         return time.perf_counter() - t0, list(trace.output_ids), trace
     return _run_hf(pair, lane, prompt_ids, mode, max_new_tokens, seed, draft_cfg0)

@@ -87,11 +87,16 @@ def _mode_tables(mode: str, res: dict) -> list[str]:
         if not r["sweep"]:
             out.append(f"| {name} | " + " | ".join(_f(r["per_prompt"].get(p, {}).get("vs_plain"))
                                                    for p in prompts) + " |")
-    auto = L.get("spec_auto", {}).get("auto")
-    if auto:
-        out += ["", f"k = auto ({mode}): k chosen per round {auto['k_hist']}; drafted lengths "
-                f"{auto['drafted_hist']}; plain rounds {_f(auto['plain_round_share'], 2, pct=True)}; "
-                f"decisions {auto['decisions']}."]
+    for name, what in (("spec_auto", "tree = auto"), ("spec_chain_auto", "chain k = auto")):
+        auto = L.get(name, {}).get("auto")
+        if auto:
+            out += ["", f"{what} ({mode}): guesses verified per round {auto['drafted_hist']}; plain rounds "
+                    f"{_f(auto['plain_round_share'], 2, pct=True)}."]
+    shapes = [(n, r) for n, r in L.items() if (r.get("theory") or {}).get("guesses_per_pass") is not None]
+    if shapes:
+        out += ["", "| lane | guesses per pass | tokens per pass | vs plain |", "|---|---:|---:|---:|"]
+        out += [f"| {n} | {_f(r['theory']['guesses_per_pass'])} | {_f(r['theory']['mean_committed'])} | "
+                f"{_f(r.get('vs_plain'))} |" for n, r in shapes if not r.get("sweep")]
     sweep = sorted((r for n, r in L.items() if n.startswith("spec_k") and not r.get("stock")), key=lambda r: r["k"])
     if len(sweep) > 1:
         out += ["", f"k sweep ({mode}): measured (tok/s × plain, and decode-only) vs predicted", "",
@@ -135,7 +140,7 @@ def figures(rep: dict) -> list:
             fig.add_scatter(x=ks, y=[(x.get("theory") or {}).get(key) for x in sweep], name=label, mode="lines+markers")
         fig.add_scatter(x=ks, y=[x["vs_plain"] for x in sweep], name="measured tok/s × plain", mode="lines+markers")
         if "spec_auto" in g:
-            fig.add_hline(y=g["spec_auto"]["vs_plain"], line_dash="dash", annotation_text="k = auto")
+            fig.add_hline(y=g["spec_auto"]["vs_plain"], line_dash="dash", annotation_text="tree = auto")
         fig.update_layout(title="greedy k sweep: measured vs predicted speedup", xaxis_title="k", yaxis_title="× plain")
         figs.append(fig)
     fig = go.Figure()

@@ -85,14 +85,15 @@ def check_greedy(runs: list) -> dict:
 
 def run_bench(pair, prompts: list, *, k: int = 4, max_new_tokens: int = 64, repeats: int = 3,
               sweep=range(1, K_HORIZON + 1), modes=("greedy", "sampling"), warmup: bool = True, seed: int = 0,
-              progress: bool = True, stock_pair=None, kernels: bool = True, only=None) -> dict:
+              progress: bool = True, stock_pair=None, kernels: bool = True, only=None, trees=()) -> dict:
     """Run every lane on every prompt; return the report dict (see bench_stats / bench_report).
     stock_pair: the same pair with the CPU fast path off, for the `*_stock` lanes. kernels: also
     measure pass costs, the step breakdown and the weight-streaming floor (bench_kernels.py).
-    only: lane names to run (plain always runs: every ratio is against it); None: all."""
+    only: lane names to run (plain always runs: every ratio is against it); None: all. trees:
+    fixed (nodes, depth) budgets, a lane each (tree_NxD)."""
     from tqdm.auto import tqdm
 
-    lanes_by_mode = {m: build_lanes(pair, k, list(sweep), m) for m in modes}
+    lanes_by_mode = {m: build_lanes(pair, k, list(sweep), m, trees) for m in modes}
     if stock_pair is not None:
         for lanes in lanes_by_mode.values():
             lanes += stock_lanes(k, pair.draft_name)
@@ -195,11 +196,19 @@ def parse_args(argv=None):
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lanes", default=None, help="only these lanes besides plain, e.g. 'spec_auto,spec_k3' (default: all)")
+    ap.add_argument("--tree", default="", help="fixed tree budgets to add as lanes, 'N,D' separated by ';' "
+                    "(e.g. '8,4;12,5'); tree=auto (spec_auto) and the chain rule (spec_chain_auto) always run")
     ap.add_argument("--no-warmup", action="store_true")
     ap.add_argument("--kernels", choices=("both", "fast", "stock"), default="both",
                     help="CPU fast path (prepacked kernels) for the lanes: 'both' adds *_stock lanes "
                          "(ours plain, ours spec k, HF plain) on a stock copy of the pair (default)")
     return ap.parse_args(argv)
+
+
+def parse_trees(text: str) -> list:
+    """'8,4;12,5' -> [(8, 4), (12, 5)], each checked by settings.check_tree."""
+    from ..settings import check_tree
+    return [check_tree(part) for part in text.split(";") if part.strip()]
 
 
 def parse_sweep(text: str) -> list[int]:
@@ -233,7 +242,8 @@ def main(argv=None) -> int:
         sweep = [j for j in (1, 2, 4, 8) if j in sweep] if sweep else []
     report = run_bench(pair, prompts, k=args.k, max_new_tokens=max_new, repeats=repeats, sweep=sweep,
                        modes=tuple(args.modes.split(",")), warmup=not args.no_warmup, seed=args.seed,
-                       stock_pair=stock_pair, only=args.lanes.split(",") if args.lanes else None)
+                       stock_pair=stock_pair, only=args.lanes.split(",") if args.lanes else None,
+                       trees=parse_trees(args.tree))
     paths = write_reports(report, Path(args.out))
     print(f"wrote {', '.join(str(p) for p in paths)}")
     print(json.dumps(report["headline"], indent=1, default=str)[:3000])

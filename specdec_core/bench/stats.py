@@ -28,7 +28,8 @@ def run_sums(trace) -> dict:
             "prefill_s": s["prefill_s"], "trace_wall_s": s["wall_s"], "draft_s": s["draft_s"],
             "verify_s": s["verify_s"], "overhead_s": s["overhead_s"],
             "drafted": s["drafted"], "accepted": s["accepted"], "costs": measured.round_sums(trace.rounds),
-            "m_list": [len(r.drafted) for r in trace.rounds],
+            "nodes": s["nodes_verified"], "tree_rounds": s["tree_rounds"],
+            "m_list": [r.n_verified for r in trace.rounds],
             "k_list": [r.k for r in trace.rounds], "decisions": [(r.k_policy or {}).get("kind", "fixed") for r in trace.rounds]}
 
 
@@ -53,6 +54,7 @@ def theory_row(spec: dict, plain: dict, k) -> dict:
     meas = _div(_div(plain.get("decode_s"), plain.get("tokens")), _div(spec.get("decode_s"), spec.get("tokens")))
     row = {"alpha": alpha, "c": c, "v": {str(m): v[m] for m in sorted(v)}, "step_s": step_s,
            "mean_committed": _div(spec.get("tokens"), spec.get("rounds")),
+           "guesses_per_pass": _div(spec.get("nodes"), spec.get("rounds")),
            "acceptance_rate": _div(spec.get("accepted"), spec.get("drafted")),
            "measured_decode_speedup": meas, "predicted": None, "predicted_mix": None}
     if alpha is None or c is None:
@@ -63,8 +65,9 @@ def theory_row(spec: dict, plain: dict, k) -> dict:
         row["predicted"] = model.speedup(k)
     # The same theory over the draft lengths the rounds really had (the n-gram drafter proposes
     # fewer than k when its match is short, k = "auto" varies, the last round is cut).
+    # (Chains only: a tree's tokens per pass are not a chain's E[τ].)
     ms = spec["m_list"]
-    if ms and all(m == 0 or m in v for m in ms):      # v(0) = 1: a round that drafted nothing
+    if ms and not spec.get("tree_rounds") and all(m == 0 or m in v for m in ms):   # v(0) = 1: nothing drafted
         row["predicted_mix"] = (sum(expected_tokens(alpha, m) for m in ms)
                                 / sum(m * c + model.v(m) for m in ms))
     for key in ("predicted", "predicted_mix"):
@@ -112,7 +115,7 @@ def _lane_table(mode, lanes, cells, prompts, hf_ref_name) -> dict:
         wall = sum(c["wall_s"] for c in pp.values())
         shares = [c["forward_share"] for c in pp.values() if c["forward_share"] is not None]
         wall_min = sum(c["wall_min_s"] for c in pp.values())
-        row = {"label": lane.label, "impl": lane.impl, "k": lane.k, "sweep": lane.sweep, "stock": lane.stock,
+        row = {"label": lane.label, "impl": lane.impl, "k": lane.k, "tree": lane.tree, "sweep": lane.sweep, "stock": lane.stock,
                "tokens": toks, "wall_s": wall, "tokens_per_s": _div(toks, wall),
                # best-of-repeats: contention on a shared machine only ever adds time
                "tokens_per_s_best": _div(toks, wall_min),
@@ -128,7 +131,7 @@ def _lane_table(mode, lanes, cells, prompts, hf_ref_name) -> dict:
             base = pool([c["sums"] for c in theory_plain.values()]) if theory_plain else None
             row["theory"] = theory_row(spec, base, lane.k) if base else None
             row["time_split"] = _time_split(spec)
-            if lane.k == "auto":
+            if lane.k == "auto" or lane.tree == "auto":
                 row["auto"] = _auto_summary(spec)
         out[lane.name] = row
     ref = out.get("plain", {}).get("tokens_per_s")
@@ -152,7 +155,7 @@ def _time_split(s: dict) -> dict:
 
 
 def _auto_summary(s: dict) -> dict:
-    """How k = "auto" behaved: k chosen per round, drafted lengths, and why."""
+    """How the shape rule behaved: guesses verified per round (k_hist, drafted_hist), and why."""
     return {"k_hist": dict(sorted(Counter(s["k_list"]).items())),
             "drafted_hist": dict(sorted(Counter(s["m_list"]).items())),
             "plain_round_share": _div(sum(1 for m in s["m_list"] if m == 0), len(s["m_list"])),

@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from ..settings import SettingsError, check_settings
+from ..settings import SettingsError, check_settings, check_shape, shape_label
 from .render import comparison_lines, legend_line, render_tokens, round_pieces, stats_lines
 
 
@@ -23,7 +23,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--target", default=DEFAULT_PRESET, help=f"preset ({presets}), HF id or local dir")
     ap.add_argument("--draft", default=None,
                     help="draft model id/dir, 'distilled[:DIR]', 'ngram', 'target-layers:N', or 'lookup+<draft>' (prompt lookup where the text repeats, <draft> elsewhere; default: the preset's)")
-    ap.add_argument("-k", "--k", default="auto", help="draft length per round: 'auto' (chosen each round from measured α, c, v(k); default) or an integer ≥ 1")
+    ap.add_argument("-k", "--k", default=None, help="a chain of k drafts per round (an integer ≥ 1), or 'auto' with "
+                    "--tree none: the shape rule as a chain")
+    ap.add_argument("--tree", default="auto", help="the drafting shape: 'auto' (each round's token tree chosen by the "
+                    "shape rule from measured acceptance and costs; default), 'none' (chains, see -k) or a budget "
+                    "'N,D' (at most N draft tokens in at most D levels)")
     ap.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     ap.add_argument("--top-k", type=int, default=0, help="0 = off")
     ap.add_argument("--top-p", type=float, default=1.0, help="1.0 = off")
@@ -46,11 +50,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         ap.error("give a prompt, or --show FILE")
     if args.show is None:   # the one settings check (settings.py), as the API and the app use it
         try:
-            args.settings = check_settings(args.k, args.temperature, args.top_k, args.top_p,
-                                           args.max_new_tokens, args.seed)
+            args.k, args.tree = check_shape(args.k, args.tree)
+            args.settings = check_settings(args.k if args.tree is None else 1, args.temperature, args.top_k,
+                                           args.top_p, args.max_new_tokens, args.seed)
         except SettingsError as e:
             ap.error(str(e))
-        args.k = args.settings.k
     if args.color is None:
         args.color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
     return args
@@ -62,7 +66,8 @@ def show(path: str, colour: bool) -> None:
     trace = Trace.load(path)
     cfg = trace.config
     kernels = (cfg.get("kernels") or {}).get("target")   # optional: older traces lack it
-    print(f"trace {path}: {cfg['target']} + {cfg.get('draft')} · k={cfg['k']} · T={cfg['temperature']} "
+    shape = shape_label(cfg["k"], cfg.get("tree")) if cfg.get("mode") != "autoregressive" else "plain"
+    print(f"trace {path}: {cfg['target']} + {cfg.get('draft')} · {shape} · T={cfg['temperature']} "
           f"· {cfg.get('device', '?')}" + (f" · kernels: {kernels}" if kernels else ""))
     print(legend_line(colour))
     print(render_tokens(trace, eos_ids=set(cfg.get("eos_ids") or ()), colour=colour))   # EOS hidden, as live
@@ -79,11 +84,11 @@ def run(args) -> None:
     settings = args.settings.decode_kwargs()
     # Warm-up outside any timing, so the first timed lane does not pay one-time costs.
     autoregressive_generate(pair, ids, **{**settings, "max_new_tokens": 2})
-    print(f"{pair.target_name} + {pair.draft_name} · k={args.k} · {pair.input_device} · "
+    print(f"{pair.target_name} + {pair.draft_name} · {shape_label(args.k, args.tree)} · {pair.input_device} · "
           f"{str(pair.dtype).replace('torch.', '')} · kernels: {pair.kernels()['target']}")
     print(legend_line(args.color))
     trace = None
-    for trace in stream_speculative(pair, ids, args.k, **settings):
+    for trace in stream_speculative(pair, ids, args.k if args.tree is None else None, tree=args.tree, **settings):
         # A character still incomplete is printed with the round that completes it.
         print("".join(round_pieces(trace, trace.rounds[-1], pair.eos_ids, args.color, pending=False)), end="", flush=True)
     print()

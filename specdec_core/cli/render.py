@@ -63,6 +63,10 @@ def stats_lines(trace: Trace) -> list[str]:
         lines.append(f"acceptance rate {_fmt(s['acceptance_rate'])} (accepted/drafted) · α {_fmt(s['alpha'])} "
                      f"(mean Σmin(p,q)) · mean committed/round {_fmt(s['mean_committed_per_round'], '.2f')}")
         lines.append(f"acceptance by draft position: {by_pos or '—'}")
+        if s["rounds"]:
+            shapes = (f"{s['tree_rounds']} of {s['rounds']} rounds verified a token tree · " if s["tree_rounds"] else "")
+            lines.append(f"{shapes}{s['nodes_verified'] / s['rounds']:.1f} guesses verified per target pass · "
+                         f"{s['new_tokens'] / s['rounds']:.2f} tokens per target pass")
         lines.append(f"time: draft {s['draft_s']:.2f} s · verify {s['verify_s']:.2f} s · "
                      f"overhead {s['overhead_s']:.2f} s")
     return lines

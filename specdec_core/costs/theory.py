@@ -85,6 +85,15 @@ def cost_terms(alpha: float, k: int, c: float, v: float) -> dict:
     return {"acceptance": k + 1 - expected_tokens(alpha, k), "draft": k * c, "verify": v - 1.0}
 
 
+def shape_terms(tokens: float, nodes: float, levels: float, c: float, v: float) -> dict:
+    """The same three losses for rounds of any shape (token trees, chains the shape rule cut), from
+    what they did on average: `tokens` committed per round for `nodes` guesses verified in `levels`
+    draft levels, a pass costing v: "acceptance" nodes + 1 − tokens (guesses verified but not kept),
+    "draft" levels·c, "verify" v − 1. speedup = tokens / (1 + draft + verify). A chain of k drafts
+    is nodes = levels = k, tokens = E[τ]: cost_terms."""
+    return {"acceptance": nodes + 1 - tokens, "draft": levels * c, "verify": v - 1.0}
+
+
 @dataclass(frozen=True)
 class Theory:
     """The one theory model every view draws (speedup-vs-k chart, why-line, walkthrough, k sweep,

@@ -26,7 +26,7 @@ from ..drafters.combined import LOOKUP, MODEL
 from ..errors import DecodeError
 from ..registry import REGISTRY
 from ..sampling import SamplingConfig, raw_probs, warp_probs
-from ..settings import RANGES, SettingsError, check_fits_context, check_settings, check_tree
+from ..settings import RANGES, SettingsError, check_fits_context, check_settings, check_shape
 from ..trace.record import Correction, DraftToken, Round, Trace
 from .rule import accept_tree
 from .shape import ShapeRule
@@ -110,6 +110,7 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
     chain of k; 0: one plain target step). rule: tree = "auto" picks the verified nodes from the
     drafted candidates; keep: a recorded pick (replay)."""
     pair, cfg, V = st.pair, st.cfg, st.pair.vocab_size
+    planned = not isinstance(shape, int)     # a Shape (tree budget, rule round): its plan is recorded
     shape = Shape(shape, shape) if isinstance(shape, int) else shape
     t_start = st.elapsed()
     n_before = len(st.committed)
@@ -174,7 +175,7 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
     rnd.k_reason = k_reason or (decision or {}).get("why") or st.drafter_stop_reason
     rnd.k_policy = decision
     rnd.draft_source = _source_of(tree)
-    if rule is not None or keep is not None or not tree.is_chain:
+    if planned:
         rnd.plan = {"depth": depth, "width": shape.width, "frontier": shape.frontier,
                     "nodes": shape.nodes, "keep": keep}
     rnd.t_end = st.elapsed()
@@ -310,16 +311,7 @@ def stream_speculative(pair, prompt_ids, k: Union[int, str, None] = None, *, tre
     dicts: tree or rule rounds); replaying it with the same seed reproduces that run's tokens.
     Time spent by the consumer between yields is excluded from the trace's timings.
     """
-    if k == 0 or k == "0":
-        raise SettingsError("k must be ≥ 1 for speculative decoding (use autoregressive_generate for k = 0)")
-    if k is not None and tree == "auto":
-        tree = None                   # k alone: a chain of k (or the rule as a chain, k = "auto")
-    tree = check_tree(tree)
-    if tree is not None and k is not None:
-        raise SettingsError('give k (a chain) or tree (a token tree), not both: k=N alone is a chain of N, '
-                            'tree="auto" or tree=(nodes, depth) a tree')
-    if tree is None and k is None:
-        k = "auto"
+    k, tree = check_shape(k, tree)
     yield from _run(pair, prompt_ids, k, tree=tree, temperature=temperature, top_k=top_k, top_p=top_p,
                     max_new_tokens=max_new_tokens, seed=seed, drafter=drafter, mode="speculative",
                     k_schedule=k_schedule)

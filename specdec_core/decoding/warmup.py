@@ -9,7 +9,9 @@ from .autoregressive import autoregressive_generate
 from .speculative import speculative_generate
 
 
-def warm_up(pair, prompt_ids, k: Union[int, str] = 2, **settings) -> None:
-    """Decode 2 plain and 3 speculative tokens of prompt_ids [T] with `settings`; nothing is kept."""
+def warm_up(pair, prompt_ids, k: Union[int, str, None] = 2, tree=None, **settings) -> None:
+    """Decode 2 plain and 3 speculative tokens of prompt_ids [T] with `settings` and the run's
+    shape (k, tree: a tree round's mask and kernels warm up too); nothing is kept."""
     autoregressive_generate(pair, prompt_ids, **dict(settings, max_new_tokens=2))
-    speculative_generate(pair, prompt_ids, k, **dict(settings, max_new_tokens=3))
+    shape = dict(tree=tree) if tree is not None else {}
+    speculative_generate(pair, prompt_ids, k if tree is None else None, **shape, **dict(settings, max_new_tokens=3))

@@ -130,13 +130,20 @@ def timings_unstable(spec: "Trace", plain: "Trace") -> Optional[str]:
     return measured.instability(spec.rounds, plain.rounds)
 
 
+def _shaped(spec: "Trace") -> bool:
+    """True when the run's rounds vary in shape (token trees, or the shape rule's cuts)."""
+    return any(r.tree or r.plan is not None for r in spec.rounds)
+
+
 def speedup_reasons(spec: "Trace", plain: "Trace") -> Optional[dict]:
     """Why a run's speedup is what it is, from its two traces: measured α and c, the draft length
     most rounds used, the run's theory (run_theory) there: v(k) on its fitted line, the predicted
     E[τ]/(k·c + v(k)) and the three losses (costs.theory.cost_terms), the share of rounds that were
     plain steps (k = "auto" declining to speculate, or nothing to propose), and the unstable-timings
-    verdict. None without a plain step time. {"alpha", "c", "k", "v", "v_measured", "slope", "theory",
-    "terms", "limit", "plain_share", "measured", "unstable"}."""
+    verdict. Rounds of varying shape (trees, tree = "auto") are explained by their means instead
+    (costs.theory.shape_terms, "shape": {nodes, levels, tokens} per round). None without a plain
+    step time. {"alpha", "c", "k", "v", "v_measured", "slope", "theory", "terms", "limit",
+    "plain_share", "measured", "unstable", "shape"}."""
     by_k = {int(k): n for k, n in spec.stats["rounds_by_k"].items()}
     n_rounds = sum(by_k.values())
     if not n_rounds or not plain.stats["step_s"]:
@@ -147,8 +154,21 @@ def speedup_reasons(spec: "Trace", plain: "Trace") -> Optional[dict]:
     out = {"plain_share": by_k.get(0, 0) / n_rounds, "measured": measured_speedup(spec, plain),
            "alpha": spec.stats["alpha"], "c": costs["c"], "k": None, "v": None,
            "v_measured": None, "slope": None, "theory": None, "terms": None, "limit": None,
-           "unstable": timings_unstable(spec, plain)}
-    if spec_k:
+           "unstable": timings_unstable(spec, plain), "shape": None}
+    if spec_k and _shaped(spec):
+        # Trees or rule-cut rounds vary in shape: explain them by what they did on average.
+        rounds = [r for r in spec.rounds if r.n_verified > 0 or r.plan is not None]
+        nodes = sum(r.n_verified for r in rounds) / len(rounds)
+        levels = sum(r.levels for r in rounds) / len(rounds)
+        tokens = sum(len(r.committed) for r in rounds) / len(rounds)
+        slope = theory.verify_cost(costs["v"], rounds=costs["rounds"]).slope
+        v = 1.0 + slope * nodes
+        if costs["c"] is not None:
+            terms = theory.shape_terms(tokens, nodes, levels, costs["c"], v)
+            out.update(shape={"nodes": nodes, "levels": levels, "tokens": tokens}, v=v, slope=slope,
+                       theory=tokens / (1 + terms["draft"] + terms["verify"]), terms=terms,
+                       limit=max(terms, key=terms.get), k=round(nodes))
+    elif spec_k:
         k = max(spec_k, key=lambda j: (spec_k[j], j))
         out["k"], out["v_measured"] = k, costs["v"].get(str(k))
         if model is not None:
@@ -168,7 +188,7 @@ def no_draft_reason(spec: "Trace") -> str:
     if len(spec.output_ids) <= 1:
         return "one new token: a round drafts only what comes after the token it must produce anyway"
     if spec.config.get("k") == "auto":
-        return "k = auto predicted no gain from drafting"
+        return "the shape rule found no guess likely enough to pay for its place in the pass"
     return "the drafter had nothing to propose"
 
 
@@ -185,6 +205,17 @@ def speedup_why(spec: "Trace", plain: "Trace") -> Optional[str]:
     if r["unstable"]:
         return (f"Why: not explained, the timings are too unstable: {r['unstable']}. α, c and v rest on "
                 "these clocks, so they cannot say what limited this run; run it again on a quieter machine.")
+    if r["shape"] is not None:
+        sh, t = r["shape"], r["terms"]
+        text = (f"Why: {sh['tokens']:.2f} tokens per target pass from {sh['nodes']:.1f} guesses verified per pass "
+                f"in {sh['levels']:.1f} draft levels, c = {f(r['c'])} per draft level, v = {f(r['v'])} (a verify "
+                f"pass over those guesses ÷ a target step, on the line 1 + {f(r['slope'])}·n fitted to the measured "
+                f"passes) → tokens ÷ (levels·c + v) = {f(r['theory'])}×")
+        if r["plain_share"] > 0:
+            text += f"; {r['plain_share']:.0%} of rounds were plain steps"
+        return text + (f". Limited most by {LIMITS[r['limit']]}: per round, in target steps, guesses not kept "
+                       f"n + 1 − tokens = {f(t['acceptance'])}, draft cost levels·c = {f(t['draft'])}, verify "
+                       f"overhead v − 1 = {f(t['verify'])}.")
     k = r["k"]
     text = (f"Why: α = {f(r['alpha'])} (acceptance), c = {f(r['c'])} (a draft step ÷ a target step), "
             f"v({k}) = {f(r['v'])} (a verify pass of {k} draft{'s' if k != 1 else ''} ÷ a target step, on the "

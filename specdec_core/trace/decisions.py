@@ -54,6 +54,12 @@ def draft_decision(token) -> str:
     return "rejected" if token.evaluated else "discarded"
 
 
+def node_decision(node: dict) -> str:
+    """The decision of one node of a token tree (Round.tree): accepted, rejected when it was tried
+    and lost, discarded when the walk never reached it (its colours and marks as a chain's)."""
+    return {"accepted": "accepted", "rejected": "rejected"}.get(node["decision"], "discarded")
+
+
 def correction_decision(correction) -> str:
     """The decision of a round's last token: resampled at a rejection, else the bonus from p."""
     return "resampled" if correction.kind == "resample" else "bonus"
