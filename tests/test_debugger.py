@@ -113,3 +113,30 @@ def test_tab_values_and_csv_export(tmp_path, monkeypatch):
     assert names == ["categories", "disliked", "missed", "positions"]
     positions = next(p for p in paths if "positions" in p)
     assert pd.read_csv(positions)["token"].tolist()[0] == " the"
+
+
+def test_tree_outcomes_and_the_tree_view():
+    """Guess outcomes (trace/trees.py, the shape rule's calibration data): a guess on the accepted
+    path hit, a rejected one missed, at most one child of a reached parent hit; the Debugger draws
+    hit rate by depth, by sibling rank and against confidence."""
+    from app.debug.trees import tree_figure
+    from specdec_core import speculative_generate
+    from specdec_core.trace.trees import guess_outcomes
+    from .test_tree import PROMPT, tiny_head_pair
+    pair = tiny_head_pair()
+    plans = [{"depth": 3, "width": 3, "frontier": 2, "nodes": None, "keep": None}] * 24
+    trace = speculative_generate(pair, PROMPT, 1, k_schedule=plans, temperature=0.8, max_new_tokens=24, seed=1)
+    rows = guess_outcomes(trace)
+    assert rows and {r["rank"] for r in rows} >= {1, 2} and {r["depth"] for r in rows} >= {1, 2}
+    for rnd in trace.rounds:
+        mine = [r for r in rows if r["round"] == rnd.index]
+        hits = {}
+        for r in mine:
+            hits[(r["depth"],)] = hits.get((r["depth"],), 0) + r["hit"]
+        assert all(n <= 1 for n in hits.values())                 # one token per position
+        assert sum(r["hit"] for r in mine) >= rnd.n_accepted       # every accepted guess hit
+    assert all(r["hit"] for r in rows if r["decision"] == "accepted")
+    assert not any(r["hit"] for r in rows if r["decision"] == "rejected")
+    fig = tree_figure(trace)
+    assert len(fig.data) == 4 and fig.data[0].y and fig.data[1].y     # depth, rank, diagonal, calibration
+    assert "no token trees" in tree_figure(speculative_generate(pair, PROMPT, 2, max_new_tokens=6)).layout.annotations[-1].text

@@ -25,11 +25,13 @@ def render_all(spec, plain, r):
 
 def test_steps_are_data_with_one_alternative_each():
     ids = [s.id for s in steps.STEPS]
-    assert len(ids) == len(set(ids)) == 9
+    assert len(ids) == len(set(ids)) == 10
     assert [s.id for s in steps.steps_for(True)] == ["plain", "draft", "verify", "accept", "rejection", "committed",
                                                     "exact", "theory"]
     assert [s.id for s in steps.steps_for(False)] == ["plain", "draft", "verify", "accept", "bonus", "committed",
                                                      "exact", "theory"]
+    assert [s.id for s in steps.steps_for(True, tree=True)] == ["plain", "draft", "verify", "tree", "accept",
+                                                               "rejection", "committed", "exact", "theory"]
 
 
 def test_rejection_round_narrates_its_real_numbers():
@@ -128,6 +130,21 @@ def test_core_rule_passes_and_broken_variant_fails_on_known_p():
     assert chi_square(torch.bincount(broken, minlength=6), P).p_value < 1e-6
 
 
+def test_tree_sampler_passes_and_one_that_keeps_rejected_guesses_fails():
+    """The root of a token tree (3 guesses tried in order) gives exactly p; a rule that forgets to
+    remove a rejected guess (u < p(x) against the full mass, then a draw from p) does not."""
+    from specdec_core.decoding.exactness import sample_tree_first
+    n, guesses = 20_000, torch.tensor([5, 3, 0])
+    ids = sample_tree_first(P, guesses, n, torch.Generator().manual_seed(5))
+    assert chi_square(torch.bincount(ids, minlength=6), P).p_value > 1e-3
+    g = torch.Generator().manual_seed(6)
+    u = torch.rand(n, 3, generator=g)
+    kept = u < P[guesses][None]                                      # no renormalisation: the bug
+    first = torch.where(kept.any(-1), kept.float().argmax(-1), 3)
+    bad = torch.where(first < 3, guesses[first.clamp_max(2)], torch.multinomial(P, n, replacement=True, generator=g))
+    assert chi_square(torch.bincount(bad, minlength=6), P).p_value < 1e-6
+
+
 def test_one_hot_draft_and_impossible_tokens():
     q_lookup = torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0, 0.0])          # prompt lookup proposes token 4
     ids = sample_speculative(P, q_lookup, 20_000, torch.Generator().manual_seed(4))
@@ -209,3 +226,21 @@ def test_classroom_replay_runs_at_a_quarter_speed(monkeypatch):
     list(handlers.replay({"spec": spec, "plain": plain}, speed=classroom.REPLAY_SPEED))
     end = max(spec.stats["wall_s"], plain.stats["wall_s"])
     assert clock["t"] == pytest.approx(end / classroom.REPLAY_SPEED)
+
+
+@pytest.mark.model
+def test_a_tree_round_gets_the_tree_step_with_its_real_numbers():
+    """A round that verified a token tree: the walkthrough's tree step names its size, the path it
+    kept and the cost of its pass on the run's fitted line, and draws that cost chart."""
+    from specdec_core import autoregressive_generate, load_pair, speculative_generate
+    pair = load_pair("smollm2-135m", device="cpu")          # the preset: lookup + the distilled head
+    ids = pair.encode_prompt("List the days of the week.")
+    spec = speculative_generate(pair, ids, tree=(6, 3), max_new_tokens=16)
+    plain = autoregressive_generate(pair, ids, max_new_tokens=16)
+    r = next(x.index for x in spec.rounds if x.tree)
+    views = render_all(spec, plain, r)
+    tree = next(v for v in views if v["step_id"] == "tree")
+    rnd = spec.rounds[r]
+    assert f"**{len(rnd.tree)} guesses**" in tree["text"] and "same single target pass" in tree["text"]
+    assert "plain steps**" in tree["text"] and "its budget was fixed" in tree["text"]
+    assert tree["chart"].layout.title.text.startswith(f"The cost of one pass: this round verified {len(rnd.tree)}")

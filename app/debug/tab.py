@@ -9,7 +9,7 @@ from specdec_core.bench.sweep import best_k_text, summarise
 from specdec_core.trace import mismatch
 
 from .. import charts, handlers, views
-from . import figures, runs
+from . import figures, runs, trees
 
 INTRO = ("Why does this pair accept badly? Everything here is computed from the **current run's traces** "
          "(or the trace files you loaded on the Race tab): open this tab after a run. The k sweep and the "
@@ -24,7 +24,7 @@ target `Qwen/Qwen2.5-1.5B-Instruct` with draft `Qwen/Qwen2.5-0.5B-Instruct`; whe
 Run says so in one line (“a Hugging Face id needs internet”). Models that need their own code
 (`trust_remote_code`) are refused."""
 VIEW_NAMES = ("dbg_heatmap", "dbg_disliked", "dbg_missed", "dbg_by_position", "dbg_category", "dbg_greedy",
-              "dbg_positions")
+              "dbg_positions", "dbg_trees")
 
 
 def debugger_values(traces: dict) -> dict:
@@ -36,7 +36,8 @@ def debugger_values(traces: dict) -> dict:
             "dbg_by_position": charts.acceptance_by_position(spec),
             "dbg_category": figures.category_chart(spec),
             "dbg_greedy": figures.greedy_markdown(spec, plain),
-            "dbg_positions": figures.table(rows, figures.POSITION_COLUMNS)}
+            "dbg_positions": figures.table(rows, figures.POSITION_COLUMNS),
+            "dbg_trees": trees.tree_figure(spec)}
 
 
 def export_csv(traces: dict) -> list[str]:
@@ -73,6 +74,11 @@ def layout(C: dict) -> None:
                                     elem_classes="sd-plot")
     gr.Markdown("Categories (one definition, `specdec_core/trace/tokens.py`): whitespace/newline, punctuation, "
                 "digits, word-start pieces (a leading space), word-continuation pieces, code symbols, special/end.")
+    gr.Markdown("### Token trees: which guesses were worth their place\nFor every guess whose parent the walk "
+                "reached: was it the token the target committed there? By depth, by rank among its siblings (1: "
+                "tried first), and against the draft's confidence — the calibration the shape rule measures "
+                "(`specdec_core/trace/trees.py`). On the diagonal a draft is calibrated; below it, over-confident.")
+    C["dbg_trees"] = gr.Plot(init["dbg_trees"], show_label=False, elem_id="sd-dbg-trees", elem_classes="sd-plot")
     gr.Markdown("### Why do my outputs differ?")
     C["dbg_greedy"] = gr.Markdown(init["dbg_greedy"], elem_id="sd-dbg-greedy")
     with gr.Accordion("Every checked draft position (table)", open=False):

@@ -149,6 +149,30 @@ def routes(spec, round_index: int) -> go.Figure:
     return fig
 
 
+def tree_cost(spec, plain, round_index: int) -> go.Figure:
+    """The cost of a pass against the tokens in it, measured in this run (v(m) per m verified, the
+    fitted line 1 + slope·m), beside m + 1 separate plain steps; this round's tree marked."""
+    rnd = spec.rounds[round_index]
+    n = rnd.n_verified
+    fig = _layout(go.Figure(), f"The cost of one pass: this round verified {n} guesses ({n + 1} tokens)",
+                  "tokens in the pass", "cost in plain target steps")
+    ratios = cost_ratios(spec, plain) if plain is not None else None
+    if not ratios or not ratios["v"]:
+        return _empty(fig, "needs the plain lane's step time: run a race")
+    ms = sorted(int(m) for m in ratios["v"])
+    slope = theory.verify_cost(ratios["v"], rounds=ratios["rounds"]).slope
+    top = max(ms + [n]) + 1
+    fig.add_scatter(x=[m + 1 for m in ms], y=[ratios["v"][str(m)] for m in ms], mode="markers", name="measured v(m)",
+                    marker=dict(color=TARGET_COLOUR, size=[6 + min(ratios["rounds"][str(m)], 20) for m in ms]))
+    fig.add_scatter(x=[1, top], y=[1.0, 1.0 + slope * (top - 1)], mode="lines", name=f"line 1 + {slope:.3f}·m",
+                    line=dict(color=THEORY_COLOUR, dash="dash"))
+    fig.add_scatter(x=[1, top], y=[1, top], mode="lines", name="m + 1 separate plain steps",
+                    line=dict(color=FAINT_COLOUR))
+    fig.add_scatter(x=[n + 1], y=[1.0 + slope * n], mode="markers+text", text=[f"this round: {n + 1} tokens"],
+                    textposition="top left", name="this round", marker=dict(color=DRAFT_COLOUR, size=14, symbol="star"))
+    return fig
+
+
 def step_chart(kind: str, spec, plain, round_index: int, scale: float = 1.0) -> go.Figure:
     """The chart a walkthrough step names (steps.Step.chart)."""
     rnd = spec.rounds[round_index]
@@ -162,6 +186,7 @@ def step_chart(kind: str, spec, plain, round_index: int, scale: float = 1.0) -> 
         "committed": lambda: committed(spec, round_index),
         "routes": lambda: routes(spec, round_index),
         "theory": lambda: charts.speedup_vs_k(spec, plain),
+        "tree_cost": lambda: tree_cost(spec, plain, round_index),
     }
     return scale_figure(makers[kind](), scale)
 
@@ -242,7 +267,8 @@ def exactness_figure(result: Optional[dict], scale: float = 1.0, broken: bool = 
     series = ([("broken", f"broken variant (p = {result['p_broken']:.1e})", BROKEN_COLOUR)] if broken else
               [("plain", f"plain sampling (χ² p = {result['p_plain']:.3f})", PLAIN_COLOUR),
                ("speculative", f"speculative, rejection rule (χ² p = {result['p_speculative']:.3f})",
-                DECISIONS["accepted"].colour)])
+                DECISIONS["accepted"].colour),
+               ("tree", f"token tree, top-3 guesses (χ² p = {result['p_tree']:.3f})", DRAFT_COLOUR)])
     for key, name, colour in series:
         fig.add_bar(x=xs, y=result[key], name=name, marker_color=colour)
     fig.add_scatter(x=xs, y=result["q"], mode="markers", name="q (draft)", marker=dict(color=DRAFT_COLOUR, size=10,

@@ -13,7 +13,7 @@ import torch
 
 from specdec_core.costs.measure import cost_curve
 from specdec_core.decoding.exactness import (chi_square, first_token_distributions, sample_plain,
-                                             sample_speculative)
+                                             sample_speculative, sample_tree_first)
 from specdec_core.decoding.rule import accept_drafts
 from specdec_core.trace.text import lone
 
@@ -26,6 +26,7 @@ LAB_DRAFTS = ["distilled", "target-layers:1", "target-layers:2", "target-layers:
 N_DEFAULT, N_MIN, N_MAX = 4000, 2000, 50_000
 TOP_BINS = 8                                 # tokens shown; the rest is one "other" bar
 CHUNKS = 10                                  # progress steps (and Stop points) per sampler
+TREE_GUESSES = 3                             # the tree sampler's root children: the draft's top 3
 
 
 def sample_broken(p_target: torch.Tensor, q_draft: torch.Tensor, n: int, generator: torch.Generator) -> torch.Tensor:
@@ -42,6 +43,8 @@ SAMPLERS = {  # name -> (function of (p, q, n, generator), seed offset)
     "plain": (lambda p, q, n, g: sample_plain(p, n, g), 0),
     "speculative": (sample_speculative, 1),
     "broken": (sample_broken, 2),
+    # a token tree's root: the draft's top guesses tried in order (rule.keeps_guess, r(x) ← 0 after each)
+    "tree": (lambda p, q, n, g: sample_tree_first(p, q.topk(TREE_GUESSES).indices, n, g), 3),
 }
 
 
@@ -110,6 +113,9 @@ def summary_markdown(result: dict) -> str:
             f"- plain sampling: χ² p-value **{result['p_plain']:.3f}** — {verdict(result['p_plain'])}\n"
             f"- speculative (the core's rejection rule): χ² p-value **{result['p_speculative']:.3f}** — "
             f"{verdict(result['p_speculative'])}\n"
+            f"- token tree (the draft's top {TREE_GUESSES} guesses as the root's children, each kept with "
+            f"probability r(x)/Σr and removed when rejected): χ² p-value **{result['p_tree']:.3f}** — "
+            f"{verdict(result['p_tree'])}\n"
             f"- broken variant (teaching only: residual replaced by p): χ² p-value **{result['p_broken']:.1e}** — "
             f"{verdict(result['p_broken'])}. It over-produces the tokens the draft likes: the residual is what "
             f"gives back exactly the probability the draft under-proposed.")

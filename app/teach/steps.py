@@ -1,7 +1,8 @@
 """The walkthrough's steps — data only. Each step names what the token strip shows and which
 chart goes with it; its text is a template filled with the round's real numbers
 (walkthrough.round_facts). `when` picks the steps that apply to a round: a round either has a
-rejection (step "rejection") or was fully accepted (step "bonus")."""
+rejection (step "rejection") or was fully accepted (step "bonus"); a round that verified a token
+tree also gets the step "tree"."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,8 +15,8 @@ class Step:
     title: str
     text: str                         # template, {names} from walkthrough.round_facts
     strip: str                        # token strip stage: plain | drafted | questions | decided | corrected | committed
-    chart: str                        # figure: plain_steps | draft_q | verify_cost | accept_line | residual | bonus | committed | routes | theory
-    when: str = "always"              # always | rejection | all_accepted
+    chart: str                        # figure: plain_steps | draft_q | verify_cost | tree_cost | accept_line | residual | bonus | committed | routes | theory
+    when: str = "always"              # always | rejection | all_accepted | tree
     text_greedy: Optional[str] = None  # replaces `text` at temperature 0, where no u is drawn
 
 
@@ -37,6 +38,17 @@ STEPS = (
          "d₁…{last_d}. The weights are read once for all of them: this pass took **{verify_ms} ms**, "
          "v = {v} plain steps, instead of {n_questions} steps for {n_questions} separate passes.",
          strip="questions", chart="verify_cost"),
+    Step("tree", "A token tree: many guesses, one pass",
+         "This round did not guess one chain: it verified a **token tree** of **{n_nodes} guesses** in "
+         "{tree_depth} levels, all in the **same single target pass** ({n_nodes} + 1 positions; a tree "
+         "attention mask lets each guess see only its own ancestors). A pass over more tokens costs "
+         "little more here: on the line fitted to this run's passes it costs **{tree_v} plain steps** "
+         "(the chart) instead of {n_positions}. At each node the guesses are tried in order: a guess x is "
+         "kept with probability r(x)/Σr, and a rejected guess leaves the node's distribution (r(x) ← 0), "
+         "so whatever comes next is still drawn from the target's p. Kept: {tree_path}. Tried and "
+         "rejected: {tree_rejected}. The shape rule chose this tree because {tree_why}. The round "
+         "inspector draws it.",
+         strip="decided", chart="tree_cost", when="tree"),
     Step("accept", "Token by token: accept if u < p/q",
          "Left to right, draft dᵢ is kept if a uniform draw **u < p(dᵢ)/q(dᵢ)** (always when p ≥ q). "
          "{accept_lines}",
@@ -78,7 +90,8 @@ STEPS = (
 )
 
 
-def steps_for(has_rejection: bool) -> list[Step]:
-    """The steps that apply to a round: 8 of the 9, the rejection step or the bonus step."""
-    skip = "all_accepted" if has_rejection else "rejection"
-    return [s for s in STEPS if s.when != skip]
+def steps_for(has_rejection: bool, tree: bool = False) -> list[Step]:
+    """The steps that apply to a round: the rejection step or the bonus step, and the tree step
+    when the round verified a token tree."""
+    skip = {"all_accepted" if has_rejection else "rejection"} | (set() if tree else {"tree"})
+    return [s for s in STEPS if s.when not in skip]

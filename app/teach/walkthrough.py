@@ -134,7 +134,26 @@ def round_facts(spec, plain, round_index: int, weight_bytes: Optional[int] = Non
         "alpha": _fmt(alpha), "expected_tau": _fmt(theory.expected_tokens(alpha, k) if alpha is not None and k else None),
         "measured_speedup": f" (measured here: {speedup:.2f}×)" if speedup else "",
         **_theory_facts(spec, plain, k),
+        **_tree_facts(spec, plain, rnd),
     }
+
+
+def _tree_facts(spec, plain, rnd) -> dict:
+    """A tree round's numbers: its size, path, rejected guesses, the pass's cost on the run's line
+    and the shape rule's reason."""
+    tree = rnd.tree or []
+    label = display_texts(spec).top
+    name = lambda node: _tok(label(node["id"], node["text"]))
+    slope = None
+    if plain is not None:
+        r = cost_ratios(spec, plain)
+        slope = theory.verify_cost(r["v"], rounds=r["rounds"]).slope if r["v"] else None
+    why = (rnd.k_policy or {}).get("why") if (rnd.k_policy or {}).get("kind") == "shape" else None
+    return {"n_nodes": len(tree), "tree_depth": rnd.tree_depth, "n_positions": len(tree) + 1,
+            "tree_v": _fmt(1 + slope * len(tree) if slope is not None else None),
+            "tree_path": " → ".join(name(n) for n in tree if n["on_path"]) or "no guess",
+            "tree_rejected": ", ".join(name(n) for n in tree if n["decision"] == "rejected") or "none",
+            "tree_why": (f"it expected it to pay: {why}" if why else "its budget was fixed (tree = N,D)")}
 
 
 def _theory_facts(spec, plain, k: int) -> dict:
@@ -213,7 +232,7 @@ def render_step(spec, plain, round_index: int, step_index: int, weight_bytes: Op
                 "chart": figures.empty("no trace"), "step": 0, "n_steps": 0, "step_id": ""}
     round_index = min(max(int(round_index), 0), len(spec.rounds) - 1)
     rnd = spec.rounds[round_index]
-    steps = steps_for(has_rejection(rnd))
+    steps = steps_for(has_rejection(rnd), bool(rnd.tree))
     step_index = min(max(int(step_index), 0), len(steps) - 1)
     step = steps[step_index]
     greedy = float(spec.config.get("temperature") or 0.0) == 0.0

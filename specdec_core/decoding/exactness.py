@@ -15,7 +15,7 @@ import torch
 
 from ..drafters.base import fit_vocab
 from ..sampling import warp_probs
-from .rule import accept_drafts, correction_distribution
+from .rule import accept_drafts, correction_distribution, keeps_guess
 from .speculative import start_decode
 
 
@@ -55,6 +55,26 @@ def sample_speculative(p_target: torch.Tensor, q_draft: torch.Tensor, n: int,
     residual = correction_distribution(torch.stack([p_target, p_target]), q_draft[None], torch.tensor(0))
     resampled = torch.multinomial(residual, n, replacement=True, generator=generator)
     return torch.where(kept, x, resampled)
+
+
+def sample_tree_first(p_target: torch.Tensor, guesses: torch.Tensor, n: int,
+                      generator: torch.Generator) -> torch.Tensor:
+    """n independent tree rounds at one position -> [n] token ids (each ~ p_target exactly): the
+    root's children are the distinct `guesses` [m], tried in order with rule.keeps_guess (kept with
+    probability r(x)/Σr, a rejected one removed from r); when none is kept the token comes from
+    norm(r), p without the guesses."""
+    m = len(guesses)
+    r_x = p_target[guesses]                                           # [m]
+    # 1. One u per guess per trial; guess i is tried against what guesses 0..i-1 left.
+    u = torch.rand(n, m, generator=generator)
+    left = 1.0 - (torch.cumsum(r_x, 0) - r_x)                          # [m] Σr when guess i is tried
+    kept = keeps_guess(u, r_x[None], left[None])                       # [n, m]
+    first = torch.where(kept.any(-1), kept.float().argmax(-1), m)      # the first kept guess, m: none
+    # 2. No guess kept: draw from norm(p with every guess removed).
+    rest = p_target.clone()
+    rest[guesses] = 0.0
+    fallback = torch.multinomial(rest / rest.sum().clamp_min(1e-30), n, replacement=True, generator=generator)
+    return torch.where(first < m, guesses[first.clamp_max(m - 1)], fallback)
 
 
 @dataclass

@@ -59,6 +59,13 @@ class TreeAcceptance:
     u: list                       # [n] the uniform draw a node was tried with (None: not tried, greedy)
 
 
+def keeps_guess(u, r_x, r_mass):
+    """Is a guessed child x kept? u < r(x)/Σr, written u·Σr < r(x) (floats or tensors alike): r_x
+    its target probability at the node, r_mass what the node's distribution has left after the
+    children rejected before it (Σr)."""
+    return u * r_mass < r_x
+
+
 def reject_child(removed: dict, token: int, r_x: float) -> None:
     """A rejected child leaves its node's distribution: r(x) ← 0, its mass leaves Σr."""
     removed[token] = r_x
@@ -121,7 +128,7 @@ def accept_tree(parents: list, draft_ids: torch.Tensor, p_target: torch.Tensor, 
                 ok = u_h[child] * q_child[child] < p_child[child]
             else:
                 r_x = 0.0 if x in removed else p_child[child]     # a repeated token went with its first copy
-                ok = u_h[child] * (1.0 - sum(removed.values())) < r_x   # u < r(x)/Σr
+                ok = keeps_guess(u_h[child], r_x, 1.0 - sum(removed.values()))
             decisions[child] = "accepted" if ok else "rejected"
             if ok:
                 kept = child

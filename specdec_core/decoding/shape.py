@@ -28,6 +28,7 @@ import torch
 from ..costs import measured as M
 from ..costs.theory import verify_cost
 from ..drafters.base import TokenTree
+from ..trace.trees import child_outcomes
 
 DEPTH0, DEPTH_MAX = 4, 8   # levels grown in the first round; at most (E[τ] gains little beyond)
 WIDTH = 4                  # children per expanded node and nodes expanded per level (head-trees report)
@@ -102,13 +103,10 @@ class ShapeRule:
         node (committed: the round's tokens before any cut, one per depth along the path)."""
         self.sums = self.sums + M.round_sums([rnd])
         conf = confidences(tree)
-        reached = {-1: 0, **{node: d + 1 for d, node in enumerate(path)}}
-        for i, parent in enumerate(tree.parents):
-            if parent in reached and reached[parent] < len(committed):
-                src = tree.sources[i]
-                hit = int(tree.ids[i]) == committed[reached[parent]]
-                self.hits[src] = self.hits.get(src, 0.0) + hit
-                self.confs[src] = self.confs.get(src, 0.0) + conf[i]
+        for i, hit in child_outcomes(tree.parents, tree.ids.tolist(), path, committed):
+            src = tree.sources[i]
+            self.hits[src] = self.hits.get(src, 0.0) + hit
+            self.confs[src] = self.confs.get(src, 0.0) + conf[i]
 
 
 def confidences(tree: TokenTree) -> list:

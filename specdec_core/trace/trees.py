@@ -1,0 +1,37 @@
+"""What a token tree's guesses were worth, one definition for the shape rule's calibration and
+the Debugger: for every guess whose parent the walk reached (the root, or a node on the accepted
+path), was it the token the round committed right after its parent? For a guessed child that
+happens with the target's probability p(x) (accept_tree draws the node's token from p), so the
+hit rate against the draft's confidence is the draft's calibration."""
+from __future__ import annotations
+
+
+def child_outcomes(parents: list, ids: list, path: list, tokens: list) -> list:
+    """[(node, hit)] for every node whose parent was reached. parents / ids: the tree's; path: the
+    accepted nodes, root's child first; tokens: the round's tokens before any cut (the path's ids,
+    then the token drawn where the walk stopped), one per depth."""
+    reached = {-1: 0, **{node: d + 1 for d, node in enumerate(path)}}
+    return [(i, ids[i] == tokens[reached[p]]) for i, p in enumerate(parents)
+            if p in reached and reached[p] < len(tokens)]
+
+
+def guess_outcomes(trace) -> list:
+    """Per guess of every tree round whose parent was reached: {"round", "depth", "rank" (1: the
+    first child its parent tried), "conf" (the draft's q at temperature 1), "hit", "source",
+    "decision"}."""
+    rows = []
+    for rnd in trace.rounds:
+        tree = rnd.tree
+        if not tree:
+            continue
+        parents, ids = [n["parent"] for n in tree], [n["id"] for n in tree]
+        path = [i for i, n in enumerate(tree) if n["on_path"]]
+        depth, rank, seen = [], [], {}
+        for p in parents:
+            depth.append(1 if p < 0 else depth[p] + 1)
+            seen[p] = seen.get(p, 0) + 1
+            rank.append(seen[p])
+        for i, hit in child_outcomes(parents, ids, path, [ids[i] for i in path] + [rnd.correction.id]):
+            rows.append({"round": rnd.index, "depth": depth[i], "rank": rank[i], "conf": tree[i].get("q_raw"),
+                         "hit": hit, "source": tree[i].get("source"), "decision": tree[i]["decision"]})
+    return rows
