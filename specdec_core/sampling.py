@@ -46,8 +46,29 @@ def warp_probs(logits: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
     if cfg.top_k > 0:
         scores = TopKLogitsWarper(top_k=int(cfg.top_k))(None, scores)
     if cfg.top_p < 1.0:
-        scores = TopPLogitsWarper(top_p=float(cfg.top_p))(None, scores)
+        scores = top_p_scores(scores, float(cfg.top_p))
     return torch.softmax(scores, dim=-1).reshape(shape)
+
+
+TOP_P_CANDIDATES = 256   # a nucleus is looked for among a row's largest entries first
+
+
+def top_p_scores(scores: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Scores [N, V] with everything outside each row's nucleus set to -inf: transformers'
+    TopPLogitsWarper's rule (drop the least likely tokens while their total ≤ 1 − top_p; i.e.
+    keep a token iff the tokens more likely than it hold < top_p), computed on the row's
+    TOP_P_CANDIDATES largest entries when they already hold top_p (a partial sort, not a sort of
+    the whole vocabulary: 9 rows of 49k took ~19 ms sorted), and by the warper itself otherwise."""
+    k = min(TOP_P_CANDIDATES, scores.shape[-1])
+    probs = torch.softmax(scores, dim=-1)
+    top_probs, top_ids = probs.topk(k, dim=-1)                     # descending
+    before = top_probs.cumsum(-1) - top_probs                      # mass of the more likely ones
+    out = torch.full_like(scores, float("-inf")).scatter(-1, top_ids, torch.where(
+        before < top_p, scores.gather(-1, top_ids), float("-inf")))
+    wide = top_probs.sum(-1) < top_p                              # nucleus beyond the candidates
+    if bool(wide.any()):
+        out[wide] = TopPLogitsWarper(top_p=top_p)(None, scores[wide])
+    return out
 
 
 def raw_probs(logits: torch.Tensor) -> torch.Tensor:

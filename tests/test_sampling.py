@@ -36,6 +36,20 @@ def test_top_p_keeps_smallest_set_reaching_p():
     assert probs == pytest.approx(softmax([2.0, 1.0]) + [0.0, 0.0], abs=1e-6)
 
 
+@pytest.mark.parametrize("top_p", [0.05, 0.5, 0.9, 0.99])
+@pytest.mark.parametrize("spread", [0.5, 3.0, 8.0])
+def test_top_p_keeps_what_transformers_keeps(top_p, spread):
+    """The partial-sort nucleus (sampling.top_p_scores) keeps exactly the tokens transformers'
+    TopPLogitsWarper keeps, on flat rows (nucleus beyond the candidates: the warper's own path)
+    and peaked ones, over a real-size vocabulary."""
+    from transformers.generation.logits_process import TopPLogitsWarper
+    from specdec_core.sampling import top_p_scores
+    scores = torch.randn(6, 49_152, generator=torch.Generator().manual_seed(int(spread * 10))) * spread
+    ours, theirs = top_p_scores(scores, top_p), TopPLogitsWarper(top_p=top_p)(None, scores.clone())
+    assert torch.equal(torch.isfinite(ours), torch.isfinite(theirs))
+    assert torch.equal(ours[torch.isfinite(ours)], scores[torch.isfinite(ours)])
+
+
 def test_batched_shapes_are_kept():
     logits = torch.randn(3, 5, 11)
     probs = warp_probs(logits, SamplingConfig(0.8, top_k=4, top_p=0.9))

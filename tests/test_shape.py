@@ -4,6 +4,8 @@ The rule keeps guesses in order of estimated acceptance while each raises the ro
 tokens per unit of cost. These tests check that promise itself (against the neighbouring shapes),
 the calibration's direction, that it reads the run's own cost measurements, that its rounds
 replay, and that its output stays exact."""
+import math
+
 import pytest
 import torch
 
@@ -23,7 +25,7 @@ V = 16
 def synthetic_tree(parents, conf, sources=None, sampled=False) -> TokenTree:
     """A tree whose node i has draft confidence conf[i] (q at temperature 1 of its token)."""
     n = len(parents)
-    ids = torch.arange(n) % V
+    ids = torch.arange(n, dtype=torch.long) % V
     q = torch.full((n, V), 0.0)
     for i, c in enumerate(conf):
         q[i] = (1 - c) / (V - 1)
@@ -38,11 +40,10 @@ def rule_with(slope, c, **kw) -> ShapeRule:
     return rule
 
 
-def rate(tree, kept, est, slope, c):
-    """Expected tokens ÷ cost of verifying `kept`: (1 + Σ a) / (1 + slope·n + c·levels)."""
-    depths = tree.depths
-    levels = max((depths[i] for i in kept), default=0)
-    return (1 + sum(est[i] for i in kept)) / (1 + slope * len(kept) + c * levels)
+def rate(kept, est, slope, c, grown):
+    """Expected tokens ÷ cost of verifying `kept` after drafting `grown` levels:
+    (1 + Σ a) / (1 + c·grown + slope·n)."""
+    return (1 + sum(est[i] for i in kept)) / (1 + c * grown + slope * len(kept))
 
 
 PARENTS = [-1, 0, 1, 2, 0, -1, 5, 1, 3]
@@ -54,27 +55,44 @@ def test_the_kept_tree_beats_its_neighbours(slope, c):
     """The kept nodes are a tree (each parent kept); removing the last kept guess or adding the
     next one never raises the expected tokens per unit cost."""
     tree = synthetic_tree(PARENTS, CONF)
-    kept, decision = rule_with(slope, c).choose(tree)
+    grown = max(tree.depths)
+    kept, decision = rule_with(slope, c).choose(tree, grown)
     assert kept == sorted(kept) and all(tree.parents[i] in kept or tree.parents[i] == -1 for i in kept)
     est = {}
     for i, p in enumerate(tree.parents):
         est[i] = CONF[i] * (est[p] if p >= 0 else 1.0)
     order = sorted(range(len(CONF)), key=lambda i: (-est[i], i))
-    best = rate(tree, kept, est, slope, c)
+    best = rate(kept, est, slope, c, grown)
     assert decision["expected_tokens"] == pytest.approx(1 + sum(est[i] for i in kept))
-    if kept:
-        assert rate(tree, kept[:-1] if order[len(kept) - 1] == kept[-1] else
-                    [i for i in kept if i != order[len(kept) - 1]], est, slope, c) <= best + 1e-12
-    if len(kept) < len(order):
-        nxt = order[len(kept)]
-        assert rate(tree, kept + [nxt], est, slope, c) <= best + 1e-12
+    assert decision["cost"] == pytest.approx(1 + c * grown + slope * len(kept))
+    if kept:   # without the last guess taken: no better
+        assert rate([i for i in kept if i != order[len(kept) - 1]], est, slope, c, grown) <= best + 1e-12
+    if len(kept) < len(order):   # with the next one: no better
+        assert rate(kept + [order[len(kept)]], est, slope, c, grown) <= best + 1e-12
 
 
 def test_cheap_passes_keep_every_guess_dear_ones_none():
     tree = synthetic_tree(PARENTS, CONF)
-    assert len(rule_with(0.0, 0.0).choose(tree)[0]) == len(CONF)
-    kept, decision = rule_with(5.0, 2.0).choose(tree)
+    assert len(rule_with(0.0, 0.1).choose(tree, 4)[0]) == len(CONF)
+    kept, decision = rule_with(5.0, 0.1).choose(tree, 4)
     assert kept == [] and decision["nodes"] == 0 and "plain step" in decision["why"]
+
+
+def test_a_level_is_drafted_only_when_its_best_guess_can_pay():
+    """plan(): no level at all (a plain step) while the first guess's hit rate is below the cost of a
+    level (slope + c); faded evidence returns to the prior, so drafting resumes. until(): the
+    growth stops when the best guess the next level can hold would not pay for slope + c."""
+    rule = rule_with(0.05, 0.1)
+    assert rule.plan().depth > 0                                   # prior: half of first guesses hit
+    rule.first[:] = [0.0, 40.0]                                    # 40 misses in a row
+    assert rule.plan().depth == 0
+    tree = synthetic_tree([], [])
+    for _ in range(200):                                           # plain rounds: evidence fades
+        rule.update(_round(), tree, [], [1])
+    assert rule.plan().depth > 0
+    rule = rule_with(0.05, 0.1)
+    assert not rule.until([math.log(0.9)], 1)                      # a 0.9 guess: a deeper level pays
+    assert rule.until([math.log(0.05)], 1)                         # a 0.05 one: it would not
 
 
 def test_calibration_follows_what_was_committed():
@@ -86,7 +104,8 @@ def test_calibration_follows_what_was_committed():
     for _ in range(10):   # the target committed lookup's two tokens (path 0 -> 1), never model's
         rule.update(_round(), tree, [0, 1], [ids[0], ids[1], 99])
     assert rule.calibration("lookup") > 1.5 and rule.calibration("model") < 0.2
-    kept, decision = rule.choose(tree)
+    assert rule.first_rate() < 0.2                                 # the model's first guesses missed
+    kept, decision = rule.choose(tree, 2)
     assert kept == [0, 1] and decision["calibration"]["model"] < 0.2
 
 

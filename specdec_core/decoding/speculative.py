@@ -105,10 +105,12 @@ def start_decode(pair, prompt_ids, k, *, temperature=0.0, top_k=0, top_p=1.0, ma
 
 @torch.inference_mode()
 def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[ShapeRule] = None,
-                 keep: Optional[list] = None, k_reason: Optional[str] = None) -> Round:
+                 keep: Optional[list] = None, levels: Optional[int] = None,
+                 k_reason: Optional[str] = None) -> Round:
     """Run one draft–verify–accept round. shape: a Shape (a tree or chain budget), or an int k (a
-    chain of k; 0: one plain target step). rule: tree = "auto" picks the verified nodes from the
-    drafted candidates; keep: a recorded pick (replay)."""
+    chain of k; 0: one plain target step). rule: tree = "auto" grows the tree level by level and
+    picks the verified nodes from the drafted candidates; keep / levels: a recorded pick and the
+    levels its tree was grown to (replay)."""
     pair, cfg, V = st.pair, st.cfg, st.pair.vocab_size
     planned = not isinstance(shape, int)     # a Shape (tree budget, rule round): its plan is recorded
     shape = Shape(shape, shape) if isinstance(shape, int) else shape
@@ -117,10 +119,14 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
 
     # 1. Draft: a token tree rooted after the last committed token (a chain: width 1), its nodes
     #    with the q they came from, over the target's vocabulary; the rule keeps the nodes that pay.
-    tree, depth = _draft(st, shape)
+    branching = shape.width > 1 or shape.frontier > 1
+    until = (rule.until if rule is not None else
+             (lambda scores, d: d >= levels) if levels is not None else None) if branching else None
+    tree, depth = _draft(st, shape, until)
+    grown = max(tree.depths, default=0)            # levels the drafter grew (a chain: its length)
     decision = None
     if rule is not None:
-        keep, decision = rule.choose(tree)
+        keep, decision = rule.choose(tree, grown)
     if keep is not None:
         tree = tree.subtree(keep)
     n = len(tree)
@@ -177,7 +183,7 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
     rnd.draft_source = _source_of(tree)
     if planned:
         rnd.plan = {"depth": depth, "width": shape.width, "frontier": shape.frontier,
-                    "nodes": shape.nodes, "keep": keep}
+                    "nodes": shape.nodes, "keep": keep, "levels": grown}
     rnd.t_end = st.elapsed()
     rnd.overhead_s = rnd.t_end - t_verified
     st.trace.rounds.append(rnd)
@@ -189,7 +195,7 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
     return rnd
 
 
-def _draft(st: DecodeState, shape: Shape) -> tuple:
+def _draft(st: DecodeState, shape: Shape, until=None) -> tuple:
     """(the round's guesses within `shape`, the depth drafted): never deeper than the tokens left
     (the round's last token is always drawn); a chain from propose() at width 1, else propose_tree()."""
     depth = min(shape.depth, st.max_new_tokens - st.n_new - 1)
@@ -204,7 +210,7 @@ def _draft(st: DecodeState, shape: Shape) -> tuple:
         tree = chain_tree(proposal, st.drafter.name)
     else:
         tree = st.drafter.propose_tree(st.committed, depth, shape.width, st.cfg, st.generator,
-                                       nodes=shape.nodes, frontier=shape.frontier)
+                                       nodes=shape.nodes, frontier=shape.frontier, until=until)
     tree.ids = tree.ids.to(st.committed.device)
     return tree, depth
 
@@ -334,19 +340,19 @@ def _run(pair, prompt_ids, k, *, mode, tree=None, k_schedule=None, **settings) -
         rule = ShapeRule.for_decode(pair, chain=tree is None) if k == "auto" else None
         fixed = fanout(*tree) if isinstance(tree, tuple) else None
         while not st.done:
-            keep, reason, use_rule = None, None, None
+            keep, levels, reason, use_rule = None, None, None, None
             if schedule is not None and len(st.trace.rounds) < len(schedule):   # a recorded schedule
                 entry, reason = schedule[len(st.trace.rounds)], "recorded schedule"
                 if isinstance(entry, dict):
                     shape = Shape(entry["nodes"], entry["depth"], entry["width"], entry["frontier"])
-                    keep = entry["keep"]
+                    keep, levels = entry["keep"], entry["levels"]
                 else:
                     shape = entry
             elif rule is not None:
-                shape, use_rule = Shape(None, rule.depth, rule.width(), rule.width()), rule
+                shape, use_rule = rule.plan(), rule
             else:
                 shape = fixed if fixed is not None else k
-            rnd = decode_round(st, shape, rule=use_rule, keep=keep, k_reason=reason)
+            rnd = decode_round(st, shape, rule=use_rule, keep=keep, levels=levels, k_reason=reason)
             t_pause = time.perf_counter()
             _sync_output(st)
             yield st.trace
@@ -364,7 +370,7 @@ def _check_schedule(k_schedule) -> Optional[list]:
             try:
                 out.append({"depth": RANGES["tree_depth"].check(entry["depth"]) if entry["depth"] else 0,
                             "width": int(entry["width"]), "frontier": int(entry["frontier"]),
-                            "nodes": entry.get("nodes"), "keep": entry.get("keep")})
+                            "nodes": entry.get("nodes"), "keep": entry.get("keep"), "levels": entry.get("levels")})
             except (KeyError, TypeError, ValueError) as e:
                 raise SettingsError(f"k_schedule: a round entry must hold depth, width, frontier, nodes and keep ({e})") from None
         else:

@@ -196,9 +196,11 @@ class Drafter:
 
     def propose_tree(self, committed: torch.Tensor, depth: int, width: int, cfg: SamplingConfig,
                      generator: Optional[torch.Generator], nodes: Optional[int] = None,
-                     frontier: int = 1) -> TokenTree:
+                     frontier: int = 1, until=None) -> TokenTree:
         """committed [L] -> a TokenTree of at most `depth` levels and `nodes` nodes (None: no
-        budget), each expanded node offering `width` children, `frontier` nodes expanded per level.
+        budget), each expanded node offering `width` children, `frontier` nodes expanded per level;
+        until(scores, depth) -> bool, when given, may stop the growth after any level (scores: that
+        level's candidates' log path probabilities).
         Default: the drafter's chain of min(depth, nodes) (width 1, whatever `width` and
         `frontier` say), drawn from q and verified with the chain rule."""
         k = depth if nodes is None else min(depth, nodes)

@@ -50,7 +50,7 @@ class CombinedDrafter(Drafter):
         proposal.source = MODEL
         return proposal
 
-    def propose_tree(self, committed, depth, width, cfg, generator, nodes=None, frontier=1):
+    def propose_tree(self, committed, depth, width, cfg, generator, nodes=None, frontier=1, until=None):
         """The model's tree with the lookup's copy merged in as a branch tried first (a match of
         ≥ min_ngram tokens for a fixed budget, which the copy then shares; any offered match when
         the shape rule picks the nodes, nodes=None: it weighs each source by its own record)."""
@@ -65,7 +65,8 @@ class CombinedDrafter(Drafter):
         left = None if nodes is None else nodes - (len(copy) if copy is not None else 0)
         if left is not None and left <= 0:
             return copy
-        tree = self.model.propose_tree(committed, depth, width, cfg, generator, nodes=left, frontier=frontier)
+        tree = self.model.propose_tree(committed, depth, width, cfg, generator, nodes=left, frontier=frontier,
+                                       until=until)
         tree.sources = [MODEL] * len(tree)
         if copy is None:
             return tree

@@ -307,11 +307,12 @@ class FeatureDrafter(Drafter):
             g, self.cache = self.head(g, token[None], pos, self.cache)
         return finish_proposal(self, ids, q_probs, q_raw, stop_below, stop_reason)
 
-    def propose_tree(self, committed, depth, width, cfg, generator=None, nodes=None, frontier=1) -> TokenTree:
+    def propose_tree(self, committed, depth, width, cfg, generator=None, nodes=None, frontier=1,
+                     until=None) -> TokenTree:
         """EAGLE-2's dynamic tree, one head call per level (drafters/head_tree.py: grow_tree).
         Defaults (frontier 1, every candidate kept): the top-1 chain with width − 1 ranked leaf
         siblings at each level."""
-        return grow_tree(self, committed, depth, width, cfg, nodes=nodes, frontier=frontier)
+        return grow_tree(self, committed, depth, width, cfg, nodes=nodes, frontier=frontier, until=until)
 
     def rollback(self, n_valid):
         # Entries from true features stay valid (their tokens were committed); propose() crops

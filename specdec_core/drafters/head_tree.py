@@ -62,12 +62,14 @@ def _settled(chunks: list, level: tuple, nodes: int) -> bool:
 
 @torch.inference_mode()
 def grow_tree(drafter, committed: torch.Tensor, depth: int, width: int, cfg: SamplingConfig,
-              nodes: Optional[int] = None, frontier: int = 1) -> TokenTree:
+              nodes: Optional[int] = None, frontier: int = 1, until=None) -> TokenTree:
     """committed [L] -> a TokenTree of at most `depth` levels and `nodes` nodes (None: every
     candidate, width + (depth − 1)·frontier·width at most). drafter: a FeatureDrafter (its head,
     KV cache and g_next). Every expanded node offers its top-`width` tokens; the `frontier` best
     candidates of a level are expanded, in one head call. One host read at the end (on the
-    CPU also one per level, to stop expanding once no deeper node can be kept)."""
+    CPU also one per level, to stop expanding once no deeper node can be kept). until(scores,
+    depth) -> bool: asked after each level with its candidates' scores (a host read per level),
+    True stops the growth (the shape rule decides whether a deeper level pays)."""
     L, device, head = len(committed), drafter.device, drafter.head
     n_feat = min(len(drafter.feats), L - 1)
     if n_feat < 1 or depth < 1 or (nodes is not None and nodes < 1):
@@ -85,6 +87,8 @@ def grow_tree(drafter, committed: torch.Tensor, depth: int, width: int, cfg: Sam
     chunks, n_made = [level], width
     for d in range(1, depth):
         if nodes is not None and n_made >= nodes and device.type in READ_NOW and _settled(chunks, level, nodes):
+            break
+        if until is not None and until(level[1].tolist(), d):
             break
         # 2. Expand this level's `frontier` best candidates (depth d) in one head call.
         m = min(frontier, len(level[0]))

@@ -80,7 +80,7 @@ class Round:
         """Draft levels the round drafted (a chain: its length; a tree: its depth; a planned round:
         the depth its candidates were grown to, kept or not): the drafter's sequential steps."""
         if self.plan is not None:
-            return self.plan["depth"]
+            return self.plan.get("levels", self.plan["depth"])
         return self.tree_depth
 
     @property
