@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdec_core.costs import measured, theory
+from specdec_core.settings import shape_label
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, FAINT_COLOUR, MUTED_COLOUR, NEUTRAL_COLOUR,
                                           PLAIN_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           draft_decision, visible_whitespace)
@@ -192,8 +193,16 @@ def speedup_vs_k(spec, plain) -> go.Figure:
     fig.add_hline(y=1.0, line=dict(color=NEUTRAL_COLOUR, dash="dot"), annotation_text="plain = 1×")
     measured = measured_speedup(spec, plain)
     k_run = _fixed_k(spec)
-    if measured is not None and k_run:
+    shaped = [r for r in spec.rounds if r.tree or r.plan is not None]
+    if measured is not None and shaped:   # trees: the star at the run's mean guesses per pass
+        k_run = sum(r.n_verified for r in shaped) / len(shaped)
+        label = (f"this run ({shape_label(spec.config.get('k'), spec.config.get('tree'))}: "
+                 f"{k_run:.1f} guesses per pass)")
+        _caption(fig, "the curve is chains of k; the star is this run's token trees, placed at their mean "
+                      "number of guesses per target pass")
+    else:
         label = f"this run (k = {spec.config.get('k')})"
+    if measured is not None and k_run:
         fig.add_scatter(x=[k_run], y=[measured], mode="markers", name=label,
                         marker=dict(color=DECISIONS["rejected"].colour, size=14, symbol="star"),
                         hovertemplate="measured: %{y:.2f}×<extra></extra>")

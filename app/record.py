@@ -1,7 +1,7 @@
 """Record the app's bundled traces (specdec_core/data/examples/), on a quiet machine:
 
 - the first paint (`example_*.trace.json`): the default pair at the page's default settings
-  (k = auto, greedy, 48 new tokens, chat template on) on the first example prompt, a general one;
+  (tree = auto, greedy, 48 new tokens, chat template on) on the first example prompt, a general one;
   the race with the median speedup of FIRST_PAINT_RACES;
 - the walkthrough (`walkthrough_*.trace.json`): the default pair on a short plain-text prompt,
   chat template off, a fixed k, sampled, with the first seed whose trace has a rejection and a
@@ -29,11 +29,11 @@ FIRST_PAINT_NEW_TOKENS = 48
 
 def record_first_paint(pair, out: Path) -> None:
     ids = pair.encode_prompt(EXAMPLES[0][1], chat=True)
-    warm_up(pair, ids, "auto")
+    warm_up(pair, ids, None, tree="auto")
     # One race is one draw from a noisy ratio: race FIRST_PAINT_RACES times (lane order
     # alternating as the app's race does: race.lane_order) and keep the race with the median speedup.
     decode = {"plain": lambda: autoregressive_generate(pair, ids, max_new_tokens=FIRST_PAINT_NEW_TOKENS),
-              "speculative": lambda: speculative_generate(pair, ids, "auto", max_new_tokens=FIRST_PAINT_NEW_TOKENS)}
+              "speculative": lambda: speculative_generate(pair, ids, max_new_tokens=FIRST_PAINT_NEW_TOKENS)}
     races = []
     for i in range(FIRST_PAINT_RACES):
         lanes = {lane: decode[lane]() for lane in race.lane_order(i)}

@@ -42,7 +42,7 @@ def test_debugger_after_a_run(page):
                            "s => document.querySelector('#sd-sweep-text').innerText.startsWith(s))", timeout=600_000)
     assert "measured (median)" in page.locator("#sd-sweep-plot").inner_text()
     cells = page.locator("#sd-sweep-table").inner_text().split()
-    assert {"plain", "1", "8", "auto"} <= set(cells)     # plain, k = 1..8, auto
+    assert {"plain", "1", "8", "chain", "tree", "auto"} <= set(cells)     # plain, k = 1..8, chain auto, tree auto
     page.locator("#sd-sweep-plot").scroll_into_view_if_needed()
     _no_toasts(page)
     page.screenshot(path=str(ARTIFACTS / "k-sweep.png"), full_page=False)

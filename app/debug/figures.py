@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specdec_core.bench.sweep import k_label
+from specdec_core.bench.sweep import k_label, k_name
 from specdec_core.costs.theory import K_HORIZON
 from specdec_core.trace import cost_ratios, measured_speedup, mismatch
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
@@ -113,7 +113,7 @@ def sweep_figure(summary: Optional[dict]) -> go.Figure:
     if not summary or not summary["rows"]:
         return _empty(fig, "press “Run the k sweep”")
     rows = [r for r in summary["rows"] if r["k"] != 0]
-    xs = [str(r["k"]) for r in rows]
+    xs = [k_label(r["k"]) for r in rows]
     fig.add_scatter(x=xs, y=[r["tokens_per_s"] for r in rows], mode="markers+lines", name="measured (median)",
                     line=dict(color=TARGET_COLOUR), error_y=dict(type="data", symmetric=False,
                     array=[r["max"] - r["tokens_per_s"] for r in rows],
@@ -139,12 +139,12 @@ def sweep_figure(summary: Optional[dict]) -> go.Figure:
         fig.update_layout(margin=dict(b=90))
     elif best not in (None, 0):
         row = next(r for r in rows if r["k"] == best)
-        fig.add_scatter(x=[str(best)], y=[row["tokens_per_s"]], mode="markers", name=f"best measured: k = {best}",
+        fig.add_scatter(x=[k_label(best)], y=[row["tokens_per_s"]], mode="markers", name=f"best measured: {k_name(best)}",
                         marker=dict(color=DECISIONS["rejected"].colour, size=18, symbol="star"))
     fig.update_yaxes(title_text="acceptance rate", range=[0, 1.05], secondary_y=True)
-    # k in order (plain's absent, "auto" last) whichever runs came first
+    # k in order (plain's absent, the shape rule's chain and tree last) whichever runs came first
     fig.update_xaxes(type="category", categoryorder="array",
-                     categoryarray=[str(k) for k in range(1, K_HORIZON + 1)] + ["auto"])
+                     categoryarray=[str(k) for k in range(1, K_HORIZON + 1)] + ["chain auto", "tree auto"])
     return fig
 
 

@@ -1,4 +1,5 @@
-"""The k sweep: the speculative lane on one prompt for each k (1..8 and "auto"), each repeated,
+"""The k sweep: the speculative lane on one prompt for each k (1..8, "auto": the shape rule as a
+chain, and "tree": the defaults, tree = "auto"), each repeated,
 next to plain decoding, interleaved so drift falls on every k alike; then medians, spreads, and
 the theory's curve from the measured α, c and v(k). Used by the app's Debugger ("which k is best
 on this machine?"). A generator: the caller can stop after any run.
@@ -13,7 +14,8 @@ from ..decoding.autoregressive import autoregressive_generate
 from ..decoding.speculative import speculative_generate
 from ..decoding.warmup import warm_up
 
-K_VALUES: tuple = (*range(1, theory.K_HORIZON + 1), "auto")
+K_VALUES: tuple = (*range(1, theory.K_HORIZON + 1), "auto", "tree")
+SHAPED = ("auto", "tree")        # the sweep's entries whose rounds vary in shape (after the ints)
 
 
 def sweep_runs(pair, prompt_ids, ks: Sequence[Union[int, str]] = K_VALUES, repeats: int = 3,
@@ -27,6 +29,7 @@ def sweep_runs(pair, prompt_ids, ks: Sequence[Union[int, str]] = K_VALUES, repea
         shift = rep % len(order)
         for k in order[shift:] + order[:shift]:
             trace = (autoregressive_generate(pair, prompt_ids, **settings) if k == 0
+                     else speculative_generate(pair, prompt_ids, tree="auto", **settings) if k == "tree"
                      else speculative_generate(pair, prompt_ids, k, **settings))
             done += 1
             yield {"k": k, "rep": rep, "trace": trace, "done": done, "total": total}
@@ -56,8 +59,10 @@ def summarise(runs: list[dict]) -> dict:
                      "acceptance": _median([t.stats["acceptance_rate"] for t in traces]),
                      "alpha": _median([t.stats["alpha"] for t in traces]),
                      "speedup": (_median(tps) / plain_tps) if plain_tps and k != 0 else (1.0 if k == 0 else None)})
-    rows.sort(key=lambda r: (r["k"] == "auto", r["k"] if r["k"] != "auto" else 0))
-    spec = [t for k, ts in by_k.items() if k != 0 for t in ts]
+    rows.sort(key=lambda r: (SHAPED.index(r["k"]) + 1 if r["k"] in SHAPED else 0,
+                             r["k"] if r["k"] not in SHAPED else 0))
+    # The chain theory rests on the chain runs: a tree's tokens per pass are not E[τ].
+    spec = [t for k, ts in by_k.items() if k not in (0, "tree") for t in ts]
     # α, c and v(m) as costs.measured defines them, pooled over every run of the sweep; the theory
     # is the one smooth model (costs.theory.fit: v(k) on a line fitted to the measured passes).
     pooled = lambda traces: sum((measured.round_sums(t.rounds) for t in traces), measured.RoundSums())
@@ -86,7 +91,12 @@ def _overlapping(best: Optional[dict], runner_up: Optional[dict], plain: Optiona
 
 
 def k_label(k) -> str:
-    return "plain" if k == 0 else str(k)
+    return {0: "plain", "auto": "chain auto", "tree": "tree auto"}.get(k, str(k))
+
+
+def k_name(k) -> str:
+    """'plain', 'k = 4', 'chain auto', 'tree auto' for a sentence."""
+    return f"k = {k}" if isinstance(k, int) and k else k_label(k)
 
 
 def best_k_text(summary: dict) -> Optional[str]:
@@ -98,12 +108,11 @@ def best_k_text(summary: dict) -> Optional[str]:
     rows = {r["k"]: r for r in summary["rows"]}
     span = lambda r: f"{r['min']:.1f}–{r['max']:.1f} tok/s"
     if summary.get("within_noise"):
-        others = " and ".join(f"{'plain' if k == 0 else 'k = ' + k_label(k)}'s ({span(rows[k])})"
-                              for k in summary["within_noise"])
-        text = (f"Within noise: no best k on this machine: the fastest, k = {k_label(row['k'])} "
+        others = " and ".join(f"{k_name(k)}'s ({span(rows[k])})" for k in summary["within_noise"])
+        text = (f"Within noise: no best k on this machine: the fastest, {k_name(row['k'])} "
                 f"({span(row)} over its runs), overlaps {others}")
     else:
-        text = (f"Best on this machine: k = {k_label(row['k'])} ({row['tokens_per_s']:.1f} tok/s"
+        text = (f"Best on this machine: {k_name(row['k'])} ({row['tokens_per_s']:.1f} tok/s"
                 + (f", {row['speedup']:.2f}× plain" if row["speedup"] is not None else "") + ")")
     if summary["best_theory"] is not None:
         text += (f"; theory from α = {summary['alpha']:.2f}, c = {summary['c']:.3f} and v(k) = 1 + "
