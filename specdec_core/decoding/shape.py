@@ -14,7 +14,9 @@ round's expected tokens E = 1 + Σ a per unit of its cost C — and stops at the
   - a new draft level is added while the best guess it can hold (the best of the level before
     times the measured rate at which a first child hits) pays for slope + c; so the head grows the
     tree level by level (one head call each) and stops there; no level at all is a plain step;
-  - of the guesses drafted, each is kept while a ÷ slope ≥ E ÷ C, C counting the levels drafted.
+  - of the guesses drafted, each is kept while a ÷ slope ≥ E ÷ C, C counting the levels drafted;
+  - a chain (width 1) is drafted while its last row's calibrated top probability pays for a level
+    (the drafter's early stop), then cut the same way.
 Evidence fades (half-life HALF_LIFE rounds), so the rule follows the text and a run that fell back
 to plain steps tries drafting again once its old evidence has faded. Each round records its inputs
 and the candidates it kept, so a replay reproduces it.
@@ -51,7 +53,7 @@ class ShapeRule:
     confs: dict = field(default_factory=dict)   # source -> faded Σ conf
     first: list = field(default_factory=lambda: [0.0, 0.0])    # faded [hits, tries] of first children at the root
     follow: list = field(default_factory=lambda: [0.0, 0.0])   # ... of first children of a reached guess
-    kept_depth: int = 0                    # deepest guess the last round kept
+    stop_below: Optional[float] = None     # a chain's early stop this round (drafters' stop_below)
     sums: M.RoundSums = field(default_factory=M.RoundSums)
     _grown: int = 0                        # levels grown this round (the growth callback's count)
     _values: list = field(default_factory=list)
@@ -83,13 +85,16 @@ class ShapeRule:
     def plan(self) -> Shape:
         """What the drafter grows this round: nothing (a plain step) unless a first guess is
         expected to pay for its level; a tree grown level by level under `until` (cap DEPTH_MAX);
-        a chain one deeper than the last round kept."""
+        a chain drafted under `stop_below`."""
         _, slope, c = self.costs()
         self._grown, self._values = 0, []
         if self.first_rate() < slope + c:          # E ÷ C = 1 before any guess
             return Shape(0, 0)
         if self.chain:
-            return Shape(None, min(DEPTH_MAX, self.kept_depth + 1))
+            # A chain grows while its next guess can pay for a level: the drafter stops after a
+            # row whose top probability, calibrated, is below slope + c (decided before the draw).
+            self.stop_below = (slope + c) / self.calibration("model" if "model" in self.hits else "head")
+            return Shape(None, DEPTH_MAX)
         return Shape(None, DEPTH_MAX, WIDTH, WIDTH)
 
     def until(self, scores: list, depth: int) -> bool:
@@ -128,6 +133,7 @@ class ShapeRule:
                     "expected_tokens": tokens, "cost": cost, "slope": slope, "c": c, "step_s": step,
                     "calibration": {s: self.calibration(s) for s in sorted(set(tree.sources))},
                     "first_rate": self.first_rate(), "follow_rate": self.follow_rate(),
+                    **({"stop_below": self.stop_below} if self.chain else {}),
                     "why": describe(len(kept), depth, tokens, cost)}
         return kept, decision
 
@@ -152,7 +158,6 @@ class ShapeRule:
                 rate = self.first if parent < 0 else self.follow
                 rate[0] += hit
                 rate[1] += 1
-        self.kept_depth = rnd.tree_depth
 
 
 def _select(values: list, cost: float, slope: float) -> tuple:

@@ -122,7 +122,7 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
     branching = shape.width > 1 or shape.frontier > 1
     until = (rule.until if rule is not None else
              (lambda scores, d: d >= levels) if levels is not None else None) if branching else None
-    tree, depth = _draft(st, shape, until)
+    tree, depth = _draft(st, shape, until, rule.stop_below if rule is not None and not branching else None)
     grown = max(tree.depths, default=0)            # levels the drafter grew (a chain: its length)
     decision = None
     if rule is not None:
@@ -195,7 +195,7 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
     return rnd
 
 
-def _draft(st: DecodeState, shape: Shape, until=None) -> tuple:
+def _draft(st: DecodeState, shape: Shape, until=None, stop_below: Optional[float] = None) -> tuple:
     """(the round's guesses within `shape`, the depth drafted): never deeper than the tokens left
     (the round's last token is always drawn); a chain from propose() at width 1, else propose_tree()."""
     depth = min(shape.depth, st.max_new_tokens - st.n_new - 1)
@@ -205,7 +205,7 @@ def _draft(st: DecodeState, shape: Shape, until=None) -> tuple:
     if depth <= 0:
         return chain_tree(empty_proposal(st.pair.vocab_size, st.committed.device), "none"), 0
     if shape.width == 1 and shape.frontier == 1:
-        proposal = st.drafter.propose(st.committed, depth, st.cfg, st.generator)
+        proposal = st.drafter.propose(st.committed, depth, st.cfg, st.generator, stop_below)
         st.drafter_stop_reason = proposal.stop_reason
         tree = chain_tree(proposal, st.drafter.name)
     else:
