@@ -21,22 +21,19 @@ import torch
 from transformers import DynamicCache
 
 from ..costs.measure import pass_costs
-from ..drafters.base import Drafter, TokenTree, chain_tree, empty_proposal, fit_vocab, tapped
-from ..drafters.combined import LOOKUP, MODEL
+from ..drafters.base import Drafter, chain_tree, empty_proposal, fit_vocab, tapped
 from ..errors import DecodeError
 from ..registry import REGISTRY
-from ..sampling import SamplingConfig, raw_probs, warp_probs
+from ..sampling import SamplingConfig, warp_probs
 from ..settings import RANGES, SettingsError, check_fits_context, check_settings, check_shape
-from ..trace.record import Correction, DraftToken, Round, Trace
+from ..trace.record import Round, Trace
+from .recording import record_round, source_of, sync_output
 from .rule import accept_tree
 from .shape import ShapeRule
 from .tree import Shape, fanout, keep_path, verify_tree
 
 if TYPE_CHECKING:
     from ..models import ModelPair
-
-TOP_N = 5  # how many alternatives the trace keeps per distribution
-
 
 @dataclass
 class DecodeState:
@@ -129,7 +126,6 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
         keep, decision = rule.choose(tree, grown)
     if keep is not None:
         tree = tree.subtree(keep)
-    n = len(tree)
     t_drafted = st.elapsed()
 
     # 2. Verify: one target pass over [last committed, nodes] (a tree mask when it branches) gives
@@ -180,7 +176,7 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
     rnd.t_start, rnd.draft_s, rnd.verify_s = t_start, t_drafted - t_start, t_verified - t_drafted
     rnd.k_reason = k_reason or (decision or {}).get("why") or st.drafter_stop_reason
     rnd.k_policy = decision
-    rnd.draft_source = _source_of(tree)
+    rnd.draft_source = source_of(tree)
     if planned:
         rnd.plan = {"depth": depth, "width": shape.width, "frontier": shape.frontier,
                     "nodes": shape.nodes, "keep": keep, "levels": grown}
@@ -213,94 +209,6 @@ def _draft(st: DecodeState, shape: Shape, until=None, stop_below: Optional[float
                                        nodes=shape.nodes, frontier=shape.frontier, until=until)
     tree.ids = tree.ids.to(st.committed.device)
     return tree, depth
-
-
-def _source_of(tree: TokenTree) -> Optional[str]:
-    """Which source proposed the round's nodes (a combined drafter's "lookup" / "model"; both
-    joined with "+" in one tree); None for a single-source drafter."""
-    named = sorted({s for s in tree.sources if s in (LOOKUP, MODEL)})
-    return "+".join(named) if named else None
-
-
-def record_round(st, tree: TokenTree, acc, logits, p_target, new_ids, shape: Shape) -> Round:
-    """Build the Round. `drafted` is the round's main line, the chain views read: the accepted
-    path, then the first child tried where the walk stopped and its first children (a chain: all
-    its drafts). A branching tree also records every node in `Round.tree`."""
-    n = len(tree)
-    kids = tree.children()
-    spine, node = list(acc.path), (acc.path[-1] if acc.path else -1)
-    while kids[node]:
-        node = kids[node][0]
-        spine.append(node)
-    m, last = len(spine), (acc.path[-1] + 1 if acc.path else 0)
-    dev = p_target.device
-    node_rows = torch.tensor([tree.parents[i] + 1 for i in range(n)], dtype=torch.long, device=dev)
-    spine_t = torch.tensor(spine, dtype=torch.long, device=dev)
-    ids = tree.ids.to(dev)
-    p_raw = raw_probs(logits)
-    q_draft, q_raw = tree.q_probs.to(dev), tree.q_raw.to(dev)
-    p_rows = node_rows[spine_t] if m else node_rows[:0]
-    p_x = p_target[node_rows, ids]                                    # [n] p(node) at its parent's row
-    q_x = q_draft.gather(-1, ids[:, None]).squeeze(-1)
-    q_raw_x = q_raw.gather(-1, ids[:, None]).squeeze(-1)
-    overlap = torch.minimum(p_target[p_rows], q_draft[spine_t]).sum(-1) if m else p_x[:0]
-    rows = torch.cat([p_target[p_rows], p_raw[p_rows], q_draft[spine_t], q_raw[spine_t],
-                      p_target[last:last + 1], p_raw[last:last + 1], acc.correction_dist[None]])
-    top_p, top_i = rows.topk(min(TOP_N, rows.shape[-1]), dim=-1)
-    # The round's details to the host in one go: tops, per-node p / q, overlaps (ARCHITECTURE, Devices).
-    top_p, top_i = top_p.cpu().tolist(), top_i.cpu().tolist()
-    p_h, q_h, qr_h = torch.stack([p_x, q_x, q_raw_x]).cpu().tolist() if n else ([], [], [])
-    ov_h = overlap.cpu().tolist()
-    text = _text_noting_bytes(st)
-
-    def top(r):
-        return [[i, text(i), pr] for i, pr in zip(top_i[r], top_p[r]) if pr > 0]
-
-    drafted = []
-    for j, i in enumerate(spine):
-        evaluated = acc.decisions[i] != "not reached"
-        drafted.append(DraftToken(
-            id=int(tree.ids[i]), text=text(int(tree.ids[i])), q=min(q_h[i], 1.0), p=min(p_h[i], 1.0),
-            u=acc.u[i], accepted=acc.decisions[i] == "accepted", evaluated=evaluated,
-            overlap=min(ov_h[j], 1.0) if evaluated else None, p_top=top(j), p_top_raw=top(m + j),
-            q_top=top(2 * m + j), q_top_raw=top(3 * m + j)))
-    correction = Correction(
-        kind=acc.kind, id=acc.correction_id, text=text(acc.correction_id), p_top=top(4 * m),
-        p_top_raw=top(4 * m + 1), residual_top=top(4 * m + 2) if acc.kind == "resample" else None)
-    nodes = None
-    if not tree.is_chain:
-        on_path = set(acc.path)
-        nodes = [{"id": int(tree.ids[i]), "parent": tree.parents[i], "text": text(int(tree.ids[i])),
-                  "p": min(p_h[i], 1.0), "q": min(q_h[i], 1.0), "q_raw": min(qr_h[i], 1.0),
-                  "u": acc.u[i], "decision": acc.decisions[i], "on_path": i in on_path,
-                  "source": tree.sources[i]} for i in range(n)]
-    k = n if (shape.width > 1 or not tree.is_chain) else shape.depth
-    return Round(index=len(st.trace.rounds), t_start=0.0, t_end=0.0, draft_s=0.0, verify_s=0.0,
-                 overhead_s=0.0, k=k, drafted=drafted, n_accepted=len(acc.path),
-                 correction=correction, committed=new_ids, tree=nodes)
-
-
-def _text_noting_bytes(st: DecodeState):
-    """pair.token_text that also records in trace.token_bytes the raw bytes (hex) of every token
-    whose text alone is not whole characters ("�"): views show those as bytes, never as "�"."""
-    table, token_text, token_bytes = st.trace.token_bytes, st.pair.token_text, st.pair.token_bytes
-
-    def text(token_id: int) -> str:
-        s = token_text(token_id)
-        if "\ufffd" in s and str(token_id) not in table:
-            b = token_bytes(token_id)
-            if b is not None:
-                table[str(token_id)] = b.hex().upper()
-        return s
-    return text
-
-
-def _sync_output(st: DecodeState) -> None:
-    """The trace's output: ids, their text (a character not complete yet left out) and which
-    characters each token carries (the last round's spans reused: only new tokens are decoded)."""
-    ids = st.committed[len(st.trace.prompt["ids"]):].tolist()
-    text, spans = st.pair.decode_output(ids, st.trace.output.get("spans"))
-    st.trace.output = {"ids": ids, "text": text, "spans": spans}
 
 
 def stream_speculative(pair, prompt_ids, k: Union[int, str, None] = None, *, tree="auto", temperature=0.0,
@@ -352,9 +260,9 @@ def _run(pair, prompt_ids, k, *, mode, tree=None, k_schedule=None, **settings) -
                 shape, use_rule = rule.plan(), rule
             else:
                 shape = fixed if fixed is not None else k
-            rnd = decode_round(st, shape, rule=use_rule, keep=keep, levels=levels, k_reason=reason)
+            decode_round(st, shape, rule=use_rule, keep=keep, levels=levels, k_reason=reason)
             t_pause = time.perf_counter()
-            _sync_output(st)
+            sync_output(st)
             yield st.trace
             st.paused_s += time.perf_counter() - t_pause
 
