@@ -125,4 +125,6 @@ def test_training_runs_the_stock_code_and_gets_gradients(stock, ids):
     assert twin.model.layers[0].mlp.down_proj.weight.grad is not None
     assert fastpath.kernels_of(twin).name == fastpath.FAST
     with torch.inference_mode():
-        assert torch.allclose(twin(ids).logits, _logits(stock, ids), atol=1e-4)
+        # fp32 through 30 layers in another kernel's summation order: 1.2e-4 apart measured on an
+        # AVX-512 machine (the greedy tests hold the tokens equal)
+        assert torch.allclose(twin(ids).logits, _logits(stock, ids), atol=5e-4)

@@ -71,7 +71,11 @@ def test_the_api_uses_the_same_check():
         speculative_generate(pair, [1, 2], k=100)
     with pytest.raises(SettingsError, match="max new tokens must be an integer from 1 to 4,096"):
         autoregressive_generate(pair, [1, 2], max_new_tokens=-5)
-    with pytest.raises(SettingsError, match="k must be ≥ 1 for speculative decoding"):
-        speculative_generate(pair, [1, 2], k=0)
+    with pytest.raises(SettingsError, match=r'k must be an integer from 1 to 32 \(or "auto"\); got 0'):
+        speculative_generate(pair, [1, 2], k=0)                      # the page's message too
+    with pytest.raises(SettingsError, match="tree nodes must be an integer from 1 to 64; got 65"):
+        speculative_generate(pair, [1, 2], tree=(65, 4))
+    with pytest.raises(SettingsError, match="give k .* or tree .*, not both"):
+        speculative_generate(pair, [1, 2], k=3, tree=(8, 3))
     trace = speculative_generate(pair, [1, 2], k="3", max_new_tokens="5", temperature="0")
     assert trace.config["k"] == 3 and trace.stats["new_tokens"] == 5

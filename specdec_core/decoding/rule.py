@@ -29,6 +29,12 @@ def accept_drafts(p_x: torch.Tensor, q_x: torch.Tensor, u: Optional[torch.Tensor
     return u < p_x / q_x.clamp_min(1e-30)
 
 
+def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """max(0, p − q) [..., V]: the mass the draft under-proposed, which a rejected sampled draft's
+    replacement is drawn from once normalised (the one place it is written)."""
+    return (p - q).clamp_min(0)
+
+
 def correction_distribution(p_target: torch.Tensor, q_draft: torch.Tensor,
                             n_accepted: torch.Tensor) -> torch.Tensor:
     """The distribution of the token that follows the accepted prefix: [V].
@@ -38,7 +44,7 @@ def correction_distribution(p_target: torch.Tensor, q_draft: torch.Tensor,
     (the bonus). Indexing stays on the device: no host sync.
     """
     q_padded = torch.cat([q_draft, q_draft.new_zeros(1, q_draft.shape[-1])])
-    row = (p_target - q_padded).clamp_min(0).index_select(0, n_accepted[None])[0]
+    row = residual(p_target, q_padded).index_select(0, n_accepted[None])[0]
     row_sum = row.sum()
     # p == q at that position makes a rejection impossible in exact arithmetic; guard rounding.
     return torch.where(row_sum > 0, row / row_sum.clamp_min(1e-30),
@@ -146,7 +152,7 @@ def accept_tree(parents: list, draft_ids: torch.Tensor, p_target: torch.Tensor, 
     #    (a rejected sampled child: norm(max(0, p − q))).
     p_row = p_target[node + 1]
     if residual_of is not None:
-        r = (p_row - q_sampled[residual_of].to(device)).clamp_min(0)
+        r = residual(p_row, q_sampled[residual_of].to(device))
     else:
         r = p_row.clone()
         if removed:
