@@ -23,10 +23,10 @@ import torch
 
 from specdec_core import data, load_pair, speculative_generate
 from specdec_core.decoding import start_decode
-from specdec_core.decoding.tree import tree_generate_ids
 from specdec_core.drafters.head_tree import _offer
 from specdec_core.sampling import SamplingConfig
 
+from .conftest import tree_generate_ids
 from .test_tree import pass_costs
 
 SETTINGS = {"greedy": dict(temperature=0.0), "T0.7 top-p0.9": dict(temperature=0.7, top_p=0.9)}
