@@ -5,8 +5,9 @@ TITLE = "Speculative decoding, explained live"
 
 INTRO = """\
 # Speculative decoding, explained live
-A small, fast **draft** guesses the next *k* tokens; the large **target** checks all of them in
-**one** forward pass, keeps the longest prefix it agrees with, and adds one token of its own.
+A small, fast **draft** guesses the next tokens — a chain of *k*, or a **tree** of alternatives; the
+large **target** checks all of them in **one** forward pass, keeps the longest path it agrees with,
+and adds one token of its own.
 The output has *exactly* the target's distribution, yet every target pass can commit several tokens.
 Press **Run**: the same prompt is decoded twice on the same model — once plainly, once
 speculatively — and you watch both race, then inspect every decision.
@@ -18,10 +19,10 @@ FIRST_LOAD_NOTE = ("The first run loads the model pair: for the offline default 
 
 FIRST_PAINT_RACES = 5   # app/record.py keeps the race with the median speedup of these
 RECORDED_BANNER = ("● **Recorded example** — a race recorded earlier on **{device}** with {target} + {draft}, "
-                   f"k = {{k}} (of {FIRST_PAINT_RACES} recorded races, the one with the middle speedup), shown "
+                   f"{{shape}} (of {FIRST_PAINT_RACES} recorded races, the one with the middle speedup), shown "
                    "before any model loads. Press **Run** to race on this machine.")
-RUN_BANNER = "▶ **Your run** on **{device}**: {target} + {draft}, k = {k}, T = {temperature}."
-UPLOAD_BANNER = "⤒ **Loaded from file** ({files}): recorded on **{device}**, {target} + {draft}, k = {k}."
+RUN_BANNER = "▶ **Your run** on **{device}**: {target} + {draft}, {shape}, T = {temperature}."
+UPLOAD_BANNER = "⤒ **Loaded from file** ({files}): recorded on **{device}**, {target} + {draft}, {shape}."
 
 RACE_HELP = ("Both lanes run on the same model, device and sampler, **one after the other** (never at "
              "the same time), after an uncounted warm-up; the lane order alternates between runs. "
