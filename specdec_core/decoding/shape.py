@@ -15,8 +15,9 @@ round's expected tokens E = 1 + Σ a per unit of its cost C — and stops at the
     times the measured rate at which a first child hits) pays for slope + c; so the head grows the
     tree level by level (one head call each) and stops there; no level at all is a plain step;
   - of the guesses drafted, each is kept while a ÷ slope ≥ E ÷ C, C counting the levels drafted;
-  - a chain (width 1) is drafted while its last row's calibrated top probability pays for a level
-    (the drafter's early stop), then cut the same way.
+  - a chain (width 1) is drafted at most one level deeper than the last round kept, and only while
+    its last row's calibrated top probability pays for a level (the drafter's early stop), then cut
+    the same way.
 Evidence fades (half-life HALF_LIFE rounds), so the rule follows the text and a run that fell back
 to plain steps tries drafting again once its old evidence has faded. Each round records its inputs
 and the candidates it kept, so a replay reproduces it.
@@ -54,6 +55,7 @@ class ShapeRule:
     first: list = field(default_factory=lambda: [0.0, 0.0])    # faded [hits, tries] of first children at the root
     follow: list = field(default_factory=lambda: [0.0, 0.0])   # ... of first children of a reached guess
     stop_below: Optional[float] = None     # a chain's early stop this round (drafters' stop_below)
+    kept_depth: int = 0                    # a chain: how deep the last round kept
     sums: M.RoundSums = field(default_factory=M.RoundSums)
     _grown: int = 0                        # levels grown this round (the growth callback's count)
     _values: list = field(default_factory=list)
@@ -85,7 +87,7 @@ class ShapeRule:
     def plan(self) -> Shape:
         """What the drafter grows this round: nothing (a plain step) unless a first guess is
         expected to pay for its level; a tree grown level by level under `until` (cap DEPTH_MAX);
-        a chain drafted under `stop_below`."""
+        a chain one level deeper than the last round kept, drafted under `stop_below`."""
         _, slope, c = self.costs()
         self._grown, self._values = 0, []
         if self.first_rate() < slope + c:          # E ÷ C = 1 before any guess
@@ -94,7 +96,7 @@ class ShapeRule:
             # A chain grows while its next guess can pay for a level: the drafter stops after a
             # row whose top probability, calibrated, is below slope + c (decided before the draw).
             self.stop_below = (slope + c) / self.calibration("model" if "model" in self.hits else "head")
-            return Shape(None, DEPTH_MAX)
+            return Shape(None, min(DEPTH_MAX, self.kept_depth + 1))
         return Shape(None, DEPTH_MAX, WIDTH, WIDTH)
 
     def until(self, scores: list, depth: int) -> bool:
@@ -141,6 +143,7 @@ class ShapeRule:
         """Fold a finished round in: its timings, and the outcome of every verified guess whose
         parent was reached (committed: the round's tokens before any cut, one per depth)."""
         self.sums = self.sums + M.round_sums([rnd])
+        self.kept_depth = rnd.tree_depth
         fade = 0.5 ** (1 / HALF_LIFE)
         for table in (self.hits, self.confs):
             for key in table:
