@@ -52,7 +52,7 @@ def _label(text: str) -> str:
 
 # -- run-level charts ---------------------------------------------------------------------------
 def _varied_note(trace) -> Optional[str]:
-    """What a fixed-k overlay hides in this run, or None: rounds under k = "auto" drafted different
+    """What a fixed-k overlay hides in this run, or None: rounds under the shape rule drafted different
     numbers of tokens, and rounds of a combined drafter came from several sources."""
     drafted = [r for r in trace.rounds if r.drafted]
     sources = {r.draft_source for r in drafted}

@@ -4,7 +4,7 @@
     trace = speculative_generate(pair, pair.encode_prompt("Hi"), k=4, temperature=0.0)
 
 Layers (docs/ARCHITECTURE.md): models/ (pairs, loading) → kernels/ (CPU fast path) → drafters/ →
-decoding/ (round loop, k policy) → trace/ (the record every view reads); costs/ (measured and
+decoding/ (round loop, token trees, shape rule) → trace/ (the record every view reads); costs/ (measured and
 predicted costs); bench/, lab/ and cli/ sit on top.
 """
 from .version import __version__

@@ -2,8 +2,9 @@
 
 Entries are the models `load_model` loaded (with their tokenizer; the CPU fast path's prepacked
 matrices live inside the model). Attachments are what is derived from one model and worth keeping
-as long as it lives: the distilled head built on a target, the pass costs measured for it, the
-k policy's estimates from its last decode. An evicted model takes its attachments with it; models
+as long as it lives: the distilled head built on a target, the pass costs measured for it
+(nothing else: the shape rule keeps no state across decodes). An evicted model takes its
+attachments with it; models
 that did not come through `load_model` (your own, via `ModelPair.from_models`) keep theirs for as
 long as you keep the model (weak references).
 

@@ -237,7 +237,7 @@ def render_step(spec, plain, round_index: int, step_index: int, weight_bytes: Op
     step = steps[step_index]
     greedy = float(spec.config.get("temperature") or 0.0) == 0.0
     if not rnd.drafted and step.id not in ("plain", "committed", "theory"):
-        text = (f"Round {round_index} drafted nothing (k = auto chose a plain step, or the drafter had "
+        text = (f"Round {round_index} drafted nothing (the shape rule chose a plain step, or the drafter had "
                 f"nothing to propose): pick a round with drafts.")
     else:
         text = step_text(step, round_facts(spec, plain, round_index, weight_bytes), greedy)

@@ -1,6 +1,6 @@
 """`python -m specdec_core.bench`: ours vs transformers on one pair, one device, one run.
 
-Lanes (bench_lanes.py): ours plain / speculative fixed k / k = "auto" (+ the n-gram drafter when the
+Lanes (bench_lanes.py): ours plain / speculative fixed k / tree = auto / chain k = auto / fixed trees (+ the n-gram drafter when the
 pair's drafter is a model), transformers generate() plain / assisted generation (fixed k, and its
 default dynamic settings) / prompt lookup, in greedy and sampling mode (T = 0.7, top-p 0.9), and a
 k sweep of ours in greedy mode. Every lane runs on every prompt `repeats` times after one warm-up

@@ -64,7 +64,7 @@ def theory_row(spec: dict, plain: dict, k) -> dict:
     if isinstance(k, int) and k in v:   # the formula at the lane's k
         row["predicted"] = model.speedup(k)
     # The same theory over the draft lengths the rounds really had (the n-gram drafter proposes
-    # fewer than k when its match is short, k = "auto" varies, the last round is cut).
+    # fewer than k when its match is short, the shape rule varies it, the last round is cut).
     # (Chains only: a tree's tokens per pass are not a chain's E[τ].)
     ms = spec["m_list"]
     if ms and not spec.get("tree_rounds") and all(m == 0 or m in v for m in ms):   # v(0) = 1: nothing drafted

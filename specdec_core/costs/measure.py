@@ -1,4 +1,4 @@
-"""What a target pass costs on this machine: the one measurement the k policy, the bench and the
+"""What a target pass costs on this machine: the one measurement the shape rule, the bench and the
 app share, and the physical floor to hold it against.
 
 v(k), the cost of a verify pass over k drafts (k + 1 new tokens) in single-token steps, decides

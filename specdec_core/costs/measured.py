@@ -1,12 +1,12 @@
 """What a run measured, each quantity defined once: α, the plain step, c and v(m).
 
-The decoder's k policy, the trace statistics, the race's verdict and charts, the walkthrough, the
+The decoder's shape rule, the trace statistics, the race's verdict and charts, the walkthrough, the
 bench and the k sweep all read these definitions, so the page shows the numbers the decoder acted on.
 
 - target time of a round: its clock minus its draft time (t_end − t_start − draft_s), i.e. the
   verify pass plus the round's bookkeeping (accept, record, cache crops): what the target side of a
   round costs. A plain step is a round with nothing drafted.
-- step: mean target time of the plain rounds (a plain trace's rounds, or k = "auto"'s plain steps).
+- step: mean target time of the plain rounds (a plain trace's rounds, or the shape rule's plain steps).
 - v(m): mean target time of the rounds that verified m drafts ÷ step (v(0) = 1); a token tree's
   m is all its nodes (Round.n_verified).
 - c: draft seconds per draft level ÷ step (a chain's level is one drafted token; a tree grows a
@@ -23,7 +23,7 @@ one has unstable timings, and its speedup is not explained, when any of these ho
 - the target times of one kind of round (plain's steps; the speculative lane's rounds at the m most
   of them verified) spread more than SPREAD_MAX (p90 ÷ p10, over at least MIN_ROUNDS rounds);
 - a few stalled rounds carry a mean: mean ÷ median above STALL_MAX (every ratio uses the mean);
-- the speculative lane's own plain steps (k = "auto", nothing to propose) and plain's steps
+- the speculative lane's own plain steps (the shape rule drafting nothing, or nothing to propose) and plain's steps
   differ by more than OWN_STEP_MAX (median ÷ median, at least MIN_ROUNDS of them).
 The v(m) bounds assume the target's pass dominates a round, as it does for real models; a toy model
 whose pass takes microseconds is bound by the round's bookkeeping and may trip them.

@@ -13,7 +13,7 @@ from typing import Callable, Optional, Union
 
 Cost = Union[float, Callable[[int], float]]
 
-# The longest draft the project reasons about: best_k's search, the k policy, the speedup-vs-k
+# The longest draft the project reasons about: best_k's search, the speedup-vs-k
 # chart and the k sweep all stop here (a pass over K_HORIZON + 1 tokens is still measured).
 K_HORIZON = 8
 

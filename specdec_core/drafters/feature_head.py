@@ -253,7 +253,7 @@ class FeatureDrafter(Drafter):
     @torch.inference_mode()
     def start(self, prompt_ids):
         # observe() of the prompt came just before start(): the head reads the prompt now, in the
-        # prefill, so the first round's draft time is one round's (k = "auto" measures c from it).
+        # prefill, so the first round's draft time is one round's (the shape rule measures c from it).
         self.cache, self.n_true, self.g_next = None, 0, None
         self._catch_up(prompt_ids.to(self.device))
 

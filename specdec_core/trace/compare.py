@@ -139,7 +139,7 @@ def speedup_reasons(spec: "Trace", plain: "Trace") -> Optional[dict]:
     """Why a run's speedup is what it is, from its two traces: measured α and c, the draft length
     most rounds used, the run's theory (run_theory) there: v(k) on its fitted line, the predicted
     E[τ]/(k·c + v(k)) and the three losses (costs.theory.cost_terms), the share of rounds that were
-    plain steps (k = "auto" declining to speculate, or nothing to propose), and the unstable-timings
+    plain steps (the shape rule declining to draft, or nothing to propose), and the unstable-timings
     verdict. Rounds of varying shape (trees, tree = "auto") are explained by their means instead
     (costs.theory.shape_terms, "shape": {nodes, levels, tokens} per round). None without a plain
     step time. {"alpha", "c", "k", "v", "v_measured", "slope", "theory", "terms", "limit",

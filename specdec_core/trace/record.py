@@ -64,8 +64,8 @@ class Round:
     n_accepted: int          # length of the accepted prefix of `drafted`
     correction: Correction
     committed: list[int]     # ids appended by this round, cut at EOS / max_new_tokens
-    k_reason: Optional[str] = None   # why this k, in words (k policy, or why the drafter stopped early)
-    k_policy: Optional[dict] = None  # optional: the k = "auto" decision as data ({"kind", "why", numbers})
+    k_reason: Optional[str] = None   # why this shape, in words (the shape rule, or why the drafter stopped early)
+    k_policy: Optional[dict] = None  # optional: the shape rule's decision as data ({"kind", "why", numbers})
     draft_source: Optional[str] = None  # optional: which source proposed `drafted` ("lookup" | "model" | "lookup+model")
     tree: Optional[list] = None      # /2: a branching round's nodes {id, parent, text, p, q, q_raw, u, decision, on_path, source}
     plan: Optional[dict] = None      # /2: how it drafted {depth, width, frontier, nodes, keep} (replay)
