@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from specdec_core.drafters.base import node_depths, sibling_ranks
 from specdec_core.trace.decisions import (DECISIONS, FAINT_COLOUR, INK_COLOUR, MUTED_COLOUR, correction_decision,
                                           node_decision, visible_whitespace)
 from specdec_core.trace.text import display_texts, round_labels
@@ -15,29 +16,20 @@ ORDINAL = {1: "1st", 2: "2nd", 3: "3rd"}
 def layout(tree: list) -> tuple[list, list]:
     """(x, y) of every node: x its depth, y its row — leaves one row each in trial order (the first
     child on top), a parent at the mean of its children's rows."""
+    parents = [node["parent"] for node in tree]
     kids = {i: [] for i in range(-1, len(tree))}
-    for i, node in enumerate(tree):
-        kids[node["parent"]].append(i)
-    depth, row, next_row = {-1: 0}, {}, [0]
+    for i, parent in enumerate(parents):
+        kids[parent].append(i)
+    row, next_row = {}, [0]
 
     def place(i):
         for c in kids[i]:
-            depth[c] = depth[i] + 1
             place(c)
         if i >= 0:
             row[i] = sum(row[c] for c in kids[i]) / len(kids[i]) if kids[i] else next_row[0]
             next_row[0] += 0 if kids[i] else 1
     place(-1)
-    return [depth[i] for i in range(len(tree))], [-row[i] for i in range(len(tree))]
-
-
-def trial_order(tree: list) -> list:
-    """[n] 1-based order in which a node's parent tries it (children are tried in index order)."""
-    seen, order = {}, []
-    for node in tree:
-        seen[node["parent"]] = seen.get(node["parent"], 0) + 1
-        order.append(seen[node["parent"]])
-    return order
+    return node_depths(parents), [-row[i] for i in range(len(tree))]
 
 
 def tree_figure(trace, rnd) -> go.Figure:
@@ -46,7 +38,7 @@ def tree_figure(trace, rnd) -> go.Figure:
     label = display_texts(trace).top
     _, correction_label = round_labels(trace, rnd)
     xs, ys = layout(tree)
-    order = trial_order(tree)
+    order = sibling_ranks([node["parent"] for node in tree])
     roots = [i for i, n in enumerate(tree) if n["parent"] < 0]
     root_y = sum(ys[i] for i in roots) / len(roots)
     fig = go.Figure()

@@ -30,7 +30,7 @@ from typing import Optional
 import torch
 from transformers import DynamicCache
 
-from ..drafters.base import TokenTree, crop_cache, tapped
+from ..drafters.base import TokenTree, crop_cache, node_depths, tapped
 
 __all__ = ["TokenTree", "Shape", "fanout", "tree_mask", "tree_positions", "verify_tree", "keep_path"]
 
@@ -79,9 +79,7 @@ def tree_mask(parents: list, past_len: int, dtype: torch.dtype, device) -> torch
 
 def tree_positions(parents: list, past_len: int, device) -> torch.Tensor:
     """Position ids [1, n+1]: the root at past_len, a node at past_len + its depth."""
-    depths = [0]
-    for parent in parents:
-        depths.append(depths[parent + 1] + 1)
+    depths = [0] + node_depths(parents)
     return torch.tensor([[past_len + d for d in depths]], dtype=torch.long, device=device)
 
 

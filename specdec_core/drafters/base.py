@@ -38,6 +38,24 @@ class Proposal:
     source: Optional[str] = None       # which source proposed them (combined drafter), if several
 
 
+def node_depths(parents: list) -> list:
+    """[n] depth of each node of a tree given its parents (topological, -1: a child of the root,
+    which is depth 1)."""
+    depths = []
+    for parent in parents:
+        depths.append(1 if parent < 0 else depths[parent] + 1)
+    return depths
+
+
+def sibling_ranks(parents: list) -> list:
+    """[n] 1-based place of each node among its parent's children (the order they are tried)."""
+    seen, ranks = {}, []
+    for parent in parents:
+        seen[parent] = seen.get(parent, 0) + 1
+        ranks.append(seen[parent])
+    return ranks
+
+
 @dataclass
 class TokenTree:
     """Guesses for one round as a tree rooted at the last committed token (the root is no node).
@@ -57,10 +75,7 @@ class TokenTree:
     @property
     def depths(self) -> list:
         """[n] depth of each node (1: a child of the root)."""
-        depths = []
-        for parent in self.parents:
-            depths.append(1 if parent < 0 else depths[parent] + 1)
-        return depths
+        return node_depths(self.parents)
 
     def children(self) -> dict:
         """{node (-1: root): its children in trial order}, every node and the root present."""

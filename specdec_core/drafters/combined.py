@@ -61,7 +61,6 @@ class CombinedDrafter(Drafter):
             proposal = self.lookup.copy_proposal(tokens, start, depth if nodes is None else min(depth, nodes))
             if len(proposal.ids):
                 copy = chain_tree(proposal, LOOKUP, sampled=False)
-                copy.sources = [LOOKUP] * len(copy)
         left = None if nodes is None else nodes - (len(copy) if copy is not None else 0)
         if left is not None and left <= 0:
             return copy

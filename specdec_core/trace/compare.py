@@ -205,27 +205,23 @@ def speedup_why(spec: "Trace", plain: "Trace") -> Optional[str]:
     if r["unstable"]:
         return (f"Why: not explained, the timings are too unstable: {r['unstable']}. α, c and v rest on "
                 "these clocks, so they cannot say what limited this run; run it again on a quieter machine.")
-    if r["shape"] is not None:
-        sh, t = r["shape"], r["terms"]
+    if r["shape"] is not None:      # trees: what the rounds did on average
+        sh = r["shape"]
         text = (f"Why: {sh['tokens']:.2f} tokens per target pass from {sh['nodes']:.1f} guesses verified per pass "
                 f"in {sh['levels']:.1f} draft levels, c = {f(r['c'])} per draft level, v = {f(r['v'])} (a verify "
                 f"pass over those guesses ÷ a target step, on the line 1 + {f(r['slope'])}·n fitted to the measured "
                 f"passes) → tokens ÷ (levels·c + v) = {f(r['theory'])}×")
-        if r["plain_share"] > 0:
-            text += f"; {r['plain_share']:.0%} of rounds were plain steps"
-        return text + (f". Limited most by {LIMITS[r['limit']]}: per round, in target steps, guesses not kept "
-                       f"n + 1 − tokens = {f(t['acceptance'])}, draft cost levels·c = {f(t['draft'])}, verify "
-                       f"overhead v − 1 = {f(t['verify'])}.")
-    k = r["k"]
-    text = (f"Why: α = {f(r['alpha'])} (acceptance), c = {f(r['c'])} (a draft step ÷ a target step), "
-            f"v({k}) = {f(r['v'])} (a verify pass of {k} draft{'s' if k != 1 else ''} ÷ a target step, on the "
-            f"line 1 + {f(r['slope'])}·k fitted to the measured passes) → theory E[τ]/(k·c + v(k)) = "
-            f"{f(r['theory'])}× at k = {k}")
+        losses = ("guesses not kept n + 1 − tokens", "draft cost levels·c", "verify overhead v − 1")
+    else:                           # chains of k: the closed-form theory
+        k = r["k"]
+        text = (f"Why: α = {f(r['alpha'])} (acceptance), c = {f(r['c'])} (a draft step ÷ a target step), "
+                f"v({k}) = {f(r['v'])} (a verify pass of {k} draft{'s' if k != 1 else ''} ÷ a target step, on the "
+                f"line 1 + {f(r['slope'])}·k fitted to the measured passes) → theory E[τ]/(k·c + v(k)) = "
+                f"{f(r['theory'])}× at k = {k}")
+        losses = ("acceptance loss k + 1 − E[τ]", "draft cost k·c", "verify overhead v(k) − 1")
     if r["plain_share"] > 0:
         text += f"; {r['plain_share']:.0%} of rounds were plain steps"
     if r["terms"] is not None:
-        t = r["terms"]
-        text += (f". Limited most by {LIMITS[r['limit']]}: per round, in target steps, acceptance loss "
-                 f"k + 1 − E[τ] = {f(t['acceptance'])}, draft cost k·c = {f(t['draft'])}, "
-                 f"verify overhead v(k) − 1 = {f(t['verify'])}")
+        terms = (f"{name} = {f(r['terms'][key])}" for name, key in zip(losses, ("acceptance", "draft", "verify")))
+        text += f". Limited most by {LIMITS[r['limit']]}: per round, in target steps, " + ", ".join(terms)
     return text + "."

@@ -13,6 +13,7 @@ from importlib import resources
 from typing import Any, Optional
 
 from ..atomic import write_atomic
+from ..drafters.base import node_depths
 from .stats import compute_stats
 
 SCHEMA_ID = "specdec.trace/2"
@@ -88,10 +89,7 @@ class Round:
         """Levels of the verified guesses (a chain: its length)."""
         if not self.tree:
             return len(self.drafted)
-        depth = {}
-        for i, node in enumerate(self.tree):
-            depth[i] = depth.get(node["parent"], 0) + 1
-        return max(depth.values())
+        return max(node_depths([node["parent"] for node in self.tree]))
 
     def shape_text(self) -> str:
         """'12 nodes, depth 4' (a tree), 'chain of 3' or 'plain step'."""

@@ -5,6 +5,8 @@ happens with the target's probability p(x) (accept_tree draws the node's token f
 hit rate against the draft's confidence is the draft's calibration."""
 from __future__ import annotations
 
+from ..drafters.base import node_depths, sibling_ranks
+
 
 def child_outcomes(parents: list, ids: list, path: list, tokens: list) -> list:
     """[(node, hit)] for every node whose parent was reached. parents / ids: the tree's; path: the
@@ -26,11 +28,7 @@ def guess_outcomes(trace) -> list:
             continue
         parents, ids = [n["parent"] for n in tree], [n["id"] for n in tree]
         path = [i for i, n in enumerate(tree) if n["on_path"]]
-        depth, rank, seen = [], [], {}
-        for p in parents:
-            depth.append(1 if p < 0 else depth[p] + 1)
-            seen[p] = seen.get(p, 0) + 1
-            rank.append(seen[p])
+        depth, rank = node_depths(parents), sibling_ranks(parents)
         for i, hit in child_outcomes(parents, ids, path, [ids[i] for i in path] + [rnd.correction.id]):
             rows.append({"round": rnd.index, "depth": depth[i], "rank": rank[i], "conf": tree[i].get("q_raw"),
                          "hit": hit, "source": tree[i].get("source"), "decision": tree[i]["decision"]})
