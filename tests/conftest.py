@@ -42,14 +42,17 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture
 def fake_clock(monkeypatch):
     """The decoder's clock ticks 10 ms per reading: every round's draft, verify and bookkeeping take
-    one tick each, so k = "auto"'s decisions depend on the model's numbers only, never on the load
-    of the machine. (The pass-cost priors are measured once per target with the real clock.)"""
-    from types import SimpleNamespace
-
+    one tick each, so the shape rule's decisions depend on the model's numbers only, never on the
+    load of the machine. Its cost priors (the pass costs measured once per target) read the same
+    clock: a pass over any number of tokens is one round's target time, two ticks."""
+    from specdec_core.costs import measure
     from specdec_core.decoding import speculative
     ticks = iter(range(10**9))
     clock = SimpleNamespace(perf_counter=lambda: 0.01 * next(ticks), time=speculative.time.time)
     monkeypatch.setattr(speculative, "time", clock)
+    flat = measure.PassCosts({n: 0.02 for n in range(1, measure.N_MAX + 1)})
+    monkeypatch.setattr(measure, "pass_costs", lambda target, vocab_size: flat)
+    monkeypatch.setattr(speculative, "pass_costs", lambda target, vocab_size: flat)
     return clock
 
 
