@@ -185,6 +185,18 @@ def check_shape(k=None, tree="auto") -> tuple:
     return ("auto" if tree is None and k is None else k), tree
 
 
+def check_draft_limit(k, tree, limit: Optional[int], drafter: str) -> None:
+    """A drafter that drafts at most `limit` tokens per round (a block drafter's slots; None: no
+    limit) refuses a chain k or a tree depth beyond it (checked (k, tree), as check_shape gives)."""
+    if limit is None:
+        return
+    asked = tree[1] if isinstance(tree, tuple) else k if isinstance(k, int) else None
+    if asked is not None and asked > limit:
+        what = f"tree depth {asked}" if isinstance(tree, tuple) else f"k = {asked}"
+        raise SettingsError(f"{what} is too long for the {drafter}: it drafts at most {limit} tokens per "
+                            f"round (one slot each); use k ≤ {limit}, a tree depth ≤ {limit}, or auto")
+
+
 def shape_label(k, tree) -> str:
     """How the page and the CLI name a checked (k, tree): 'tree = auto', 'tree = 12,4', 'chain k = 4'."""
     if tree == "auto":

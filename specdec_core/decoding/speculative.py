@@ -25,7 +25,7 @@ from ..drafters.base import Drafter, chain_tree, empty_proposal, fit_vocab, tapp
 from ..errors import DecodeError
 from ..registry import REGISTRY
 from ..sampling import SamplingConfig, warp_probs
-from ..settings import RANGES, SettingsError, check_fits_context, check_settings, check_shape
+from ..settings import RANGES, SettingsError, check_draft_limit, check_fits_context, check_settings, check_shape
 from ..trace.record import Round, Trace
 from .recording import record_round, source_of, sync_output
 from .rule import accept_tree
@@ -120,7 +120,8 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
     until = (rule.until if rule is not None else
              (lambda scores, d: d >= levels) if levels is not None else None) if branching else None
     tree, depth = _draft(st, shape, until, rule.stop_below if rule is not None and not branching else None)
-    grown = max(tree.depths, default=0)            # levels the drafter grew (a chain: its length)
+    # Levels the drafter grew: a chain's length, a tree's depth; a block drafter's one call.
+    grown = st.drafter.levels(max(tree.depths, default=0))
     decision = None
     if rule is not None:
         keep, decision = rule.choose(tree, grown)
@@ -177,7 +178,7 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
     rnd.k_reason = k_reason or (decision or {}).get("why") or st.drafter_stop_reason
     rnd.k_policy = decision
     rnd.draft_source = source_of(tree)
-    if planned:
+    if planned or grown != rnd.tree_depth:   # levels ≠ depth (a block round) are recorded too
         rnd.plan = {"depth": depth, "width": shape.width, "frontier": shape.frontier,
                     "nodes": shape.nodes, "keep": keep, "levels": grown}
     rnd.t_end = st.elapsed()
@@ -235,8 +236,12 @@ def _run(pair, prompt_ids, k, *, mode, tree=None, k_schedule=None, **settings) -
     """The round loop shared by speculative and plain decoding. The pair's models are held in
     the registry while it runs (never evicted mid-decode)."""
     with REGISTRY.holding(pair.target, pair.draft_model):
+        # A drafter with a fixed number of slots (the block drafter) refuses longer chains and
+        # trees before anything runs.
+        drafter = settings.pop("drafter", None) or pair.new_drafter()
+        check_draft_limit(k, tree, drafter.max_k, drafter.name)
         st = start_decode(pair, prompt_ids, "auto" if tree == "auto" else 1 if tree is not None else k,
-                          mode=mode, **settings)
+                          mode=mode, drafter=drafter, **settings)
         if isinstance(tree, tuple):      # config.k of a fixed tree: its node budget per round
             st.trace.config["k"] = tree[0]
         st.trace.config["tree"] = list(tree) if isinstance(tree, tuple) else tree

@@ -60,6 +60,8 @@ def rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
 class FeatureHead(nn.Module):
     """fc + one Llama decoder layer + norm + truncated tied head. Shapes: B batch, T positions."""
 
+    kind, train_command = "distilled", "train"     # the draft name that loads it, the lab command
+
     def __init__(self, cfg: dict, vocab_ids: torch.Tensor):
         super().__init__()
         H, I = cfg["hidden_size"], cfg["intermediate_size"]
@@ -154,7 +156,11 @@ class FeatureHead(nn.Module):
         """Incremental forward for drafting. feat [1, n, H], ids [1, n], pos [n]; cache [k, v] or
         None (grown in place); mask [n, total] bool (True: attend; None: causal), total = cached +
         n keys. Returns (g [1, n, H], new cache)."""
-        x = self.layer_in(feat, ids)
+        return self.attend(self.layer_in(feat, ids), pos, cache, mask)
+
+    def attend(self, x, pos, cache: Optional[list], mask: Optional[torch.Tensor] = None):
+        """The layer over inputs x [1, n, H] at positions pos [n] (forward() after layer_in; a block
+        drafter's mask slots enter here). Returns (g [1, n, H], new cache)."""
         q, k, v = self.qkv(x, pos)
         if cache is not None:
             k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
@@ -185,16 +191,18 @@ def target_cfg(target) -> dict:
                 rms_norm_eps=c.rms_norm_eps, rope_theta=float(rope_theta))
 
 
-def load_head(target, path=None) -> FeatureHead:
-    """The head saved in `path` (a folder; None: the one shipped in the package), attached to the
-    target's embeddings/output layer, fp32, eval mode. Loaded once per (target, path); a head
-    trained for another target is refused. Weights are safetensors: no pickle is ever loaded."""
+def load_head(target, path=None, make=FeatureHead, shipped: str = "draft") -> FeatureHead:
+    """The head saved in `path` (a folder; None: the one shipped in the package's data/<shipped>),
+    attached to the target's embeddings/output layer, fp32, eval mode; `make` its class (a
+    FeatureHead, or drafters.block_head.BlockHead). Loaded once per (target, path); a head trained
+    for another target or of the other kind is refused. Weights are safetensors: no pickle is ever
+    loaded."""
     if path is None:
-        path, name = shipped_head(), "shipped"
+        path, name = data.file(shipped), "shipped"
     else:
         path = Path(path)
         name = str(path.resolve())
-    return REGISTRY.attachment(target, f"feature_head:{name}", lambda: _load_head(target, path, name))
+    return REGISTRY.attachment(target, f"{make.kind}:{name}", lambda: _load_head(target, path, name, make))
 
 
 def shipped_head():
@@ -202,14 +210,17 @@ def shipped_head():
     return data.file("draft")
 
 
-def _load_head(target, path, name: str = "") -> FeatureHead:
+def _load_head(target, path, name: str = "", make=FeatureHead) -> FeatureHead:
     from safetensors.torch import load as load_safetensors
 
     from ..errors import ModelLoadError
     if not (path / WEIGHTS).is_file() or not (path / "config.json").is_file():
-        raise ModelLoadError(f"no distilled draft in {path}: train one with "
-                             "`python -m specdec_core.lab train --out DIR`")
+        raise ModelLoadError(f"no {make.kind} draft in {path}: train one with "
+                             f"`python -m specdec_core.lab {make.train_command} --out DIR`")
     meta = json.loads((path / "config.json").read_text())
+    kind = "block" if "block_size" in meta.get("cfg", {}) else "distilled"
+    if kind != make.kind:
+        raise ModelLoadError(f"{path} holds a {kind} draft, not a {make.kind} one: load it as '{kind}:{path}'")
     mine = target_cfg(target)
     if any(meta["cfg"].get(k) != mine[k] for k in ("hidden_size", "num_attention_heads", "head_dim")):
         raise ModelLoadError(f"the distilled draft in {path} was trained for another target "
@@ -217,8 +228,8 @@ def _load_head(target, path, name: str = "") -> FeatureHead:
     state = load_safetensors((path / WEIGHTS).read_bytes())
     if int(state["vocab_ids"].max()) >= target.get_output_embeddings().weight.shape[0]:
         raise ModelLoadError(f"the distilled draft in {path} proposes tokens outside this target's vocabulary")
-    head = FeatureHead(meta["cfg"], state["vocab_ids"])
-    head.version = f"{'distilled' if name == 'shipped' else path.name} v{meta.get('version', 1)}"
+    head = make(meta["cfg"], state["vocab_ids"])
+    head.version = f"{make.kind if name == 'shipped' else path.name} v{meta.get('version', 1)}"
     head.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
     dev = target.get_input_embeddings().weight.device
     head = head.to(dev).eval().attach(target.get_input_embeddings().weight,

@@ -1,4 +1,4 @@
-"""`python -m specdec_core.lab corpus | extract | train | ablate | yardstick | prompts`.
+"""`python -m specdec_core.lab corpus | extract | train | ablate | yardstick | prompts | block-train | block-ablate`.
 
     python -m specdec_core.lab corpus --minutes 60          # the target's answers to diverse instructions (resumes)
     python -m specdec_core.lab extract --minutes 60         # teacher-force every source (resumes)
@@ -6,6 +6,7 @@
     python -m specdec_core.lab train --loss rollout --steps 1500 --init-from fkl --name final --out specdec_core/data/draft
     python -m specdec_core.lab yardstick --head specdec_core/data/draft   # per task type, on the frozen held-out file
     python -m specdec_core.lab ablate --init-from fkl --steps 60
+    python -m specdec_core.lab block-ablate --K 4 --steps 120   # the block drafter (lab/block_run.py)
 
 Sources (corpus.py): "gen" (the corpus step's answers, read in place from --corpus, default
 ../shared/distill-data/corpus), "shared" (../shared/distill-data/selfdistill.npz), "text"
@@ -278,6 +279,8 @@ def main(argv=None) -> None:
     pr = sub.add_parser("prompts", help="write the shared data's held-out instructions as a bench prompt file")
     pr.add_argument("--n", type=int, default=8)
     pr.add_argument("--out", default="specdec_core/data/templated_heldout_prompts.json")
+    from . import block_run
+    block_run.add_parsers(sub, run_name)
     a = p.parse_args(argv)
     # The folders travel in the environment: one visible channel for every command below.
     for value, env in ((a.data, ENV_DATA), (a.cache, ENV_CACHE), (a.corpus, ENV_CORPUS)):
@@ -285,4 +288,5 @@ def main(argv=None) -> None:
             os.environ[env] = str(Path(value).resolve())
     cache_dir().mkdir(parents=True, exist_ok=True)
     {"corpus": cmd_corpus, "extract": cmd_extract, "train": cmd_train, "ablate": cmd_ablate,
-     "yardstick": cmd_yardstick, "prompts": cmd_prompts}[a.cmd](a)
+     "yardstick": cmd_yardstick, "prompts": cmd_prompts,
+     "block-train": block_run.cmd_block_train, "block-ablate": block_run.cmd_block_ablate}[a.cmd](a)

@@ -31,12 +31,24 @@ def new_head(target, vocab: torch.Tensor, init_layer: int, feature_layers=(-1,))
     return head.attach(target.get_input_embeddings().weight, target.get_output_embeddings().weight)
 
 
+def head_objective(loss: str, K: int):
+    """The feature head's objective: (head, batch) -> (loss, first step's terms, valid rows)."""
+    def objective(head, b):
+        logp = teacher_logp(head, b)
+        terms = [step_terms(head, g, logp, b["valid"]) for g in rollout(head, b["feats"], b["ids"], K)]
+        return loss_fn(loss, terms, b["valid"]), terms[0], b["valid"]
+    return objective
+
+
 def train(head, seqs: list[dict], *, loss: str, steps: int, ckpt: Path, batch: int = 8,
-          lr: float = 1e-3, K: int | None = None, settings: dict | None = None, log=print) -> None:
+          lr: float = 1e-3, K: int | None = None, settings: dict | None = None, log=print,
+          objective=None) -> None:
     """AdamW, linear warmup + cosine decay, fixed seed; checkpoint every 50 steps, resumes — only a
     checkpoint made with the same settings (these arguments + `settings`: data manifests, vocabulary,
-    taps, start weights); another one is refused, never silently continued."""
-    K = K or STEPS_OF[loss]
+    taps, start weights); another one is refused, never silently continued. objective(head, batch)
+    -> (loss, first output's terms, valid rows): default the feature head's `loss` over K steps."""
+    K = K or STEPS_OF.get(loss, 1)
+    objective = objective or head_objective(loss, K)
     settings = {"loss": loss, "steps": steps, "batch": batch, "lr": lr, "K": K, "n_seqs": len(seqs),
                 **(settings or {})}
     params = [p for p in head.parameters() if p.requires_grad]
@@ -60,17 +72,15 @@ def train(head, seqs: list[dict], *, loss: str, steps: int, ckpt: Path, batch: i
         b = make_batch(seqs, order[s].tolist())
         for g in opt.param_groups:
             g["lr"] = lr * sched(s)
-        logp = teacher_logp(head, b)
-        terms = [step_terms(head, g, logp, b["valid"]) for g in rollout(head, b["feats"], b["ids"], K)]
-        obj = loss_fn(loss, terms, b["valid"])
+        obj, first, valid = objective(head, b)
         opt.zero_grad()
         obj.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        tokens += int(b["valid"].sum())
-        m = b["valid"].float()
-        for key, val in [("loss", obj.item()), ("agree", float((terms[0]["match"] * m).sum() / m.sum())),
-                         ("alpha", float((terms[0]["alpha"].detach() * m).sum() / m.sum()))]:
+        tokens += int(valid.sum())
+        m = valid.float()
+        for key, val in [("loss", obj.item()), ("agree", float((first["match"] * m).sum() / m.sum())),
+                         ("alpha", float((first["alpha"].detach() * m).sum() / m.sum()))]:
             run[key] = 0.95 * run.get(key, val) + 0.05 * val
         if (s + 1) % 10 == 0 or s + 1 == steps:
             el = time.time() - t0

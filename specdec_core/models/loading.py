@@ -18,7 +18,7 @@ from ..registry import REGISTRY
 from . import embedded
 from .pair import ModelPair, model_name
 from .refs import ref_kind
-from .presets import DEFAULT_PRESET, DISTILLED, LAYERS_PREFIX, LOOKUP_PREFIX, NGRAM, PRESETS
+from .presets import BLOCK, DEFAULT_PRESET, DISTILLED, LAYERS_PREFIX, LOOKUP_PREFIX, NGRAM, PRESETS
 
 def resolve_device(device: str = "auto") -> str:
     if device == "auto":
@@ -231,10 +231,13 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Optional[str] = None, device:
     model, tokenizer = load_model(target_ref, device, dtype, trust_remote_code=trust_remote_code,
                                   progress=progress, fast_path=fast, max_params=max_params)
     target_name = target if preset else target_ref
-    if draft_ref == DISTILLED or draft_ref.startswith(DISTILLED + ":"):
-        from ..drafters import feature_head   # a factory, not a model: the head needs the target's features
-        path = draft_ref[len(DISTILLED) + 1:]
-        draft_model = feature_head.drafter_factory(model, os.path.expanduser(path) if path else None)
+    head_kind = next((h for h in (DISTILLED, BLOCK) if draft_ref == h or draft_ref.startswith(h + ":")), None)
+    if head_kind:
+        # a factory, not a model: the feature head and the block drafter need the target's features
+        from ..drafters import block_head, feature_head
+        path = draft_ref[len(head_kind) + 1:]
+        factory = (feature_head if head_kind == DISTILLED else block_head).drafter_factory
+        draft_model = factory(model, os.path.expanduser(path) if path else None)
     elif draft_ref == NGRAM:
         draft_model = None
     elif draft_ref.startswith(LAYERS_PREFIX):

@@ -30,9 +30,12 @@ PRESETS = {
 
 # Draft names that are not models: "ngram" (prompt lookup), "target-layers:N" (target's first N
 # layers), "distilled" / "distilled:DIR" (a feature-head draft trained by specdec_core.lab;
-# bare "distilled" is the one shipped in specdec_core/data/draft for the embedded target), and
+# bare "distilled" is the one shipped in specdec_core/data/draft for the embedded target),
+# "block" / "block:DIR" (the block drafter: a whole chain of k ≤ 8 guesses from one draft pass,
+# drafters/block_head.py; bare "block" is the one shipped in specdec_core/data/block), and
 # "lookup+<draft>" for prompt lookup combined with any of the others (drafters/combined.py).
 NGRAM = "ngram"
 LAYERS_PREFIX = "target-layers:"
 DISTILLED = "distilled"
+BLOCK = "block"
 LOOKUP_PREFIX = "lookup+"   # "lookup+<draft>": prompt lookup where the text repeats, <draft> elsewhere

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from ..errors import ModelLoadError
-from .presets import DISTILLED, LAYERS_PREFIX, LOOKUP_PREFIX, NGRAM, PRESETS
+from .presets import BLOCK, DISTILLED, LAYERS_PREFIX, LOOKUP_PREFIX, NGRAM, PRESETS
 
 MAX_REF_CHARS = 256     # longer than any Hugging Face id (96 + 1 + 96) or sensible folder name
 # Hugging Face ids: "name" or "org/name", letters, digits, "-", "_", ".", each part ≤ 96 characters.
@@ -31,7 +31,8 @@ def _exists(ref: str) -> bool:
 
 
 def ref_kind(ref: str) -> str:
-    """'builtin' (preset, ngram, distilled, target-layers:N), 'local' (a path, distilled:DIR) or
+    """'builtin' (preset, ngram, distilled, block, target-layers:N), 'local' (a path, distilled:DIR,
+    block:DIR) or
     'hub' (a Hugging Face id); raises ModelLoadError for anything else."""
     ref = (ref or "").strip()
     ref = ref[len(LOOKUP_PREFIX):] if ref.startswith(LOOKUP_PREFIX) else ref
@@ -40,11 +41,11 @@ def ref_kind(ref: str) -> str:
     if len(ref) > MAX_REF_CHARS:
         raise ModelLoadError(f"the model name is {len(ref):,} characters long (at most {MAX_REF_CHARS}): "
                              f"give {ACCEPTED}")
-    if ref in PRESETS or ref in (NGRAM, DISTILLED) or ref.startswith(LAYERS_PREFIX):
+    if ref in PRESETS or ref in (NGRAM, DISTILLED, BLOCK) or ref.startswith(LAYERS_PREFIX):
         return "builtin"
     if re.match(r"^(?!file:)[a-z]+://", ref):
         raise ModelLoadError(f"{ref[:60]!r} is a web address: give the model's Hugging Face id (org/name) instead")
-    if ref.startswith(DISTILLED + ":") or _looks_like_path(ref):
+    if ref.startswith((DISTILLED + ":", BLOCK + ":")) or _looks_like_path(ref):
         return "local"
     if _exists(ref):
         return "local"
