@@ -5,7 +5,7 @@ operator allows it, caps model size and upload size. Every refusal is one line f
 
 | variable | default | meaning |
 |---|---|---|
-| SPECDEC_ALLOW_LOCAL_PATHS | 0 | 1: targets/drafts may name local folders (incl. distilled:DIR) |
+| SPECDEC_ALLOW_LOCAL_PATHS | 0 | 1: targets/drafts may name local folders (incl. distilled:DIR, block:DIR) |
 | SPECDEC_UI_MAX_PARAMS | 2e9 on CPU, 16e9 with CUDA | largest model the page loads (parameters) |
 | SPECDEC_MAX_UPLOAD_MB | 10 | largest trace file accepted for upload |
 | SPECDEC_MAX_UPLOAD_FILES | 4 | trace files per upload |

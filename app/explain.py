@@ -54,7 +54,8 @@ METRICS = [
           "accepted (Leviathan et al.), the number the theory uses."),
     ("mean committed per round", "new tokens ÷ rounds, the correction or bonus token included: the "
                                  "measured E[τ]. Theory: E[τ] = (1 − α^(k+1)) / (1 − α)."),
-    ("c", "cost of one draft step ÷ cost of one plain target step (both measured in this run)."),
+    ("c", "cost of one draft call ÷ cost of one plain target step (both measured in this run). A "
+          "sequential draft makes one call per token (a tree: per level); the block drafter one per round."),
     ("v(k)", "cost of one verify pass over k + 1 tokens ÷ one plain target step. Leviathan assume 1; "
              "on a CPU it grows with k."),
     ("tokens/s", "new tokens ÷ wall time of the decode (prefill included, model loading and warm-up "
@@ -64,8 +65,10 @@ METRICS = [
 ]
 
 WALKTHROUGH = [
-    ("1 · Draft", "The draft proposes k tokens d₁…d_k, one at a time, each drawn from its distribution q. "
-                  "Drafting is cheap: a small model, or just copying from the prompt (n-gram lookup)."),
+    ("1 · Draft", "The draft proposes k tokens d₁…d_k, each drawn from its distribution q: a small model "
+                  "or the distilled head one at a time (k small passes, each reading the guess before it), "
+                  "the block drafter all at once (one pass fills k slots; no slot sees another's guess), or "
+                  "prompt lookup by copying earlier text (no model pass)."),
     ("2 · Verify", "The target scores the whole block [last token, d₁…d_k] in a single forward pass, "
                    "giving its distribution p at k + 1 positions — about the cost of one normal step."),
     ("3 · Accept or reject", "Left to right, dᵢ is kept if a uniform draw u < p(dᵢ)/q(dᵢ). At temperature 0 "
@@ -99,10 +102,15 @@ EXAMPLES = [
     ("hard · poem", "Write an unusual poem about the colour of silence."),
 ]
 
+# The Race tab's draft field hint: the built-in drafters of the embedded target.
+DRAFT_HINT = ("distilled: the feature head, k guesses in k sequential head steps · block: the block drafter, "
+              "all k ≤ 8 guesses in one pass (no guess sees another) · target-layers:N: the target's first N "
+              "layers")
+
 ERRORS = {
     "empty_prompt": "The prompt is empty: type some text or pick an example.",
-    "no_draft": "“Draft model” needs a draft: type distilled, a model id, a local folder, or target-layers:N "
-                "(or choose the n-gram drafter).",
+    "no_draft": "“Draft model” needs a draft: type distilled, block, a model id, a local folder, or "
+                "target-layers:N (or choose the n-gram drafter).",
     "oom": "Out of memory while running {what}. Try a smaller pair, fewer new tokens, or k.",
     "internal": "This run failed inside the decoder ({error}). The models are unharmed: press Run again; "
                 "if it keeps failing, please report it with the prompt and settings.",

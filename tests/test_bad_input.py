@@ -85,6 +85,7 @@ UI_CASES = [  # (name, kwargs for ui_run, message)
     ("unknown model id", dict(target="no-such-org/no-such-model"), "could not load model"),
     ("local path refused", dict(target="/tmp"), "is a local path"),
     ("distilled:DIR refused", dict(draft="distilled:/tmp", drafter=handlers.MODEL_CHOICE), "is a local path"),
+    ("block:DIR refused", dict(draft="block:/tmp", drafter=handlers.COMBINED_CHOICE), "is a local path"),
     ("relative path refused", dict(draft="../shared", drafter=handlers.MODEL_CHOICE), "is a local path"),
 ]
 
@@ -96,6 +97,15 @@ def test_page_refuses_with_one_line(name, kwargs, message, monkeypatch):
     with pytest.raises(handlers.UserError) as e:
         ui_run(**kwargs)
     assert message in str(e.value) and "\n" not in str(e.value) and "Traceback" not in str(e.value)
+
+
+def test_page_policy_accepts_the_built_in_drafters(monkeypatch):
+    """The public page's policy (deploy.check_model_refs, through models.refs.ref_kind) loads the
+    built-in drafters, the block drafter and its prompt-lookup combination included."""
+    from app import deploy
+    monkeypatch.delenv("SPECDEC_ALLOW_LOCAL_PATHS", raising=False)
+    deploy.check_model_refs(deploy.Policy.from_env(), ["smollm2-135m", "ngram", "distilled", "block",
+                                                        "lookup+distilled", "lookup+block", "target-layers:2"])
 
 
 # Issue 27's table of what a new user typed, one case per row: (row, kwargs for ui_run, message).

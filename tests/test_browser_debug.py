@@ -28,10 +28,14 @@ def test_debugger_after_a_run(page):
     page.locator("#sd-dbg-export").click()
     page.wait_for_function("document.querySelectorAll('#sd-dbg-files a').length >= 4")
 
+    # the default pair of drafts: the sequential feature head against the block drafter
+    assert [page.locator(f"#sd-cmp-{ab} textarea").input_value() for ab in "ab"] == [
+        "distilled", "block"]
     page.locator("#sd-cmp-run").click()
     page.wait_for_selector("#sd-cmp-align table", timeout=300_000)
     assert page.locator("#sd-cmp-align tr").count() == 2
-    assert "speedup vs plain" in page.locator("#sd-cmp-table").inner_text()
+    cmp_table = page.locator("#sd-cmp-table").inner_text()
+    assert all(c in cmp_table for c in ("speedup vs plain", "draft calls / round", "draft cost / round", "block"))
 
     page.get_by_role("tab", name="Race").click()     # the sweep decodes the Race tab's prompt and settings
     _set_number(page, "#sd-max-new", 8)

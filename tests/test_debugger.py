@@ -88,6 +88,8 @@ def test_two_drafts_side_by_side():
     b = scaled(make_spec(), 2.0)
     table = figures.compare_table(a, b, plain, ("A", "B"))
     assert list(table["draft"]) == ["A", "B"]
+    # make_spec's two drafting rounds: chains of 3 and 2 from a sequential draft (a call per token)
+    assert list(table["draft calls / round"]) == [2.5, 2.5] and list(table["guesses / round"]) == [2.5, 2.5]
     assert table["tok/s"][0] == pytest.approx(2 * table["tok/s"][1], rel=0.02)
     assert table["speedup vs plain"][0] == pytest.approx(a.stats["tokens_per_s"] / plain.stats["tokens_per_s"], abs=0.01)
     fig = figures.compare_figure(a, b, ("A", "B"))
@@ -95,6 +97,57 @@ def test_two_drafts_side_by_side():
     html = figures.aligned_html([a, b], ["A", "B"])
     # one column per committed token, a new round marked where it starts: 6 tokens, 3 rounds each
     assert html.count("<td") == 12 and html.count("sd-align-start") == 6 and "&lt;b&gt;" not in html
+
+
+def tiny_block_pair():
+    """The tiny target of tests/test_tree.py (tiny_head_pair) with a random block drafter of 4
+    slots: one draft call per round, whatever k (drafters/block_head.py)."""
+    import torch
+    from specdec_core import ModelPair
+    from specdec_core.drafters.block_head import BlockDrafter, BlockHead
+    from specdec_core.drafters.feature_head import target_cfg
+    from tests.conftest import tiny_llama
+    target = tiny_llama(vocab_size=8, seed=0)
+    torch.manual_seed(3)
+    head = BlockHead({**target_cfg(target), "block_size": 4}, torch.arange(8))
+    with torch.no_grad():
+        for weight in head.parameters():
+            weight.normal_(0, 0.5)
+    head.attach(target.get_input_embeddings().weight, target.get_output_embeddings().weight).eval()
+    factory = lambda pair: BlockDrafter(head, pair.vocab_size, pair.input_device)
+    factory.name = BlockDrafter.name
+    return ModelPair.from_models(target, factory)
+
+
+def test_two_drafts_block_against_the_sequential_head():
+    """The default comparison (distilled head vs block drafter) on tiny pairs through the public API:
+    the block makes one draft call per round for its k = 4 guesses, the sequential head one per
+    guess; the draft cost of a round is c × those calls, c the core's (cost_ratios)."""
+    from specdec_core import autoregressive_generate, speculative_generate
+    from specdec_core.trace import cost_ratios
+    from .test_tree import PROMPT, tiny_head_pair
+    head, block = tiny_head_pair(), tiny_block_pair()
+    settings = dict(temperature=0.0, max_new_tokens=16)
+    seq = speculative_generate(head, PROMPT, 4, **settings)
+    blk = speculative_generate(block, PROMPT, 4, **settings)
+    plain = autoregressive_generate(head, PROMPT, **settings)
+    table = figures.compare_table(seq, blk, plain, ("distilled", "block"))
+    assert list(table.columns) == list(figures.COMPARE_COLUMNS)
+    assert {"acceptance", "α", "tokens / round", "c", "tok/s", "speedup vs plain"} <= set(table.columns)
+    rows = {r["draft"]: r for r in table.to_dict("records")}
+    assert rows["block"]["draft calls / round"] == 1.0 and rows["block"]["guesses / round"] > 2
+    assert rows["distilled"]["draft calls / round"] > 2
+    assert rows["distilled"]["draft calls / round"] == rows["distilled"]["guesses / round"]   # one call per guess
+    for trace, name in ((seq, "distilled"), (blk, "block")):
+        c = cost_ratios(trace, plain)["c"]
+        assert rows[name]["c"] == pytest.approx(c, abs=1e-3)
+        calls = figures.draft_calls(trace)["calls"]
+        assert rows[name]["draft cost / round"] == pytest.approx(c * calls, abs=1e-3)
+    fig = figures.compare_figure(seq, blk, ("distilled", "block"))
+    assert [t.name for t in fig.data] == ["distilled", "block"]
+    assert [len(t.x) for t in fig.data] == [4, 4] and all(0 <= y <= 1 for t in fig.data for y in t.y)
+    # a trace without a draft call (plain) has no calls, no cost: empty cells, not an error
+    assert figures.draft_calls(plain) == {"calls": None, "guesses": None}
 
 
 def test_tab_values_and_csv_export(tmp_path, monkeypatch):

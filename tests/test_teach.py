@@ -90,6 +90,32 @@ def test_greedy_rounds_use_the_greedy_texts_and_drafts_nothing_round_says_so():
     assert "drafted nothing" in draft["text"]
 
 
+def test_draft_step_says_how_the_guesses_were_made():
+    """The draft step reads from the trace how a round's k guesses were made: k sequential passes
+    (a call per token, Round.levels = k), one block-drafter pass for all of them (Round.levels = 1),
+    or a copy of earlier text (prompt lookup, no model pass)."""
+    from specdec_core import speculative_generate
+    from tests.test_debugger import tiny_block_pair
+    spec, plain = make_spec(), make_plain([5, 6, 7])
+    text = walkthrough.render_step(spec, plain, REJECTION, 1)["text"]
+    assert "**3 small draft passes**, one per token, each reading the guess before it" in text
+    assert "this round made 3)" in text and "block" not in text
+    block = speculative_generate(tiny_block_pair(), [1, 5, 2], 4, temperature=0.7, max_new_tokens=12, seed=0)
+    r = next(x.index for x in block.rounds if len(x.drafted) == 4)
+    draft = walkthrough.render_step(block, None, r, 1)
+    assert draft["step_id"] == "draft" and "k = 4" in draft["text"]
+    assert "**One pass** of the block drafter filled all 4 slots at once" in draft["text"]
+    assert "no slot saw another's guess" in draft["text"] and "this round made one)" in draft["text"]
+    assert "small draft passes" not in draft["text"]
+    spec.rounds[REJECTION].draft_source = "lookup"          # a combined drafter's copy round
+    text = walkthrough.render_step(spec, plain, REJECTION, 1)["text"]
+    assert "**copied from earlier text**" in text and "**no model pass**" in text and "no model call" in text
+    spec.rounds[REJECTION].draft_source = "lookup+model"    # a tree of a copy and the model's guesses
+    text = walkthrough.render_step(spec, plain, REJECTION, 1)["text"]
+    assert "Two sources made this tree" in text and "the rest — one small pass per level" in text
+    assert set(steps.DRAFT_HOW) >= {"sequential", "sequential_tree", "single", "block", "lookup", "mixed"}
+
+
 def test_default_round_prefers_a_rejection_after_an_accepted_draft():
     spec = make_spec()
     assert walkthrough.default_round(spec) == REJECTION

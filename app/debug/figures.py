@@ -172,18 +172,44 @@ def compare_figure(a, b, names: tuple[str, str]) -> go.Figure:
     return fig
 
 
+def draft_calls(trace) -> dict:
+    """How a trace drafted, per round that made a draft call (Round.levels > 0): {"calls": mean
+    draft calls (Round.levels, what c is per: a chain's tokens and a tree's levels from a
+    sequential drafter, one call for a block drafter's whole block), "guesses": mean guesses
+    verified (Round.n_verified)}; None values without such a round."""
+    rounds = [r for r in trace.rounds if r.levels]
+    if not rounds:
+        return {"calls": None, "guesses": None}
+    return {"calls": sum(r.levels for r in rounds) / len(rounds),
+            "guesses": sum(r.n_verified for r in rounds) / len(rounds)}
+
+
+COMPARE_COLUMNS = ("draft", "acceptance", "α", "guesses / round", "draft calls / round", "c", "draft cost / round",
+                   "tokens / round", "tok/s", "speedup vs plain")
+
+
 def compare_table(a, b, plain, names: tuple[str, str]) -> pd.DataFrame:
+    """One row per draft: acceptance, α, guesses and draft calls per drafting round (draft_calls),
+    c (trace.cost_ratios) and the draft cost of such a round in target steps (c × draft calls),
+    tokens per round, tokens/s and the measured speedup."""
     rows = []
     for trace, name in ((a, names[0]), (b, names[1])):
-        s = trace.stats
+        s, drafting = trace.stats, draft_calls(trace)
         c = cost_ratios(trace, plain)["c"] if plain is not None else None
         sp = measured_speedup(trace, plain) if plain is not None else None
+        cost = c * drafting["calls"] if c is not None and drafting["calls"] is not None else None
         rows.append({"draft": name, "acceptance": round(s["acceptance_rate"] or 0, 3),
                      "α": None if s["alpha"] is None else round(s["alpha"], 3),
+                     "guesses / round": _round(drafting["guesses"], 2),
+                     "draft calls / round": _round(drafting["calls"], 2), "c": _round(c, 3),
+                     "draft cost / round": _round(cost, 3),
                      "tokens / round": round(s["mean_committed_per_round"] or 0, 2),
-                     "c": None if c is None else round(c, 3), "tok/s": round(s["tokens_per_s"] or 0, 2),
-                     "speedup vs plain": None if sp is None else round(sp, 2)})
-    return pd.DataFrame(rows)
+                     "tok/s": round(s["tokens_per_s"] or 0, 2), "speedup vs plain": _round(sp, 2)})
+    return pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
+
+
+def _round(x: Optional[float], digits: int) -> Optional[float]:
+    return None if x is None else round(x, digits)
 
 
 def aligned_html(traces: list, names: list[str]) -> str:

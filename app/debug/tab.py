@@ -16,8 +16,9 @@ INTRO = ("Why does this pair accept badly? Everything here is computed from the 
          "two-draft comparison run the models again, through the same queue as the races.")
 OWN_PAIR = """\
 **Your own pair.** Without internet these load: the embedded target (`smollm2-135m`), its distilled
-draft (`distilled`), prompt lookup (`ngram`, or `lookup+<draft>`), the target's first N layers
-(`target-layers:N`), and local folders where the deployment allows them
+draft (`distilled`: a feature head, k guesses in k sequential steps), its block drafter (`block`:
+all k ≤ 8 guesses from one pass), prompt lookup (`ngram`, or `lookup+<draft>`), the target's first
+N layers (`target-layers:N`), and local folders where the deployment allows them
 (`SPECDEC_ALLOW_LOCAL_PATHS=1`). Any Hugging Face causal LM pair whose tokenizers agree (same
 vocabulary: the draft's q must be over the target's tokens) loads where the Hub is reachable — e.g.
 target `Qwen/Qwen2.5-1.5B-Instruct` with draft `Qwen/Qwen2.5-0.5B-Instruct`; where it is not, the
@@ -101,10 +102,13 @@ def layout(C: dict) -> None:
     C["sweep_table"] = gr.Dataframe(figures.sweep_table(None), interactive=False, elem_id="sd-sweep-table")
 
     gr.Markdown("### Two drafts side by side\nThe same prompt, seed and settings with two drafters (the target "
-                "of the Race tab).")
+                "of the Race tab). By default the distilled feature head, which drafts k tokens in k sequential "
+                "head steps, against the block drafter, which fills all k slots in **one** pass (no slot sees "
+                "another's guess): *draft calls / round* and *draft cost / round* (c × calls, in target steps) "
+                "show what one pass saves, acceptance by position what it costs.")
     with gr.Row():
         C["cmp_a"] = gr.Textbox("distilled", label="Draft A", elem_id="sd-cmp-a")
-        C["cmp_b"] = gr.Textbox("ngram", label="Draft B", elem_id="sd-cmp-b")
+        C["cmp_b"] = gr.Textbox("block", label="Draft B", elem_id="sd-cmp-b")
         C["cmp_run"] = gr.Button("Compare", variant="primary", elem_id="sd-cmp-run")
     C["cmp_table"] = gr.Dataframe(None, interactive=False, elem_id="sd-cmp-table")
     C["cmp_plot"] = gr.Plot(figures.compare_figure(None, None, ("A", "B")), show_label=False, elem_id="sd-cmp-plot",
@@ -169,7 +173,7 @@ def listeners(C: dict, queue: str) -> None:
         try:
             names = ((draft_a or "").strip(), (draft_b or "").strip())
             if not all(names):
-                raise handlers.UserError("name both drafts (e.g. distilled and ngram)")
+                raise handlers.UserError("name both drafts (e.g. distilled and block)")
             if not (prompt or "").strip():
                 raise handlers.UserError("the prompt is empty: type one on the Race tab")
             target_ref = (target or "").strip() or preset

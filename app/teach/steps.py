@@ -28,9 +28,9 @@ STEPS = (
          "not the arithmetic, is what makes decoding slow.",
          strip="plain", chart="plain_steps"),
     Step("draft", "The draft proposes k tokens",
-         "Round {round}: the draft ({draft}) guesses **k = {k}** token(s), one small pass each: {drafted}. "
+         "Round {round}: the draft ({draft}) guesses **k = {k}** token(s): {drafted}. {draft_how} "
          "Each is drawn from the draft's distribution q; its q is under the token. Drafting this round "
-         "took {draft_ms} ms (c = {c}: one draft step costs {c} of a target step).",
+         "took {draft_ms} ms (c = {c}: one draft call costs {c} of a target step; {draft_calls}).",
          strip="drafted", chart="draft_q"),
     Step("verify", "The target checks all of them in one pass",
          "The target reads the prefix plus all {k} drafts **in one forward pass** and so answers "
@@ -88,6 +88,31 @@ STEPS = (
          "at k = {k}. The chart shows the predicted speedup against k, with this run's point{measured_speedup}.",
          strip="committed", chart="theory"),
 )
+
+# How a round's guesses were made, the draft step's {draft_how}: walkthrough.draft_kind picks the
+# entry from the trace (Round.draft_source, Round.levels against the depth of its guesses) and
+# fills it. "mixed" (a tree holding a copy and the model's guesses) is followed by "mixed_<how the
+# model drafted>"; "trimmed" follows a sequential entry when the shape rule kept fewer levels.
+DRAFT_HOW = {
+    "sequential": "They came from **{calls} small draft passes**, one per token, each reading the guess "
+                  "before it.",
+    "sequential_tree": "They came from **{calls} small draft passes**, one per level of the tree, each "
+                       "reading the level before it.",
+    "single": "**One small draft pass** drafted this round's guess(es).",
+    "block": "**One pass** of the block drafter filled all {depth} slots at once: no slot saw another's guess "
+             "(the target still checks them left to right).",
+    "lookup": "They were **copied from earlier text**: the last tokens repeat an earlier passage, and prompt "
+              "lookup proposes what followed it there — **no model pass**, and each q is 1 (a copy is one sure "
+              "guess).",
+    "mixed": "Two sources made this tree: prompt lookup **copied earlier text** as a branch tried first (no "
+             "model pass), and the model drafted the rest — ",
+    "mixed_sequential": "one small pass per level, each reading the level before it.",
+    "mixed_block": "**one pass** of the block drafter filled its slots at once, no slot seeing another's guess.",
+    "trimmed": " The shape rule kept the first {depth} of the {calls} levels drafted.",
+}
+
+DRAFT_CALLS = {"lookup": "this round made no model call", "one": "this round made one",
+               "many": "this round made {calls}"}
 
 
 def steps_for(has_rejection: bool, tree: bool = False) -> list[Step]:

@@ -16,7 +16,7 @@ from ..charts import _label
 from ..race import _fmt
 from ..timeline import Piece, _prob_in, token_span
 from . import figures
-from .steps import Step, steps_for
+from .steps import DRAFT_CALLS, DRAFT_HOW, Step, steps_for
 
 SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 CONTEXT_CHARS = 60   # how much of the text before the round the strip shows
@@ -135,7 +135,49 @@ def round_facts(spec, plain, round_index: int, weight_bytes: Optional[int] = Non
         "measured_speedup": f" (measured here: {speedup:.2f}×)" if speedup else "",
         **_theory_facts(spec, plain, k),
         **_tree_facts(spec, plain, rnd),
+        **_draft_facts(spec, rnd),
     }
+
+
+LOOKUP_DRAFTER = "ngram"     # config["draft"] of prompt lookup alone (its rounds name no source)
+
+
+def draft_kind(spec, rnd) -> str:
+    """How a round's guesses were made, read from the trace (a key of steps.DRAFT_HOW): "lookup"
+    (copied from earlier text), "mixed" (a tree of a copy and the model's guesses), "block" (one
+    draft call for more than one level: Round.levels 1 under deeper guesses), "single" (one guess
+    from one pass), else "sequential" / "sequential_tree" (one draft call per level)."""
+    if rnd.draft_source == "lookup" or (rnd.draft_source is None and spec.config.get("draft") == LOOKUP_DRAFTER):
+        return "lookup"
+    if rnd.draft_source == "lookup+model":
+        return "mixed"
+    if rnd.levels == 1:
+        return "block" if _model_depth(rnd) > 1 else "single"
+    return "sequential_tree" if rnd.tree else "sequential"
+
+
+def _model_depth(rnd) -> int:
+    """Levels of the model's guesses (a tree's nodes a lookup did not copy; a chain: its length)."""
+    if not rnd.tree:
+        return len(rnd.drafted)
+    depth: list = []
+    for node in rnd.tree:           # parents come before their children
+        depth.append(1 + (depth[node["parent"]] if node["parent"] >= 0 else 0))
+    return max((d for d, node in zip(depth, rnd.tree) if node.get("source") != "lookup"), default=0)
+
+
+def _draft_facts(spec, rnd) -> dict:
+    """The draft step's {draft_how} and {draft_calls}: steps.DRAFT_HOW / DRAFT_CALLS filled with
+    the round's draft calls (Round.levels, what c is per) and the depth of the model's guesses."""
+    kind, calls, depth = draft_kind(spec, rnd), rnd.levels, _model_depth(rnd)
+    how = DRAFT_HOW[kind]
+    if kind == "mixed":
+        how += DRAFT_HOW["mixed_block" if calls == 1 and depth > 1 else "mixed_sequential"]
+    if kind in ("sequential", "sequential_tree") and calls > rnd.tree_depth:
+        how += DRAFT_HOW["trimmed"]
+    n_calls = DRAFT_CALLS["lookup" if kind == "lookup" else "one" if calls == 1 else "many"]
+    return {"draft_how": how.format(calls=calls, depth=depth if kind == "block" else rnd.tree_depth),
+            "draft_calls": n_calls.format(calls=calls)}
 
 
 def _tree_facts(spec, plain, rnd) -> dict:
