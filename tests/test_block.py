@@ -88,6 +88,28 @@ def test_block_drafter_is_exact(block_pair, k, temperature, top_k, top_p, max_ne
     assert check_exact(block_pair, k, SamplingConfig(temperature, top_k, top_p), max_new) > 1e-3
 
 
+@pytest.mark.parametrize("tree,temperature,top_p", [((6, 3), 1.0, 1.0), ((8, 4), 0.7, 0.9), ("auto", 1.0, 1.0)])
+def test_block_tree_is_exact(block_pair, tree, temperature, top_p):
+    """The block's slots' top guesses as a tree (deterministic children, r(x)/Σr)."""
+    assert check_exact(block_pair, None, SamplingConfig(temperature, 0, top_p), 3, tree=tree) > 1e-3
+
+
+def test_block_tree_branches_from_one_call(block_pair):
+    drafter = block_pair.new_drafter()
+    drafter.observe(torch.randn(2, block_pair.target.config.hidden_size))
+    drafter.start(torch.tensor([1, 5, 2]))
+    tree = drafter.propose_tree(torch.tensor([1, 5, 2]), 3, 3, SamplingConfig(1.0), None, nodes=7)
+    assert len(tree) == 7 and not tree.sampled
+    kids = tree.children()
+    assert len(kids[-1]) == 3                                  # the first slot's top-3 at the root
+    assert all(parent == -1 or kids[parent] for parent in tree.parents)
+    # only the top-1 line continues: every node with children is the first child of its parent
+    for node, children in kids.items():
+        if node >= 0 and children:
+            assert kids[tree.parents[node]][0] == node
+    assert drafter.cache[0].shape[2] == 2                      # nothing drafted was cached
+
+
 def test_block_drafter_counts_one_draft_call_per_round(block_pair):
     tr = speculative_generate(block_pair, [1, 5, 2], k=4, temperature=0.0, max_new_tokens=12)
     drafted = [r for r in tr.rounds if r.drafted]
@@ -116,3 +138,27 @@ def test_shipped_block_greedy_equals_plain_and_drafts_in_blocks(shipped_block):
             assert spec.output_ids == plain.output_ids
             assert spec.config["draft"].startswith("lookup+block")
             assert any(r.drafted and r.draft_source == "model" for r in spec.rounds)
+
+
+def test_block_rounds_replay_from_their_schedule(block_pair):
+    """A block round records its one draft call (plan.levels = 1); the recorded schedule passed
+    back reproduces the run, sampled chains and trees alike."""
+    for shape in ({"k": 3}, {"tree": (6, 3)}):
+        first = speculative_generate(block_pair, [1, 5, 2], temperature=1.0, max_new_tokens=10, seed=4, **shape)
+        assert all(r.levels == 1 for r in first.rounds if r.drafted)
+        assert any(r.plan is not None and len(r.drafted) > 1 for r in first.rounds)
+        again = speculative_generate(block_pair, [1, 5, 2], temperature=1.0, max_new_tokens=10, seed=4,
+                                     k_schedule=first.k_schedule(), **shape)
+        assert again.output_ids == first.output_ids
+        assert [len(r.drafted) for r in again.rounds] == [len(r.drafted) for r in first.rounds]
+
+
+def test_block_theory_charges_one_call(block_pair):
+    """config.draft_slots marks a block run; its theory charges c per round, not k·c."""
+    from specdec_core.costs.theory import Theory
+    from specdec_core.trace.compare import one_pass
+    tr = speculative_generate(block_pair, [1, 5, 2], k=4, temperature=0.0, max_new_tokens=6)
+    assert tr.config["draft_slots"] == 4 and one_pass(tr)
+    seq, block = Theory(0.5, 0.1, 0.05), Theory(0.5, 0.1, 0.05, one_pass=True)
+    assert block.terms(4)["draft"] == pytest.approx(0.1) and seq.terms(4)["draft"] == pytest.approx(0.4)
+    assert block.speedup(4) > seq.speedup(4) and block.speedup(1) == pytest.approx(seq.speedup(1))

@@ -1,5 +1,5 @@
 """The library as a package: a wheel built from this checkout, installed into a fresh virtualenv and
-imported from another folder, carries its data (trace schema, shipped draft, prompt sets, example
+imported from another folder, carries its data (trace schema, shipped draft and block drafter, prompt sets, example
 traces), loads the offline default pair and decodes."""
 import subprocess
 import sys
@@ -25,6 +25,11 @@ CHECK = textwrap.dedent('''
     pair = load_pair("smollm2-135m", device="cpu")
     trace = speculative_generate(pair, pair.encode_prompt("Name three rivers."), k=3, max_new_tokens=12)
     assert trace.config["draft"] == "lookup+distilled-feature-head" and trace.stats["new_tokens"] == 12
+    block = speculative_generate(load_pair("smollm2-135m", draft="block", device="cpu"),
+                                 pair.encode_prompt("Name three rivers."), k=4, temperature=0.0, max_new_tokens=12)
+    assert block.config["draft"] == "block-drafter" and block.config["draft_slots"] == 8
+    assert block.output_ids == speculative_generate(pair, pair.encode_prompt("Name three rivers."), k=3,
+                                                    temperature=0.0, max_new_tokens=12).output_ids
     print("OK", trace.stats["drafted"], specdec_core.__file__)
 ''')
 

@@ -35,13 +35,16 @@ class Lane:
     hf: Optional[dict] = None      # hf: kind ("plain" | "assisted" | "lookup") + settings
     sweep: bool = False            # part of the k sweep only (greedy)
     stock: bool = False            # runs on the stock-kernel copy of the pair (fast path off)
+    draft: Optional[str] = None    # ours: another draft's drafter on the same target (--vs-draft)
 
 
-def build_lanes(pair, k: int, sweep_ks, mode: str, trees=()) -> list[Lane]:
+def build_lanes(pair, k: int, sweep_ks, mode: str, trees=(), other_drafts=()) -> list[Lane]:
     """The lanes to run for one mode. HF assisted lanes need an HF draft model in the pair; the
     n-gram lane of ours is separate only when the pair's own drafter is not the n-gram one.
     spec_auto is the defaults (tree = "auto"), spec_chain_auto the shape rule as a chain (the
-    chain defaults, tree = None, k = "auto"); trees: fixed (nodes, depth) budgets, one lane each."""
+    chain defaults, tree = None, k = "auto"); trees: fixed (nodes, depth) budgets, one lane each;
+    other_drafts: draft names (e.g. "lookup+block") whose drafters also run spec_auto, spec_chain_auto
+    and spec_k{k} on the same target, lanes named "<lane>@<draft>"."""
     has_model = pair.draft_model is not None
     pair_is_ngram = pair.draft_name == "ngram"
     lanes = [Lane("plain", "ours", "ours plain", k=0),
@@ -50,6 +53,10 @@ def build_lanes(pair, k: int, sweep_ks, mode: str, trees=()) -> list[Lane]:
              Lane("spec_chain_auto", "ours", f"ours spec chain k=auto ({pair.draft_name})", k="auto"),
              *[Lane(f"tree_{n}x{d}", "ours", f"ours spec tree {n},{d} ({pair.draft_name})", tree=(n, d))
                for n, d in trees],
+             *[Lane(f"{name}@{d}", "ours", f"ours spec {what} ({d})", k=lk, tree=lt, draft=d)
+               for d in other_drafts for name, what, lk, lt in (
+                   ("spec_auto", "tree=auto", None, "auto"), ("spec_chain_auto", "chain k=auto", "auto", None),
+                   (f"spec_k{k}", f"k={k}", k, None))],
              Lane("hf_plain", "hf", "HF generate plain", hf={"kind": "plain"})]
     if has_model:
         lanes += [Lane(f"hf_assisted_k{k}", "hf", f"HF assisted k={k} (constant, threshold 0)",
@@ -148,8 +155,9 @@ def _sync(pair) -> None:
 
 
 def run_lane(pair, lane: Lane, prompt_ids: list, mode: str, max_new_tokens: int, seed: int,
-             timer: ForwardTimer, draft_cfg0=None) -> tuple[float, list, object]:
-    """Run one lane once -> (wall seconds, new token ids, Trace or None)."""
+             timer: ForwardTimer, draft_cfg0=None, other_pairs=None) -> tuple[float, list, object]:
+    """Run one lane once -> (wall seconds, new token ids, Trace or None). other_pairs: {draft name:
+    pair on the same target} for the lanes of other drafts."""
     settings = dict(MODES[mode], max_new_tokens=max_new_tokens, seed=seed)
     timer.reset()
     _sync(pair)
@@ -158,7 +166,8 @@ def run_lane(pair, lane: Lane, prompt_ids: list, mode: str, max_new_tokens: int,
         if lane.k == 0:
             trace = autoregressive_generate(pair, prompt_ids, **settings)
         else:
-            drafter = NGramDrafter(pair.vocab_size, pair.input_device) if lane.ngram else None
+            drafter = (NGramDrafter(pair.vocab_size, pair.input_device) if lane.ngram else
+                       other_pairs[lane.draft].new_drafter() if lane.draft else None)
             trace = speculative_generate(pair, prompt_ids, lane.k, tree=lane.tree, drafter=drafter, **settings)
         _sync(pair)
         return time.perf_counter() - t0, list(trace.output_ids), trace

@@ -85,15 +85,18 @@ def check_greedy(runs: list) -> dict:
 
 def run_bench(pair, prompts: list, *, k: int = 4, max_new_tokens: int = 64, repeats: int = 3,
               sweep=range(1, K_HORIZON + 1), modes=("greedy", "sampling"), warmup: bool = True, seed: int = 0,
-              progress: bool = True, stock_pair=None, kernels: bool = True, only=None, trees=()) -> dict:
+              progress: bool = True, stock_pair=None, kernels: bool = True, only=None, trees=(),
+              other_pairs=None) -> dict:
     """Run every lane on every prompt; return the report dict (see bench_stats / bench_report).
     stock_pair: the same pair with the CPU fast path off, for the `*_stock` lanes. kernels: also
     measure pass costs, the step breakdown and the weight-streaming floor (bench_kernels.py).
     only: lane names to run (plain always runs: every ratio is against it); None: all. trees:
-    fixed (nodes, depth) budgets, a lane each (tree_NxD)."""
+    fixed (nodes, depth) budgets, a lane each (tree_NxD). other_pairs: {draft name: pair on the same
+    target}: their drafters' lanes "<lane>@<draft>" run interleaved with the rest."""
+    other_pairs = other_pairs or {}
     from tqdm.auto import tqdm
 
-    lanes_by_mode = {m: build_lanes(pair, k, list(sweep), m, trees) for m in modes}
+    lanes_by_mode = {m: build_lanes(pair, k, list(sweep), m, trees, list(other_pairs)) for m in modes}
     if stock_pair is not None:
         for lanes in lanes_by_mode.values():
             lanes += stock_lanes(k, pair.draft_name)
@@ -119,14 +122,14 @@ def run_bench(pair, prompts: list, *, k: int = 4, max_new_tokens: int = 64, repe
             for mode, lanes in lanes_by_mode.items():
                 for lane in lanes:
                     run_lane(pairs[lane.stock], lane, prompts[0]["ids"], mode, min(8, max_new_tokens), seed,
-                             timer, draft_cfg0)
+                             timer, draft_cfg0, other_pairs)
         jobs = schedule(lanes_by_mode, prompts, repeats)
         bar = tqdm(jobs, desc="bench", unit="run", disable=not progress, dynamic_ncols=True)
         for mode, rep, p, lane in bar:
             bar.set_postfix_str(f"{mode} · {lane.name} · {p['name']} · r{rep + 1}/{repeats}")
             run_seed = seed + 1000 * rep + 17 * prompts.index(p)
             wall, out_ids, trace = run_lane(pairs[lane.stock], lane, p["ids"], mode, max_new_tokens, run_seed,
-                                            timer, draft_cfg0)
+                                            timer, draft_cfg0, other_pairs)
             runs.append(Run(lane.name, mode, p["name"], rep, wall, out_ids, dict(timer.totals), trace))
     finally:
         timer.remove()
@@ -198,6 +201,8 @@ def parse_args(argv=None):
     ap.add_argument("--lanes", default=None, help="only these lanes besides plain, e.g. 'spec_auto,spec_k3' (default: all)")
     ap.add_argument("--tree", default="", help="fixed tree budgets to add as lanes, 'N,D' separated by ';' "
                     "(e.g. '8,4;12,5'); tree=auto (spec_auto) and the chain rule (spec_chain_auto) always run")
+    ap.add_argument("--vs-draft", default="", help="other drafts on the same target, ',' separated (e.g. "
+                    "'lookup+block'): their spec_auto / spec_chain_auto / spec_k lanes run as '<lane>@<draft>'")
     ap.add_argument("--no-warmup", action="store_true")
     ap.add_argument("--kernels", choices=("both", "fast", "stock"), default="both",
                     help="CPU fast path (prepacked kernels) for the lanes: 'both' adds *_stock lanes "
@@ -243,7 +248,10 @@ def main(argv=None) -> int:
     report = run_bench(pair, prompts, k=args.k, max_new_tokens=max_new, repeats=repeats, sweep=sweep,
                        modes=tuple(args.modes.split(",")), warmup=not args.no_warmup, seed=args.seed,
                        stock_pair=stock_pair, only=args.lanes.split(",") if args.lanes else None,
-                       trees=parse_trees(args.tree))
+                       trees=parse_trees(args.tree),
+                       other_pairs={d: load_pair(args.target, draft=d, device=args.device, dtype=args.dtype,
+                                                 fast_path=args.kernels != "stock")
+                                    for d in args.vs_draft.split(",") if d})
     paths = write_reports(report, Path(args.out))
     print(f"wrote {', '.join(str(p) for p in paths)}")
     print(json.dumps(report["headline"], indent=1, default=str)[:3000])

@@ -13,7 +13,8 @@ from statistics import median
 from typing import Optional
 
 from ..costs import measured
-from ..costs.theory import expected_tokens, fit
+from ..costs.theory import draft_cost, expected_tokens, fit
+from ..trace.compare import one_pass
 
 
 def _div(a, b) -> Optional[float]:
@@ -28,7 +29,7 @@ def run_sums(trace) -> dict:
             "prefill_s": s["prefill_s"], "trace_wall_s": s["wall_s"], "draft_s": s["draft_s"],
             "verify_s": s["verify_s"], "overhead_s": s["overhead_s"],
             "drafted": s["drafted"], "accepted": s["accepted"], "costs": measured.round_sums(trace.rounds),
-            "nodes": s["nodes_verified"], "tree_rounds": s["tree_rounds"],
+            "nodes": s["nodes_verified"], "tree_rounds": s["tree_rounds"], "one_pass": int(one_pass(trace)),
             "m_list": [r.n_verified for r in trace.rounds],
             "k_list": [r.k for r in trace.rounds], "decisions": [(r.k_policy or {}).get("kind", "fixed") for r in trace.rounds]}
 
@@ -59,7 +60,8 @@ def theory_row(spec: dict, plain: dict, k) -> dict:
            "measured_decode_speedup": meas, "predicted": None, "predicted_mix": None}
     if alpha is None or c is None:
         return row
-    model = fit(alpha, c, v, m.rounds)   # the one smooth theory: v(k) on a line through (0, 1)
+    blocks = bool(spec.get("one_pass"))   # a block drafter's runs: one draft call per round
+    model = fit(alpha, c, v, m.rounds, blocks)   # the one smooth theory: v(k) on a line through (0, 1)
     row["v_slope"] = model.slope
     if isinstance(k, int) and k in v:   # the formula at the lane's k
         row["predicted"] = model.speedup(k)
@@ -69,7 +71,7 @@ def theory_row(spec: dict, plain: dict, k) -> dict:
     ms = spec["m_list"]
     if ms and not spec.get("tree_rounds") and all(m == 0 or m in v for m in ms):   # v(0) = 1: nothing drafted
         row["predicted_mix"] = (sum(expected_tokens(alpha, m) for m in ms)
-                                / sum(m * c + model.v(m) for m in ms))
+                                / sum(draft_cost(m, c, blocks) + model.v(m) for m in ms))
     for key in ("predicted", "predicted_mix"):
         if row[key] and meas:
             row[f"measured_over_{key}"] = meas / row[key]

@@ -13,6 +13,7 @@ from ..costs import measured, theory
 from ..decoding.autoregressive import autoregressive_generate
 from ..decoding.speculative import speculative_generate
 from ..decoding.warmup import warm_up
+from ..trace.compare import one_pass
 
 K_VALUES: tuple = (*range(1, theory.K_HORIZON + 1), "auto", "tree")
 SHAPED = ("auto", "tree")        # the sweep's entries whose rounds vary in shape (after the ints)
@@ -67,7 +68,7 @@ def summarise(runs: list[dict]) -> dict:
     # is the one smooth model (costs.theory.fit: v(k) on a line fitted to the measured passes).
     pooled = lambda traces: sum((measured.round_sums(t.rounds) for t in traces), measured.RoundSums())
     m = measured.measured(pooled(spec), pooled(plain))
-    model = theory.fit(m.alpha, m.c, m.v, m.rounds)
+    model = theory.fit(m.alpha, m.c, m.v, m.rounds, any(one_pass(t) for t in spec))
     predicted: dict = {}
     if model is not None and plain_tps:
         predicted = {k: plain_tps * model.speedup(k) for k in range(1, theory.K_HORIZON + 1)}

@@ -23,13 +23,14 @@ and costs.measured count as c.
 """
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
 from torch import nn
 
 from ..sampling import draw, raw_probs, warp_probs
-from .base import Proposal, empty_proposal
+from .base import Proposal, TokenTree, chain_tree, empty_proposal
 from .feature_head import FeatureDrafter, FeatureHead, load_head
 
 
@@ -69,13 +70,13 @@ class BlockDrafter(FeatureDrafter):
         """One draft call per round, however many tokens it drafted."""
         return min(depth, 1)
 
-    @torch.inference_mode()
-    def propose(self, committed, k, cfg, generator, stop_below=None) -> Proposal:
+    def _block_logits(self, committed, k: int):
+        """[k, V] draft logits of the anchor and k − 1 slots from ONE head call (None: nothing to
+        read yet). The call also reads the true entries since the last round."""
         L = len(committed)
         n_feat = min(len(self.feats), L - 1)
-        k = min(k, self.max_k)
         if n_feat < 1 or k < 1:
-            return empty_proposal(self.vocab_size, self.device)
+            return None
         committed = committed.to(self.device)
         head, m = self.head, k - 1
         # 1. One call: the true entries since the last round (the last of them is the anchor) and
@@ -92,18 +93,57 @@ class BlockDrafter(FeatureDrafter):
         if len(new):
             self.g_next, self.n_true = g[:, len(new) - 1: len(new)], n_feat
         rows = torch.cat([self.g_next, g[:, len(new):]], 1)[0]             # [k, H]
-        # 3. Every slot's q, and a draw from each (independent of the other slots' draws).
-        logits = self._full(head.logits(rows))                             # [k, V]
+        return self._full(head.logits(rows))
+
+    @torch.inference_mode()
+    def propose(self, committed, k, cfg, generator, stop_below=None) -> Proposal:
+        logits = self._block_logits(committed, min(k, self.max_k))
+        if logits is None:
+            return empty_proposal(self.vocab_size, self.device)
+        # Every slot's q, and a draw from each (independent of the other slots' draws).
         q_probs, q_raw = warp_probs(logits, cfg), raw_probs(logits)
         ids = draw(q_probs, cfg, generator)
         stop_reason = None
-        if stop_below is not None and k > 1:   # the early stop, read from q before any draw
+        if stop_below is not None and len(ids) > 1:   # the early stop, read from q before any draw
             unsure = (q_raw[:-1].amax(-1) < stop_below).nonzero()
             if len(unsure):
                 k = int(unsure[0]) + 1
                 ids, q_probs, q_raw = ids[:k], q_probs[:k], q_raw[:k]
                 stop_reason = f"draft top probability < {stop_below:g}"
         return Proposal(ids, q_probs, q_raw, stop_reason)
+
+    @torch.inference_mode()
+    def propose_tree(self, committed, depth, width, cfg, generator=None, nodes=None, frontier=1,
+                     until=None) -> TokenTree:
+        """The block's guesses as a tree from the same one call: each slot's top-1 continues the
+        chain, its next width − 1 guesses are leaf siblings (a slot never saw the token before it,
+        so only the top-1 line has children). With a budget, the `nodes` guesses of highest path
+        probability (at the round's temperature) are kept; a parent always scores at least its
+        child. Deterministic guesses: verified with r(x)/Σr. (`until` is not called: every level
+        came from the one call already made.)"""
+        logits = self._block_logits(committed, min(depth, self.max_k))
+        if logits is None:
+            return chain_tree(empty_proposal(self.vocab_size, self.device), self.name)
+        q_probs, q_raw = warp_probs(logits, cfg), raw_probs(logits)
+        score_of = q_raw if cfg.greedy else q_probs        # greedy's one-hot q would rank nothing
+        top_p, top_ids = score_of.topk(max(1, width), -1)                 # [k, width]
+        top_p, top_ids = top_p.tolist(), top_ids.tolist()
+        ids, parents, rows, scores, chain_score, parent = [], [], [], [], 0.0, -1
+        for j in range(len(top_ids)):
+            level = [(r, chain_score + math.log(p)) for r, p in enumerate(top_p[j]) if p > 0]
+            if not level:
+                break
+            first = len(ids)
+            for r, sc in level:
+                ids.append(top_ids[j][r]), parents.append(parent), rows.append(j), scores.append(sc)
+            parent, chain_score = first, level[0][1]
+        keep = sorted(range(len(ids)), key=lambda i: (-scores[i], i))[: nodes] if nodes else range(len(ids))
+        keep = sorted(keep)
+        index = {old: new for new, old in enumerate(keep)}
+        rows_t = torch.tensor([rows[i] for i in keep], dtype=torch.long, device=logits.device)
+        return TokenTree(torch.tensor([ids[i] for i in keep], dtype=torch.long, device=logits.device),
+                         [index.get(parents[i], -1) for i in keep], q_probs[rows_t], q_raw[rows_t],
+                         [self.name] * len(keep), False)
 
 
 def load_block(target, path=None) -> BlockHead:

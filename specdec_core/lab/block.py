@@ -115,25 +115,34 @@ def block_loss(terms: list[dict], use: tuple = ()) -> torch.Tensor:
 
 
 @torch.no_grad()
-def evaluate_block(head, seqs: list[dict], K: int) -> dict:
+def evaluate_block(head, seqs: list[dict], K: int, keep_blocks: bool = False) -> dict:
     """Held-out, teacher-forced: per output greedy agreement and T=1 α, acceptance by position
     (P(output j agrees | all before it did), greedy), and accepted drafts per round at k = K:
-    greedy (the run of agreements) and T = 1 (E[τ] from α)."""
+    greedy (the run of agreements) and T = 1 (E[τ] from α). keep_blocks: also "blocks", the
+    per-block (match, α) [n_blocks, K] and the sequence each block is from [n_blocks]."""
     from .data import make_batch
     head.eval()
-    agree, alpha, mts, als = [[] for _ in range(K)], [[] for _ in range(K)], [], []
+    agree, alpha, mts, als, owner = [[] for _ in range(K)], [[] for _ in range(K)], [], [], []
     for r in range(0, len(seqs), 8):
         b = make_batch(seqs, list(range(r, min(r + 8, len(seqs)))))
         terms = block_terms(head, block_rollout(head, b["feats"], b["ids"], K), b)
         for j, t in enumerate(terms):
             agree[j].append(t["match"][t["valid"]]), alpha[j].append(t["alpha"][t["valid"]])
         mts.append(chain_view(terms, "match")), als.append(chain_view(terms, "alpha"))
+        owner.append(torch.repeat_interleave(torch.arange(r, r + len(b["ids"])), terms[-1]["valid"].sum(1)))
     mt, al = torch.cat(mts), torch.cat(als)
+    cat = lambda xs: float(torch.cat(xs).mean())
+    return dict(agree=[round(cat(a), 4) for a in agree], alpha_t1=[round(cat(a), 4) for a in alpha],
+                **block_metrics(mt, al), **({"blocks": (mt, al, torch.cat(owner))} if keep_blocks else {}))
+
+
+def block_metrics(mt: torch.Tensor, al: torch.Tensor) -> dict:
+    """Acceptance by position and accepted drafts per round from per-block greedy matches mt and
+    T=1 α's al, both [n_blocks, K] (evaluate_block's figures; a bootstrap resamples their rows)."""
+    K = mt.shape[1]
     reach = torch.cumprod(mt, -1)
     by_pos = [float(mt[:, 0].mean())] + [float(reach[:, j].sum() / reach[:, j - 1].sum().clamp_min(1))
                                          for j in range(1, K)]
-    cat = lambda xs: float(torch.cat(xs).mean())
-    return dict(agree=[round(cat(a), 4) for a in agree], alpha_t1=[round(cat(a), 4) for a in alpha],
-                accept_by_position=[round(x, 4) for x in by_pos],
+    return dict(accept_by_position=[round(x, 4) for x in by_pos],
                 accepted_greedy=round(float(reach.sum(-1).mean()), 3),
                 accepted_t1=round(float(chain_expected_length(al).mean()), 3))

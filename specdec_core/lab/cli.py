@@ -23,105 +23,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import corpus
-from .data import (FEATURE_LAYERS, ENV_CACHE, ENV_CORPUS, ENV_DATA, SEED, cache_dir, corpus_dir, data_dir, extract, keyed_dir,
-                   load_sequences, load_shards, manifest, select_taps, split, split_by_prompt)
+from . import block_run, corpus
+from .data import FEATURE_LAYERS, ENV_CACHE, ENV_CORPUS, ENV_DATA, SEED, cache_dir, extract, keyed_dir, load_sequences, split
 from .losses import LOSSES
+from .sources import (SOURCES, VAL_PER_SOURCE, draft_vocab, record, shard_dirs, source_caps, source_sets,
+                      target_outputs, target_pair, train_data)
 from .train import evaluate, new_head, train
-from .yardstick import coverage_table, frequent_vocab_of, yardstick_table
-
-SOURCES = ("gen", "shared")      # "text" too where the Debian text packages are installed
-
-
-def _target():
-    from ..models import load_pair
-    return load_pair("smollm2-135m", draft="ngram", device="cpu")
-
-
-def _record(row: dict) -> None:
-    print(json.dumps(row), flush=True)
-    with open(cache_dir() / "results.jsonl", "a") as f:
-        f.write(json.dumps(row) + "\n")
-
+from .yardstick import coverage_table, yardstick_table
 
 HEAD_VERSION = 2        # of the recipe (traces record "<name> v<N>"): 2 = three taps, the corpus
-VAL_PER_SOURCE = 96     # held-out sequences per source for tuning (by instruction)
-
-
-def source_manifest(source: str, pair=None) -> dict:
-    """What one source's shards are made from: its input files and their sizes and its split rule
-    (read from the file system; only "text" has to build its sequences to describe them)."""
-    if source == "shared":
-        files = [data_dir() / "selfdistill.npz", data_dir() / "instructions.json"]
-        return manifest(files, source=source, split="instruction-8%")
-    if source == "gen":
-        files = sorted(corpus_dir().glob("gen_*.npz"))
-        if not files:
-            raise SystemExit(f"no corpus shards (gen_*.npz) in {corpus_dir()}: pass --corpus DIR or run the corpus step")
-        return manifest(files, source=source, split="prompt-md5-4%")
-    return source_sets(source, pair)[3]
-
-
-def source_sets(source: str, pair=None) -> tuple[list[dict], list[int], list[int], dict]:
-    """(sequences, train indices, held-out indices, manifest) of one source; the held-out side is
-    split by instruction. The manifest names the input files and their sizes."""
-    if source == "shared":
-        seqs, _ = load_sequences()
-        return (seqs, *split(seqs), source_manifest(source))
-    if source == "gen":
-        man = source_manifest(source)
-        seqs = corpus.load_corpus(corpus_dir(), "gen")
-        return (seqs, *split_by_prompt(seqs), man)
-    seqs = corpus.text_sequences(pair or _target(), TEXT_PER_SOURCE)
-    n_tok = int(sum(len(s["gen"]) for s in seqs))
-    return seqs, list(range(len(seqs))), [], manifest([], source=source, sequences=len(seqs), tokens=n_tok)
-
-
-TEXT_PER_SOURCE = 1500
-
-
-def _shard_dirs(source: str, pair=None) -> tuple[Path, Path]:
-    man = source_manifest(source, pair)
-    return keyed_dir(f"train_{source}", man), keyed_dir(f"val_{source}", man)
-
-
-def _source_caps(sources: str) -> list[tuple[str, int]]:
-    """"gen,shared:34" -> [("gen", no cap), ("shared", 34)]: a shard cap per source, so a recipe names
-    exactly the data it used whatever a longer extraction added since."""
-    out = []
-    for item in sources.split(","):
-        name, _, cap = item.partition(":")
-        out.append((name, int(cap) if cap else 10**9))
-    return out
-
-
-def _train_data(sources: str, max_shards: int, layers: str) -> tuple[list[dict], list[dict]]:
-    """(train, held-out) teacher-forced sequences of the sources, feats cut to the head's taps;
-    train shuffled across sources."""
-    data, held = [], []
-    for s, cap in _source_caps(sources):
-        train_dir, val_dir = _shard_dirs(s)
-        data += select_taps(load_shards(train_dir, min(max_shards, cap)), layers.split(","))
-        held += select_taps(load_shards(val_dir), layers.split(","))
-    # One fixed shuffle across sources: batches mix them.
-    return [data[i] for i in np.random.default_rng(SEED).permutation(len(data))], held
-
-
-def _vocab(n: int, sources: str) -> torch.Tensor:
-    """The n most frequent tokens of the target's outputs in the training sources' train splits."""
-    return frequent_vocab_of([s["gen"] for s in _target_outputs(sources)], n)
-
-
-def _target_outputs(sources: str = ",".join(SOURCES)) -> list[dict]:
-    """The target's own outputs on training instructions: the train splits of the sources that hold
-    them (shared, gen; whole splits, shard caps aside), in the order shared, gen."""
-    names = {name for name, _ in _source_caps(sources)}
-    out = []
-    for source in [s for s in ("shared", "gen") if s in names]:
-        seqs, train_idx, _, _ = source_sets(source)
-        out += [seqs[i] for i in train_idx]
-    return out
-
 
 def _train_one(a, target, vocab, data, held, loss: str, name: str, init_from):
     torch.manual_seed(SEED)
@@ -137,18 +47,18 @@ def _train_one(a, target, vocab, data, held, loss: str, name: str, init_from):
     if state is not None:   # another vocabulary's output bias and ids are not carried over
         head.load_state_dict({k: v for k, v in state.items() if not (k in ("bias", "vocab_ids") and v.shape != head.bias.shape)},
                              strict=False)
-    manifests = {s: _shard_dirs(s)[0].name for s, _ in _source_caps(a.sources)}
+    manifests = {s: shard_dirs(s)[0].name for s, _ in source_caps(a.sources)}
     train(head, data, loss=loss, steps=a.steps, ckpt=cache_dir() / f"ckpt_{name}.pt", batch=a.batch, lr=a.lr, K=a.K,
           settings={"data": manifests, "vocab": len(vocab), "vocab_sum": int(vocab.sum()), "layers": layers,
                     "init_layer": a.init_layer, "init_from": init_from})
     res = evaluate(head, held)
-    _record({"name": name, "loss": loss, "init_from": init_from, "steps": a.steps, "batch": a.batch, "lr": a.lr,
+    record({"name": name, "loss": loss, "init_from": init_from, "steps": a.steps, "batch": a.batch, "lr": a.lr,
              "vocab": len(vocab), "sources": a.sources, "train_seqs": len(data), **res})
     return head, res
 
 
 def cmd_corpus(a) -> None:
-    pair = _target()
+    pair = target_pair()
     folder = Path(a.out) if a.out else cache_dir() / "corpus"
     folder.mkdir(parents=True, exist_ok=True)
     items = corpus.build_instructions(pair, folder, a.templated, a.invented, a.batch)
@@ -159,7 +69,7 @@ def cmd_corpus(a) -> None:
 def cmd_extract(a) -> None:
     """Teacher-force every source, held-out sides first; one time budget across all of them."""
     import time
-    pair, deadline = _target(), time.time() + a.minutes * 60
+    pair, deadline = target_pair(), time.time() + a.minutes * 60
     left = lambda: max(0.0, (deadline - time.time()) / 60)
     for source in a.sources.split(","):
         seqs, train_idx, test_idx, man = source_sets(source, pair)
@@ -169,8 +79,8 @@ def cmd_extract(a) -> None:
 
 def cmd_train(a) -> None:
     from ..drafters.feature_head import save_head
-    pair, vocab = _target(), _vocab(a.vocab, a.sources)
-    data, held = _train_data(a.sources, a.shards, a.layers)
+    pair, vocab = target_pair(), draft_vocab(a.vocab, a.sources)
+    data, held = train_data(a.sources, a.shards, a.layers)
     n_pos = int(sum(len(d["ids"]) for d in data))
     print(f"{len(data)} train sequences, {n_pos} positions")
     head, res = _train_one(a, pair.target, vocab, data, held, a.loss, a.name or a.loss, a.init_from)
@@ -182,8 +92,8 @@ def cmd_train(a) -> None:
 
 def cmd_ablate(a) -> None:
     """Every loss from the same start (fresh, or --init-from's weights), same data order, steps, seed."""
-    pair, vocab = _target(), _vocab(a.vocab, a.sources)
-    data, held = _train_data(a.sources, a.shards, a.layers)
+    pair, vocab = target_pair(), draft_vocab(a.vocab, a.sources)
+    data, held = train_data(a.sources, a.shards, a.layers)
     rows = []
     for loss in a.losses.split(","):
         name = f"ablate_{loss}_{a.steps}" + (f"_from_{a.init_from}" if a.init_from else "")
@@ -211,7 +121,7 @@ def cmd_yardstick(a) -> None:
     print(yardstick_table(pair, head, a.max_new))
     if a.coverage:
         print("\n## Vocabulary coverage\n")
-        print(coverage_table(pair, [s["gen"] for s in _target_outputs()], a.max_new))
+        print(coverage_table(pair, [s["gen"] for s in target_outputs()], a.max_new))
 
 
 def cmd_prompts(a) -> None:
@@ -279,7 +189,6 @@ def main(argv=None) -> None:
     pr = sub.add_parser("prompts", help="write the shared data's held-out instructions as a bench prompt file")
     pr.add_argument("--n", type=int, default=8)
     pr.add_argument("--out", default="specdec_core/data/templated_heldout_prompts.json")
-    from . import block_run
     block_run.add_parsers(sub, run_name)
     a = p.parse_args(argv)
     # The folders travel in the environment: one visible channel for every command below.
@@ -289,4 +198,5 @@ def main(argv=None) -> None:
     cache_dir().mkdir(parents=True, exist_ok=True)
     {"corpus": cmd_corpus, "extract": cmd_extract, "train": cmd_train, "ablate": cmd_ablate,
      "yardstick": cmd_yardstick, "prompts": cmd_prompts,
-     "block-train": block_run.cmd_block_train, "block-ablate": block_run.cmd_block_ablate}[a.cmd](a)
+     "block-train": block_run.cmd_block_train, "block-ablate": block_run.cmd_block_ablate,
+     "block-eval": block_run.cmd_block_eval}[a.cmd](a)

@@ -107,7 +107,7 @@ def greedy_check(plain: "Trace", other_ids: Sequence[int]) -> GreedyVerdict:
 def cost_ratios(spec: "Trace", plain: "Trace") -> dict:
     """c and v(k) from a speculative and a plain trace of the same pair and device.
 
-    costs.measured's definitions: c = draft seconds per drafted token ÷ plain's step, v(m) = mean
+    costs.measured's definitions: c = draft seconds per draft call (level) ÷ plain's step, v(m) = mean
     target time of an m-draft round ÷ plain's step (str keys), and how many rounds verified m drafts
     (str keys). {"c", "v", "rounds"}."""
     m = measured.measured(measured.round_sums(spec.rounds), measured.round_sums(plain.rounds))
@@ -121,7 +121,12 @@ def run_theory(spec: "Trace", plain: "Trace") -> Optional[theory.Theory]:
     if spec is None or plain is None:
         return None
     r = cost_ratios(spec, plain)
-    return theory.fit(spec.stats["alpha"], r["c"], r["v"], r["rounds"])
+    return theory.fit(spec.stats["alpha"], r["c"], r["v"], r["rounds"], one_pass(spec))
+
+
+def one_pass(spec: "Trace") -> bool:
+    """The run's drafter fills a whole chain in one call (a block drafter: config.draft_slots)."""
+    return bool(spec.config.get("draft_slots"))
 
 
 def timings_unstable(spec: "Trace", plain: "Trace") -> Optional[str]:
@@ -150,7 +155,7 @@ def speedup_reasons(spec: "Trace", plain: "Trace") -> Optional[dict]:
         return None
     spec_k = {k: n for k, n in by_k.items() if k > 0}
     costs = cost_ratios(spec, plain)
-    model = theory.fit(spec.stats["alpha"], costs["c"], costs["v"], costs["rounds"])   # = run_theory
+    model = theory.fit(spec.stats["alpha"], costs["c"], costs["v"], costs["rounds"], one_pass(spec))   # = run_theory
     out = {"plain_share": by_k.get(0, 0) / n_rounds, "measured": measured_speedup(spec, plain),
            "alpha": spec.stats["alpha"], "c": costs["c"], "k": None, "v": None,
            "v_measured": None, "slope": None, "theory": None, "terms": None, "limit": None,
