@@ -110,6 +110,17 @@ def test_block_tree_branches_from_one_call(block_pair):
     assert drafter.cache[0].shape[2] == 2                      # nothing drafted was cached
 
 
+def test_block_drafts_a_single_guess_right_after_the_prompt(block_pair):
+    """k = 1 in the first round: nothing new to read and no slot; the anchor's output drafts."""
+    drafter = block_pair.new_drafter()
+    drafter.observe(torch.randn(2, block_pair.target.config.hidden_size))
+    drafter.start(torch.tensor([1, 5, 2]))
+    one = drafter.propose(torch.tensor([1, 5, 2]), 1, SamplingConfig(0.0), None)
+    four = drafter.propose(torch.tensor([1, 5, 2]), 4, SamplingConfig(0.0), None)
+    assert len(one.ids) == 1 and one.ids[0] == four.ids[0]
+    assert torch.allclose(one.q_raw[0], four.q_raw[0], atol=1e-5)
+
+
 def test_block_drafter_counts_one_draft_call_per_round(block_pair):
     tr = speculative_generate(block_pair, [1, 5, 2], k=4, temperature=0.0, max_new_tokens=12)
     drafted = [r for r in tr.rounds if r.drafted]

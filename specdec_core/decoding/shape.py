@@ -15,9 +15,9 @@ round's expected tokens E = 1 + Σ a per unit of its cost C — and stops at the
     times the measured rate at which a first child hits) pays for slope + c; so the head grows the
     tree level by level (one head call each) and stops there; no level at all is a plain step;
   - of the guesses drafted, each is kept while a ÷ slope ≥ E ÷ C, C counting the levels drafted;
-  - a chain (width 1) is drafted at most one level deeper than the last round kept, and only while
-    its last row's calibrated top probability pays for a level (the drafter's early stop), then cut
-    the same way.
+  - a chain (width 1) is drafted at most one level deeper than the last round kept (a block
+    drafter, whose one call fills any depth: DEPTH_MAX), and only while its last row's calibrated
+    top probability pays for a level (the drafter's early stop), then cut the same way.
 Evidence fades (half-life HALF_LIFE rounds), so the rule follows the text and a run that fell back
 to plain steps tries drafting again once its old evidence has faded. Each round records its inputs
 and the candidates it kept, so a replay reproduces it.
@@ -55,16 +55,17 @@ class ShapeRule:
     first: list = field(default_factory=lambda: [0.0, 0.0])    # faded [hits, tries] of first children at the root
     follow: list = field(default_factory=lambda: [0.0, 0.0])   # ... of first children of a reached guess
     stop_below: Optional[float] = None     # a chain's early stop this round (drafters' stop_below)
+    one_pass: bool = False                 # the drafter fills any depth in one call (a block drafter)
     kept_depth: int = 0                    # a chain: how deep the last round kept
     sums: M.RoundSums = field(default_factory=M.RoundSums)
     _grown: int = 0                        # levels grown this round (the growth callback's count)
     _values: list = field(default_factory=list)
 
     @classmethod
-    def for_decode(cls, pair, chain: bool) -> "ShapeRule":
+    def for_decode(cls, pair, chain: bool, one_pass: bool = False) -> "ShapeRule":
         from ..costs.measure import pass_costs
         costs = pass_costs(pair.target, pair.vocab_size)
-        return cls(chain, costs.v_table(), costs.seconds[1])
+        return cls(chain, costs.v_table(), costs.seconds[1], one_pass=one_pass)
 
     # -- estimates ---------------------------------------------------------------------------
     def calibration(self, source: str) -> float:
@@ -96,7 +97,8 @@ class ShapeRule:
             # A chain grows while its next guess can pay for a level: the drafter stops after a
             # row whose top probability, calibrated, is below slope + c (decided before the draw).
             self.stop_below = (slope + c) / self.calibration("model" if "model" in self.hits else "head")
-            return Shape(None, min(DEPTH_MAX, self.kept_depth + 1))
+            # A block drafter's depth costs nothing more: it drafts all it can, cut the same way.
+            return Shape(None, DEPTH_MAX if self.one_pass else min(DEPTH_MAX, self.kept_depth + 1))
         return Shape(None, DEPTH_MAX, WIDTH, WIDTH)
 
     def until(self, scores: list, depth: int) -> bool:

@@ -84,6 +84,8 @@ class BlockDrafter(FeatureDrafter):
         if self.cache is not None:
             self.cache = [c[:, :, : self.n_true] for c in self.cache]
         new = torch.arange(self.n_true, n_feat, device=self.device)
+        if len(new) == 0 and m == 0:      # k = 1 with nothing new to read: the anchor's output is kept
+            return self._full(head.logits(self.g_next[0]))
         x = torch.cat([head.layer_in(self.feats[None, new], committed[None, new + 1]), head.slots[None, :m]], 1)
         pos = torch.cat([new, n_feat - 1 + torch.arange(1, m + 1, device=self.device)])
         n_cached = 0 if self.cache is None else self.cache[0].shape[2]
