@@ -103,6 +103,7 @@ EXAMPLES = [
 ]
 
 # The Race tab's draft field hint: the built-in drafters of the embedded target.
+DRAFT_CHOICES = ["distilled", "block", "target-layers:2", "target-layers:4"]   # the built-in drafts offered
 DRAFT_HINT = ("distilled: the feature head, k guesses in k sequential head steps · block: the block drafter, "
               "all k ≤ 8 guesses in one pass (no guess sees another) · target-layers:N: the target's first N "
               "layers")

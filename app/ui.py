@@ -78,8 +78,10 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) 
                     C["target"] = gr.Textbox(default["target"], label="Target (preset, HF id or local folder)",
                                      elem_id="sd-target")
                     C["drafter"] = gr.Radio(handlers.DRAFTERS, value=default["drafter"], label="Drafter", elem_id="sd-drafter")
-                    C["draft"] = gr.Textbox(default["draft"], info=explain.DRAFT_HINT,
-                                            label="Draft model (distilled, block, HF id, folder, or target-layers:N)")
+                    # A choice of the built-in drafts, and any other draft typed in (HF id, folder).
+                    C["draft"] = gr.Dropdown(explain.DRAFT_CHOICES, value=default["draft"], allow_custom_value=True,
+                                             info=explain.DRAFT_HINT, elem_id="sd-draft",
+                                             label="Draft model (pick one, or type an HF id, folder, or target-layers:N)")
                     C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=5, elem_id="sd-prompt")
                     C["chat"] = gr.Checkbox(True, label="Apply the chat template")
                     # Number fields, not sliders: whatever is typed reaches the settings check, which

@@ -82,12 +82,14 @@ def block_pair():
     return ModelPair.from_models(target, lambda p: BlockDrafter(head, p.vocab_size), None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k,temperature,top_k,top_p,max_new", [
     (2, 1.0, 0, 1.0, 3), (3, 0.7, 0, 0.9, 4), (4, 1.0, 0, 1.0, 3)])
 def test_block_drafter_is_exact(block_pair, k, temperature, top_k, top_p, max_new):
     assert check_exact(block_pair, k, SamplingConfig(temperature, top_k, top_p), max_new) > 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tree,temperature,top_p", [((6, 3), 1.0, 1.0), ((8, 4), 0.7, 0.9), ("auto", 1.0, 1.0)])
 def test_block_tree_is_exact(block_pair, tree, temperature, top_p):
     """The block's slots' top guesses as a tree (deterministic children, r(x)/Σr)."""
@@ -140,6 +142,7 @@ def shipped_block():
     return load_pair("smollm2-135m", draft="lookup+block", device="cpu")
 
 
+@pytest.mark.model
 def test_shipped_block_greedy_equals_plain_and_drafts_in_blocks(shipped_block):
     for text in ("Explain why the sky is blue in two sentences.", "Translate 'good morning' into French."):
         ids = shipped_block.encode_prompt(text)
