@@ -95,6 +95,18 @@ def test_a_level_is_drafted_only_when_its_best_guess_can_pay():
     assert rule.until([math.log(0.05)], 1)                         # a 0.05 one: it would not
 
 
+def test_a_dear_first_measurement_is_measured_again():
+    """A draft cost that says never draft (c = 0.9: a cold first round) keeps the rule at plain
+    steps for HALF_LIFE rounds, then it drafts once to measure again."""
+    from specdec_core.decoding.shape import HALF_LIFE
+    rule = rule_with(0.05, 0.9)
+    tree = synthetic_tree([], [])
+    for _ in range(HALF_LIFE):
+        assert rule.plan().depth == 0
+        rule.update(_round(), tree, [], [1])
+    assert rule.plan().depth > 0
+
+
 def test_calibration_follows_what_was_committed():
     """A source whose guesses are always what the target committed is trusted more (s > 1); one
     whose guesses never are falls below its prior, until its nodes are not kept."""

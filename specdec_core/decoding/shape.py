@@ -19,7 +19,8 @@ round's expected tokens E = 1 + Σ a per unit of its cost C — and stops at the
     drafter, whose one call fills any depth: DEPTH_MAX), and only while its last row's calibrated
     top probability pays for a level (the drafter's early stop), then cut the same way.
 Evidence fades (half-life HALF_LIFE rounds), so the rule follows the text and a run that fell back
-to plain steps tries drafting again once its old evidence has faded. Each round records its inputs
+to plain steps tries drafting again once its old evidence has faded; after HALF_LIFE plain steps in
+a row it drafts one round regardless, so costs measured once (a cold first round) are measured again. Each round records its inputs
 and the candidates it kept, so a replay reproduces it.
 """
 from __future__ import annotations
@@ -57,6 +58,7 @@ class ShapeRule:
     stop_below: Optional[float] = None     # a chain's early stop this round (drafters' stop_below)
     one_pass: bool = False                 # the drafter fills any depth in one call (a block drafter)
     kept_depth: int = 0                    # a chain: how deep the last round kept
+    plain_run: int = 0                     # plain steps in a row since the last round that drafted
     sums: M.RoundSums = field(default_factory=M.RoundSums)
     _grown: int = 0                        # levels grown this round (the growth callback's count)
     _values: list = field(default_factory=list)
@@ -91,7 +93,9 @@ class ShapeRule:
         a chain one level deeper than the last round kept, drafted under `stop_below`."""
         _, slope, c = self.costs()
         self._grown, self._values = 0, []
-        if self.first_rate() < slope + c:          # E ÷ C = 1 before any guess
+        # E ÷ C = 1 before any guess. After HALF_LIFE plain steps in a row the rule drafts once
+        # anyway: a cost measured once (a cold first round) would otherwise never be re-measured.
+        if self.first_rate() < slope + c and self.plain_run < HALF_LIFE:
             return Shape(0, 0)
         if self.chain:
             # A chain grows while its next guess can pay for a level: the drafter stops after a
@@ -146,6 +150,7 @@ class ShapeRule:
         parent was reached (committed: the round's tokens before any cut, one per depth)."""
         self.sums = self.sums + M.round_sums([rnd])
         self.kept_depth = rnd.tree_depth
+        self.plain_run = 0 if rnd.levels else self.plain_run + 1
         fade = 0.5 ** (1 / HALF_LIFE)
         for table in (self.hits, self.confs):
             for key in table:
