@@ -250,7 +250,7 @@ def _run(pair, prompt_ids, k, *, mode, tree=None, k_schedule=None, **settings) -
         if schedule is not None:
             st.trace.config["k_schedule"] = schedule
         # The shape rule (tree = "auto", or k = "auto" as a chain): its state lives in this decode.
-        rule = (ShapeRule.for_decode(pair, chain=tree is None, one_pass=st.drafter.levels(2) == 1)
+        rule = (ShapeRule.for_decode(pair, chain=tree is None, one_pass=st.drafter.one_pass)
                 if k == "auto" else None)
         fixed = fanout(*tree) if isinstance(tree, tuple) else None
         while not st.done:

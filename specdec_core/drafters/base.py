@@ -197,11 +197,12 @@ class Drafter:
     kernels: Optional[str] = None      # matrix kernels of the drafter's model (fastpath.py), if any
     proposable: Optional[torch.Tensor] = None  # target ids its model can ever propose (None: any)
     max_k: Optional[int] = None        # most tokens it drafts per round (a block's slots; None: no limit)
+    one_pass: bool = False             # one draft call fills a round's whole chain (a block drafter)
 
     def levels(self, depth: int) -> int:
         """Sequential draft calls a round of `depth` levels took (costs.measured's c is per call):
-        one per level; a block drafter makes one call whatever the depth."""
-        return depth
+        one per level; one whatever the depth for a one_pass drafter."""
+        return min(depth, 1) if self.one_pass else depth
 
     def __init__(self, vocab_size: int, device="cpu"):
         self.vocab_size = vocab_size

@@ -61,14 +61,11 @@ class BlockDrafter(FeatureDrafter):
     entries are cut right after the call, so nothing drafted is ever cached."""
 
     name = "block-drafter"
+    one_pass = True              # one draft call per round, however many tokens it drafted
 
     def __init__(self, head: BlockHead, vocab_size: int, device="cpu"):
         super().__init__(head, vocab_size, device)
         self.max_k = head.block_size
-
-    def levels(self, depth: int) -> int:
-        """One draft call per round, however many tokens it drafted."""
-        return min(depth, 1)
 
     def _block_logits(self, committed, k: int):
         """[k, V] draft logits of the anchor and k − 1 slots from ONE head call (None: nothing to
@@ -80,9 +77,7 @@ class BlockDrafter(FeatureDrafter):
         committed = committed.to(self.device)
         head, m = self.head, k - 1
         # 1. One call: the true entries since the last round (the last of them is the anchor) and
-        #    k − 1 mask slots right after the anchor's position.
-        if self.cache is not None:
-            self.cache = [c[:, :, : self.n_true] for c in self.cache]
+        #    k − 1 mask slots right after the anchor's position. (The cache holds true entries only.)
         new = torch.arange(self.n_true, n_feat, device=self.device)
         if len(new) == 0 and m == 0:      # k = 1 with nothing new to read: the anchor's output is kept
             return self._full(head.logits(self.g_next[0]))

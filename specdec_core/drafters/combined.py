@@ -31,10 +31,7 @@ class CombinedDrafter(Drafter):
         self.wants_hidden, self.kernels = model.wants_hidden, model.kernels
         self.feature_layers, self.version = model.feature_layers, model.version
         self.proposable = model.proposable     # the model's; lookup copies tokens from the context
-        self.max_k = model.max_k
-
-    def levels(self, depth):
-        return self.model.levels(depth)
+        self.max_k, self.one_pass = model.max_k, model.one_pass
 
     def start(self, prompt_ids):
         self.model.start(prompt_ids)
