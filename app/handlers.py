@@ -7,10 +7,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
-from specdec_core import PRESETS, ModelLoadError, TraceFormatError, load_pair, stream_autoregressive, stream_speculative
+from specdec_core import (PRESETS, ModelLoadError, TraceFormatError, interleave, load_pair, stream_autoregressive,
+                          stream_speculative)
 
 from specdec_core import decoding
 from specdec_core.models import is_loaded
@@ -148,33 +150,39 @@ def warm_up(pair, ids, k, settings, tree=None) -> None:
     decoding.warm_up(pair, ids, k, tree=tree, **settings)
 
 
-def _lane_update(lane: str, trace, status: str) -> dict:
-    if lane == "plain":
-        return {"plain_lane": plain_lane_html(trace, status=status)}
-    return {"spec_lane": spec_lane_html(trace, status=status), "timeline": timeline_html(trace)}
+def race_lanes(spec, plain) -> dict:
+    """Both lanes as of the race's clock (race.race_clock: the earliest own clock of a lane still
+    running): each lane shows what it had committed by then on its own clock, so the faster lane
+    pulls ahead although the two take turns; the timeline shows every speculative round so far."""
+    t = race.race_clock(spec, plain)
+    status = lambda tr: ("waiting" if tr is None else "finished" if tr.finished and (t is None or race.lane_clock(tr) <= t)
+                         else "racing")
+    return {"plain_lane": plain_lane_html(plain, upto_t=t, status=status(plain)),
+            "spec_lane": spec_lane_html(spec, upto_t=t, status=status(spec)),
+            "timeline": timeline_html(spec)}
 
 
 @gpu
 def decode_race(target_ref: str, draft_ref: str, device: str, prompt: str, chat: bool, settings: dict,
                 run_number: int, progress, notify) -> Iterator[tuple]:
     """All the model work of one Run, and nothing else (on a ZeroGPU Space `spaces.GPU` holds a
-    GPU for exactly this): load, encode, warm up, then both lanes one after the other (order
-    alternating by run number). Yields ("racing", None, None) once ready, then (lane, status,
-    trace) for each lane: trace None when the lane starts, then after every round. Closing this
-    generator (Stop, a closed tab) ends the decode at that yield: within one round."""
+    GPU for exactly this): load, encode, warm up, then both lanes interleaved a round at a time
+    (specdec_core.interleave: the lane behind in tokens moves; who moves first alternates by run
+    number). Yields ("racing", None, None) once ready, then (lane, status, trace) after every
+    round of either lane. Closing this generator (Stop, a closed tab) ends both decodes at that
+    yield: within one round."""
     pair = load(target_ref, draft_ref, device, progress, notify)
     ids = pair.encode_prompt(prompt, chat=chat)
     settings = dict(settings)
     k, tree = settings.pop("k"), settings.pop("tree", None)
     warm_up(pair, ids, k, settings, tree)
     yield ("racing", None, None)
-    for n, lane in enumerate(race.lane_order(run_number)):
-        stream = (stream_autoregressive(pair, ids, **settings) if lane == "plain"
-                  else stream_speculative(pair, ids, k, tree=tree, **settings))
-        status = f"running ({'first' if n == 0 else 'second'})"
-        yield (lane, status, None)
-        for trace in stream:
-            yield (lane, status if not trace.finished else "finished", trace)
+    streams = {lane: (stream_autoregressive(pair, ids, **settings) if lane == "plain"
+                      else stream_speculative(pair, ids, k, tree=tree, **settings))
+               for lane in race.lane_order(run_number)}
+    with closing(interleave(streams)) as turns:
+        for lane, trace in turns:
+            yield (lane, "finished" if trace.finished else "racing", trace)
 
 
 def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
@@ -207,24 +215,21 @@ def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, to
                 return
             if lane == "racing":
                 yield {"run_number": run_number + 1,
-                       "banner": "▶ **Racing…** plain and speculative decoding, one after the other.",
+                       "banner": "▶ **Racing…** plain and speculative decoding take turns, a round each, "
+                                 "so both see the same machine; each lane's clock counts only its own work.",
                        "plain_lane": plain_lane_html(None, status="waiting"),
                        "spec_lane": spec_lane_html(None, status="waiting"),
                        "verdict": race.verdict_html(None, None), "timeline": timeline_html(None)}
                 continue
             traces = {"traces": {"spec": done["speculative"], "plain": done["plain"]}}
             now = time.monotonic()
-            if trace is not None and not trace.finished and now - last < UPDATE_EVERY_S:
+            if not trace.finished and now - last < UPDATE_EVERY_S:
                 # Nothing to redraw yet; yielding every round lets a Stop or a closed tab end the
                 # decode here, within one round (the State keeps the partial traces for Stop).
                 yield traces
                 continue
             last = now
-            update = _lane_update(lane, trace, status)
-            if trace is None:   # a lane starts: the other one is finished or still to come
-                other = "plain" if lane == "speculative" else "speculative"
-                update.update(_lane_update(other, done[other], "finished" if done[other] else "waiting (runs next)"))
-            yield {**update, **traces}
+            yield {**race_lanes(done["speculative"], done["plain"]), **traces}
     except UserError:
         raise
     except Exception as e:
@@ -281,6 +286,14 @@ def after_stop(traces: dict) -> dict:
     """Stop: every view (lanes included) rendered from the partial traces the page holds, each lane
     labelled finished or stopped after N tokens; no speedup is claimed for an unfinished race."""
     spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
+    if all(t is None or t.finished for t in (spec, plain)):
+        # No race was cut short (Stop before any Run, or during a replay): the views show the last
+        # race whole, and the banner says there was nothing to stop.
+        out = views.views(spec, plain, "run")
+        previous = (traces or {}).get("banner") or ""
+        out["banner"] = "■ No race is running: nothing to stop." + (" " + previous if previous else "")
+        out["traces"] = {"spec": spec, "plain": plain, "banner": previous}
+        return out
     out = views.views(spec, plain, "run")
     out["plain_lane"] = plain_lane_html(plain, status=lane_status(plain))
     out["spec_lane"] = spec_lane_html(spec, status=lane_status(spec))

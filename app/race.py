@@ -19,8 +19,21 @@ LANES = ("plain", "speculative")
 
 
 def lane_order(run_number: int) -> tuple[str, str]:
-    """Which lane runs first: alternates between runs so neither always gets the warm machine."""
+    """Which lane takes the first turn: alternates between runs so neither always gets the warm machine."""
     return LANES if run_number % 2 == 0 else LANES[::-1]
+
+
+def lane_clock(trace) -> float:
+    """A lane's own clock after its last round (its prefill before the first): its own work only."""
+    return trace.rounds[-1].t_end if trace.rounds else trace.prefill_s
+
+
+def race_clock(*traces) -> Optional[float]:
+    """The time the live race is shown at: the earliest own clock among the lanes still running (a
+    lane that has not started is left out), None once every lane has finished. Interleaved lanes
+    stay level in tokens, not in time: shown at one clock, the faster lane is ahead."""
+    running = [lane_clock(t) for t in traces if t is not None and not t.finished]
+    return min(running) if running else None
 
 
 def _fmt(x: Optional[float], spec: str = ".2f") -> str:

@@ -248,7 +248,9 @@ def lane_html(trace, title: str, *, colour: str, upto_t: Optional[float] = None,
     (speculative rounds shaded alternately, so bursts of several tokens are visible)."""
     n, elapsed = lane_numbers(trace, upto_t)
     rate = n / elapsed if elapsed > 0 and n else None
-    total = max_new_tokens or (trace.config.get("max_new_tokens") if trace is not None else None) or 1
+    # The bar fills to what the lane will produce: all of max_new_tokens until it stops, then what it made.
+    total = max_new_tokens or (len(trace.output_ids) if trace is not None and trace.finished else None) or \
+        (trace.config.get("max_new_tokens") if trace is not None else None) or 1
     body = ""
     if trace is not None:
         spec = trace.config.get("k") != 0

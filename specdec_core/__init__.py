@@ -9,11 +9,12 @@ predicted costs); bench/, lab/ and cli/ sit on top.
 """
 from .version import __version__
 
-from .decoding import autoregressive_generate, speculative_generate, stream_autoregressive, stream_speculative
+from .decoding import (autoregressive_generate, interleave, speculative_generate, stream_autoregressive,
+                       stream_speculative)
 from .errors import ModelLoadError
 from .models import PRESETS, ModelPair, load_pair
 from .trace import Trace, TraceFormatError
 
 __all__ = ["__version__", "load_pair", "ModelPair", "PRESETS", "speculative_generate", "stream_speculative",
-           "autoregressive_generate", "stream_autoregressive", "Trace", "TraceFormatError",
+           "autoregressive_generate", "stream_autoregressive", "interleave", "Trace", "TraceFormatError",
            "ModelLoadError"]

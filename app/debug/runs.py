@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from specdec_core import autoregressive_generate, speculative_generate
+from specdec_core import interleave, stream_autoregressive, stream_speculative
 from specdec_core.bench.sweep import K_VALUES, sweep_runs
 
 from .. import handlers
@@ -29,13 +29,17 @@ def sweep(target_ref: str, draft_ref: str, device: str, prompt: str, chat: bool,
 def two_drafts(target_ref: str, drafts: tuple[str, str], device: str, prompt: str, chat: bool, settings: dict,
                progress, notify) -> tuple:
     """(trace with draft A, trace with draft B, plain trace): same prompt, seed and settings; each
-    pair warmed up first (not timed); plain decoding once for c and the speedup."""
+    pair warmed up first (not timed); plain decoding once for c and the speedup; the three lanes
+    interleaved a round at a time."""
     settings = dict(settings)
     k, tree = settings.pop("k"), settings.pop("tree", None)
     pairs = [handlers.load(target_ref, d, device, progress, notify) for d in drafts]
     ids = pairs[0].encode_prompt(prompt, chat=chat)
     for pair in pairs:
         handlers.warm_up(pair, ids, k, settings, tree)
-    plain = autoregressive_generate(pairs[0], ids, **settings)
-    a, b = (speculative_generate(pair, ids, k, tree=tree, **settings) for pair in pairs)
-    return a, b, plain
+    # The three lanes take turns a round at a time (specdec_core.interleave): each sees the same machine.
+    lanes = {"a": stream_speculative(pairs[0], ids, k, tree=tree, **settings),
+             "b": stream_speculative(pairs[1], ids, k, tree=tree, **settings),
+             "plain": stream_autoregressive(pairs[0], ids, **settings)}
+    done = dict(interleave(lanes))
+    return done["a"], done["b"], done["plain"]

@@ -153,6 +153,11 @@ def listeners(C: dict, queue: str) -> None:
             done = []
             for run in runs.sweep(target_ref, draft_ref, device or "auto", prompt, bool(chat), settings, repeats,
                                   progress, gr.Info):
+                if not run["trace"].finished:
+                    # A round of a lane still racing: nothing new to plot, but yielding lets Stop end
+                    # the sweep here, after this round.
+                    yield {C["sweep_text"]: gr.skip()}
+                    continue
                 done.append(run)
                 progress(run["done"] / run["total"], desc=f"k sweep: run {run['done']} of {run['total']}")
                 summary = summarise(done)

@@ -1,17 +1,19 @@
 """The k sweep: the speculative lane on one prompt for each k (1..8, "auto": the shape rule as a
 chain, and "tree": the defaults, tree = "auto"), each repeated,
-next to plain decoding, interleaved so drift falls on every k alike; then medians, spreads, and
+next to plain decoding, the lanes of a repeat taking turns a round at a time so load falls on every k alike; then medians, spreads, and
 the theory's curve from the measured α, c and v(k). Used by the app's Debugger ("which k is best
 on this machine?"). A generator: the caller can stop after any run.
 """
 from __future__ import annotations
 
 import statistics
+from contextlib import closing
 from typing import Iterator, Optional, Sequence, Union
 
 from ..costs import measured, theory
-from ..decoding.autoregressive import autoregressive_generate
-from ..decoding.speculative import speculative_generate
+from ..decoding.autoregressive import stream_autoregressive
+from ..decoding.interleave import interleave
+from ..decoding.speculative import stream_speculative
 from ..decoding.warmup import warm_up
 from ..trace.compare import one_pass
 
@@ -21,19 +23,25 @@ SHAPED = ("auto", "tree")        # the sweep's entries whose rounds vary in shap
 
 def sweep_runs(pair, prompt_ids, ks: Sequence[Union[int, str]] = K_VALUES, repeats: int = 3,
                **settings) -> Iterator[dict]:
-    """Yields {"k", "rep", "trace", "done", "total"} per run: each repeat runs plain (k = 0) and every
-    k once, the order of the k's rotating between repeats. An uncounted warm-up comes first."""
+    """Yields {"k", "rep", "trace", "done", "total"} after every round of every run: each repeat runs
+    plain (k = 0) and every k once as lanes taking turns a round at a time (decoding.interleave: all
+    of a repeat's lanes see the same machine), the order of their first turns rotating between
+    repeats. A run is over when its trace is finished; "done" counts the runs over so far. An
+    uncounted warm-up comes first. Closing the generator ends every lane after its current round."""
     warm_up(pair, prompt_ids, 2, **settings)
     order = [0] + list(ks)
     total, done = repeats * len(order), 0
     for rep in range(repeats):
         shift = rep % len(order)
-        for k in order[shift:] + order[:shift]:
-            trace = (autoregressive_generate(pair, prompt_ids, **settings) if k == 0
-                     else speculative_generate(pair, prompt_ids, tree="auto", **settings) if k == "tree"
-                     else speculative_generate(pair, prompt_ids, k, **settings))
-            done += 1
-            yield {"k": k, "rep": rep, "trace": trace, "done": done, "total": total}
+        lanes = {k: (stream_autoregressive(pair, prompt_ids, **settings) if k == 0
+                     else stream_speculative(pair, prompt_ids, tree="auto", **settings) if k == "tree"
+                     else stream_speculative(pair, prompt_ids, k, **settings))
+                 for k in order[shift:] + order[:shift]}
+        with closing(interleave({str(k): stream for k, stream in lanes.items()})) as turns:
+            for name, trace in turns:
+                done += trace.finished
+                k = next(k for k in lanes if str(k) == name)
+                yield {"k": k, "rep": rep, "trace": trace, "done": done, "total": total}
 
 
 def _median(xs):

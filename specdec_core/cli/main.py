@@ -38,7 +38,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--chat", action=argparse.BooleanOptionalAction, default=None,
                     help="apply the chat template (default: when the tokenizer has one)")
     ap.add_argument("--json", metavar="FILE", help="save the speculative trace as JSON")
-    ap.add_argument("--compare-plain", action="store_true", help="also run plain decoding and compare")
+    ap.add_argument("--compare-plain", action="store_true", help="also run plain decoding, interleaved with the speculative lane a round at a time, and compare")
     ap.add_argument("--show", metavar="FILE", help="re-render a saved trace (no model is loaded)")
     ap.add_argument("--trust-remote-code", action="store_true", help="allow a model's own code (off)")
     ap.add_argument("--fast-path", action=argparse.BooleanOptionalAction, default=None,
@@ -75,30 +75,38 @@ def show(path: str, colour: bool) -> None:
 
 
 def run(args) -> None:
-    from .. import autoregressive_generate, load_pair, stream_speculative
+    from .. import interleave, load_pair, stream_autoregressive, stream_speculative
+    from ..decoding import warm_up
 
     print(f"loading {args.target} (draft: {args.draft or 'preset default'}) ...", file=sys.stderr)
     pair = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype,
                      trust_remote_code=args.trust_remote_code, fast_path=args.fast_path)
     ids = pair.encode_prompt(args.prompt, chat=args.chat)
     settings = args.settings.decode_kwargs()
-    # Warm-up outside any timing, so the first timed lane does not pay one-time costs.
-    autoregressive_generate(pair, ids, **{**settings, "max_new_tokens": 2})
+    k = args.k if args.tree is None else None
+    # Warm-up outside any timing (both code paths, the run's shape), so no lane pays one-time costs.
+    warm_up(pair, ids, k, tree=args.tree, **settings)
     print(f"{pair.target_name} + {pair.draft_name} · {shape_label(args.k, args.tree)} · {pair.input_device} · "
           f"{str(pair.dtype).replace('torch.', '')} · kernels: {pair.kernels()['target']}")
     print(legend_line(args.color))
-    trace = None
-    for trace in stream_speculative(pair, ids, args.k if args.tree is None else None, tree=args.tree, **settings):
-        # A character still incomplete is printed with the round that completes it.
-        print("".join(round_pieces(trace, trace.rounds[-1], pair.eos_ids, args.color, pending=False)), end="", flush=True)
+    lanes = {"speculative": stream_speculative(pair, ids, k, tree=args.tree, **settings)}
+    if args.compare_plain:   # plain decoding takes turns with it, a round each: both see the same machine
+        lanes["plain"] = stream_autoregressive(pair, ids, **settings)
+    done = {}
+    for lane, trace in interleave(lanes):
+        done[lane] = trace
+        if lane == "speculative":
+            # A character still incomplete is printed with the round that completes it.
+            print("".join(round_pieces(trace, trace.rounds[-1], pair.eos_ids, args.color, pending=False)),
+                  end="", flush=True)
     print()
+    trace = done["speculative"]
     print("\n".join(stats_lines(trace)))
     if args.json:
         trace.save(args.json)
         print(f"trace saved to {args.json}")
     if args.compare_plain:
-        plain = autoregressive_generate(pair, ids, **settings)
-        print("\n".join(comparison_lines(trace, plain)))
+        print("\n".join(comparison_lines(trace, done["plain"])))
 
 
 def main(argv=None) -> int:

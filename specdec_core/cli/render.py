@@ -79,6 +79,8 @@ def comparison_lines(spec: Trace, plain: Trace) -> list[str]:
              f"speculative decoding {_fmt(spec.stats['tokens_per_s'], '.1f')} tok/s "
              f"({spec.stats['new_tokens']} tokens, {spec.stats['wall_s']:.2f} s)",
              f"speedup              {_fmt(measured_speedup(spec, plain), '.2f')}×"]
+    if spec.config.get("interleaved") and plain.config.get("interleaved"):
+        lines.append("timing               the lanes took turns, a round each (each clock counts its own work)")
     why = speedup_why(spec, plain)
     if why:
         lines.append(f"                     {why}")

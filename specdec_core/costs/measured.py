@@ -124,6 +124,7 @@ SPREAD_MAX = 2.0      # p90 ÷ p10 of one kind of round's target times
 STALL_MAX = 1.25      # mean ÷ median of one kind of round's target times
 OWN_STEP_MAX = 1.5    # the speculative lane's plain steps vs plain's, median ÷ median, either way
 MIN_ROUNDS = 8        # spreads, stalls and step ratios are judged over at least this many rounds
+PAIR_WINDOW = 4       # interleaved lanes: plain steps either side of a round's tokens that pair with it
 
 
 def _quantile(xs: list, q: float) -> float:
@@ -149,15 +150,41 @@ def _spread_or_stall(times: list, what: str) -> Optional[str]:
     return None
 
 
-def instability(spec_rounds: Iterable, plain_rounds: Iterable) -> Optional[str]:
+def paired_times(spec_rounds: list, plain_rounds: list) -> tuple[dict, list]:
+    """Interleaved lanes: every round's target time in plain steps *of its own moment*, the median
+    target time of the plain steps that made the same tokens (PAIR_WINDOW steps either side). Load
+    that changes over seconds falls on both lanes of a pair alike and cancels here. Returns
+    ({m: [speculative rounds of m verified, in local plain steps]}, [plain steps, in local steps])."""
+    plain_t = [round_target_s(r) for r in plain_rounds if not r.drafted]
+
+    def local_step(first: int, last: int) -> Optional[float]:   # tokens [first, last) of the output
+        near = plain_t[max(0, first - PAIR_WINDOW): last + PAIR_WINDOW]
+        return statistics.median(near) if near and min(near) > 0 else None
+
+    spec_by_m: dict = {}
+    n = 0
+    for r in spec_rounds:
+        step = local_step(n, n + len(r.committed))
+        if step is not None:
+            spec_by_m.setdefault(r.n_verified, []).append(round_target_s(r) / step)
+        n += len(r.committed)
+    plain_rel = [t / step for j, t in enumerate(plain_t) if (step := local_step(j, j + 1)) is not None]
+    return spec_by_m, plain_rel
+
+
+def instability(spec_rounds: Iterable, plain_rounds: Iterable, interleaved: bool = False) -> Optional[str]:
     """The unstable-timings rule (module docstring) on a speculative and a plain lane's rounds:
     None when the timings are steady enough to explain the speedup, else why not, in words with
-    the number that tripped the rule."""
+    the number that tripped the rule. `interleaved` (the lanes took turns a round at a time): the
+    spreads, stalls and own-step check judge each round against the plain steps of its own moment
+    (`paired_times`), so a machine that is steadily busy, or busy on and off, still explains."""
     spec_rounds, plain_rounds = list(spec_rounds), list(plain_rounds)
     plain_t = [round_target_s(r) for r in plain_rounds if not r.drafted]
     by_m: dict = {}
     for r in spec_rounds:
         by_m.setdefault(r.n_verified, []).append(round_target_s(r))
+    if interleaved:
+        by_m, plain_t = paired_times(spec_rounds, plain_rounds)
     for m, vm in v(round_sums(spec_rounds), step_s(round_sums(plain_rounds))).items():
         if not V_MIN <= vm <= m + 1:
             n = f"{m} draft{'s' if m != 1 else ''}"
@@ -166,8 +193,9 @@ def instability(spec_rounds: Iterable, plain_rounds: Iterable) -> Optional[str]:
                      "pass over one")
             return f"a verify pass over {n} measured v({m}) = {vm:.2f} plain steps, {bound}"
     spec_m = max((m for m in by_m if m), key=lambda m: (len(by_m[m]), m), default=None)
-    why = _spread_or_stall(plain_t, "plain steps") or (
-        _spread_or_stall(by_m[spec_m], f"speculative rounds of {spec_m} draft{'s' if spec_m != 1 else ''}")
+    paired = " (each against the plain steps of its moment)" if interleaved else ""
+    why = _spread_or_stall(plain_t, "plain steps" + paired) or (
+        _spread_or_stall(by_m[spec_m], f"speculative rounds of {spec_m} draft{'s' if spec_m != 1 else ''}{paired}")
         if spec_m is not None else None)
     if why:
         return why

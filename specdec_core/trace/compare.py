@@ -132,7 +132,12 @@ def one_pass(spec: "Trace") -> bool:
 def timings_unstable(spec: "Trace", plain: "Trace") -> Optional[str]:
     """costs.measured's unstable-timings rule on two traces: why their clocks cannot explain the
     speedup, in words with the number that tripped it; None when they can."""
-    return measured.instability(spec.rounds, plain.rounds)
+    return measured.instability(spec.rounds, plain.rounds, interleaved=interleaved(spec, plain))
+
+
+def interleaved(*traces: "Trace") -> bool:
+    """True when the lanes took turns a round at a time beside each other (decoding.interleave)."""
+    return all(t.config.get("interleaved") for t in traces)
 
 
 def _shaped(spec: "Trace") -> bool:
