@@ -1,4 +1,4 @@
-"""`python -m specdec_core.lab corpus | extract | train | ablate | yardstick | prompts | block-train | block-ablate`.
+"""`python -m specdec_core.lab corpus | extract | train | ablate | yardstick | prompts | block-train | block-ablate | v3-run | v3-measure | v3-report`.
 
     python -m specdec_core.lab corpus --minutes 60          # the target's answers to diverse instructions (resumes)
     python -m specdec_core.lab extract --minutes 60         # teacher-force every source (resumes)
@@ -7,6 +7,7 @@
     python -m specdec_core.lab yardstick --head specdec_core/data/draft   # per task type, on the frozen held-out file
     python -m specdec_core.lab ablate --init-from fkl --steps 60
     python -m specdec_core.lab block-ablate --K 4 --steps 120   # the block drafter (lab/block_run.py)
+    python -m specdec_core.lab v3-run --out specdec_core/lab/runs/v3   # draft v3: natural prompts, streamed (lab/v3.py)
 
 Sources (corpus.py): "gen" (the corpus step's answers, read in place from --corpus, default
 ../shared/distill-data/corpus), "shared" (../shared/distill-data/selfdistill.npz), "text"
@@ -23,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import block_run, corpus
+from . import block_run, corpus, v3_cli
 from .data import FEATURE_LAYERS, ENV_CACHE, ENV_CORPUS, ENV_DATA, SEED, cache_dir, extract, keyed_dir, load_sequences, split
 from .losses import LOSSES
 from .sources import (SOURCES, VAL_PER_SOURCE, draft_vocab, record, shard_dirs, source_caps, source_sets,
@@ -105,23 +106,24 @@ def cmd_ablate(a) -> None:
 
 
 def cmd_yardstick(a) -> None:
-    """Per task type on the frozen held-out prompts: the head online (greedy, k = 4 rounds, the
-    fast path the app runs) and teacher-forced, and the vocabulary coverage curve."""
+    """Per task type on the frozen held-out prompts (or --prompts FILE): the head online (greedy,
+    k = 4 rounds, the fast path the app runs) and teacher-forced, and the vocabulary coverage curve."""
     from ..drafters.feature_head import load_head
     from ..models import load_pair
-    from .yardstick import online_table
+    from .yardstick import online_table, prompt_file
     spec = f"distilled:{a.head}" if a.head else "distilled"
-    print(f"## Online ({spec}, greedy, k = {a.k}, {a.max_new} new tokens)\n")
-    print(online_table(load_pair("smollm2-135m", draft=spec, device="cpu"), a.k, a.max_new))
+    prompts, f = prompt_file(a.prompts)
+    print(f"## Online ({spec}, greedy, k = {a.k}, {a.max_new} new tokens, {len(prompts)} prompts of {f})\n")
+    print(online_table(load_pair("smollm2-135m", draft=spec, device="cpu"), a.k, a.max_new, prompts))
     # Stock kernels offline: the fast path folds the head's output rows into a prepacked matrix,
     # and offline scoring needs them dense (the numbers are the same).
     pair = load_pair("smollm2-135m", draft="ngram", device="cpu", fast_path=False)
     head = load_head(pair.target, a.head)
     print("\n## Teacher-forced (the target's greedy answers)\n")
-    print(yardstick_table(pair, head, a.max_new))
+    print(yardstick_table(pair, head, a.max_new, a.prompts))
     if a.coverage:
         print("\n## Vocabulary coverage\n")
-        print(coverage_table(pair, [s["gen"] for s in target_outputs()], a.max_new))
+        print(coverage_table(pair, [s["gen"] for s in target_outputs()], a.max_new, a.prompts))
 
 
 def cmd_prompts(a) -> None:
@@ -186,10 +188,13 @@ def main(argv=None) -> None:
     y.add_argument("--max-new", type=int, default=64)
     y.add_argument("--k", type=int, default=4, help="draft length of the online rounds")
     y.add_argument("--coverage", action="store_true", help="also the vocabulary coverage curve")
+    y.add_argument("--prompts", default=None, help="a prompt file ({\"prompts\": [{name, task?, text}]}, as the bench's); "
+                   "default: the frozen yardstick, data/heldout_prompts.json")
     pr = sub.add_parser("prompts", help="write the shared data's held-out instructions as a bench prompt file")
     pr.add_argument("--n", type=int, default=8)
     pr.add_argument("--out", default="specdec_core/data/templated_heldout_prompts.json")
     block_run.add_parsers(sub, run_name)
+    v3_cli.add_parsers(sub)
     a = p.parse_args(argv)
     # The folders travel in the environment: one visible channel for every command below.
     for value, env in ((a.data, ENV_DATA), (a.cache, ENV_CACHE), (a.corpus, ENV_CORPUS)):
@@ -199,4 +204,5 @@ def main(argv=None) -> None:
     {"corpus": cmd_corpus, "extract": cmd_extract, "train": cmd_train, "ablate": cmd_ablate,
      "yardstick": cmd_yardstick, "prompts": cmd_prompts,
      "block-train": block_run.cmd_block_train, "block-ablate": block_run.cmd_block_ablate,
-     "block-eval": block_run.cmd_block_eval}[a.cmd](a)
+     "block-eval": block_run.cmd_block_eval, "v3-run": v3_cli.cmd_run, "v3-measure": v3_cli.cmd_measure,
+     "v3-report": v3_cli.cmd_report}[a.cmd](a)

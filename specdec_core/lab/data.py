@@ -194,7 +194,8 @@ def select_taps(seqs: list[dict], layers) -> list[dict]:
 # -- batches, rollout, losses ----------------------------------------------------------------
 def make_batch(seqs: list[dict], rows: list[int]) -> dict:
     """Pad sequences: ids [B, T] int64, feats [B, T, H] fp32, lse [B, T], valid [B, T-1] bool.
-    valid[b, t]: row t (input f_t, x_{t+1}) predicts a generated token x_{t+2}, teacher at t+1."""
+    valid[b, t]: row t (input f_t, x_{t+1}) predicts a generated token x_{t+2}, teacher at t+1.
+    Sequences with "argmax" (the full target's argmax at each position, int64 [T]) add argmax [B, T]."""
     chosen = [seqs[r] for r in rows]
     T = max(len(s["ids"]) for s in chosen)
     H = chosen[0]["feats"].shape[1]
@@ -205,5 +206,10 @@ def make_batch(seqs: list[dict], rows: list[int]) -> dict:
         n = len(s["ids"])
         ids[b, :n], feats[b, :n], lse[b, :n] = s["ids"], s["feats"].float(), s["lse"]
         valid[b, max(0, s["plen"] - 2):n - 2] = True
-    return dict(ids=ids, feats=feats, lse=lse, valid=valid)
+    out = dict(ids=ids, feats=feats, lse=lse, valid=valid)
+    if all("argmax" in s for s in chosen):
+        out["argmax"] = torch.zeros(len(chosen), T, dtype=torch.long)
+        for b, s in enumerate(chosen):
+            out["argmax"][b, :len(s["ids"])] = s["argmax"]
+    return out
 

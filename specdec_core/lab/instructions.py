@@ -157,11 +157,13 @@ def heldout_texts() -> list[str]:
     return [p["text"] for p in heldout_prompts()]
 
 
-def check_disjoint(texts) -> None:
-    """Raise ValueError if a training text is a held-out prompt or a template matches one."""
-    held = heldout_texts()
+def check_disjoint(texts, held=None) -> None:
+    """Raise ValueError if a training text is a held-out prompt or a template matches a yardstick
+    prompt; held: the held-out texts the training texts must avoid (default the yardstick's;
+    lab/natural.py passes every held-out file, some of which are templated themselves)."""
     norm = lambda s: " ".join(s.lower().split())
-    leaked = {norm(h) for h in held} & {norm(t) for t in texts}
+    leaked = {norm(h) for h in (heldout_texts() if held is None else held)} & {norm(t) for t in texts}
+    held = heldout_texts()
     if leaked:
         raise ValueError(f"training instructions include held-out prompts: {sorted(leaked)[:3]}")
     prefix, suffix = r"(hey, |quick question: )?", r"( keep it short\.| please be detailed\.| use simple language\.)?"

@@ -30,7 +30,7 @@ def rollout(head, feats: torch.Tensor, ids: torch.Tensor, K: int) -> list[torch.
     Every step's row t predicts x_{t+2} (teacher position t+1).
     """
     T1 = ids.shape[1] - 1
-    pos = torch.arange(T1)
+    pos = torch.arange(T1, device=ids.device)
     rep, scale = head.nh // head.nkv, 1.0 / math.sqrt(head.hd)
     feat, out, keys, vals = head.true_feature(feats[:, :-1]), [], [], []
     for j in range(1, K + 1):
@@ -39,7 +39,7 @@ def rollout(head, feats: torch.Tensor, ids: torch.Tensor, K: int) -> list[torch.
         k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
         keys.append(k), vals.append(v)
         main = (q @ keys[0].transpose(-1, -2)) * scale                     # [B, h, T1, T1]
-        allowed = torch.ones(T1, T1, dtype=torch.bool).tril(-(j - 1))
+        allowed = torch.ones(T1, T1, dtype=torch.bool, device=ids.device).tril(-(j - 1))
         main = main.masked_fill(~allowed, float("-inf"))
         diag = [(q * _shift(keys[i - 1], j - i, 2)).sum(-1, keepdim=True) * scale for i in range(2, j + 1)]
         probs = torch.softmax(torch.cat([main] + diag, -1), -1)
@@ -52,20 +52,23 @@ def rollout(head, feats: torch.Tensor, ids: torch.Tensor, K: int) -> list[torch.
     return out
 
 
-def step_terms(head, g: torch.Tensor, logp: torch.Tensor, valid: torch.Tensor) -> dict:
+def step_terms(head, g: torch.Tensor, logp: torch.Tensor, valid: torch.Tensor, target_argmax=None) -> dict:
     """Per-row quantities of one draft step, [B, T1] each (0 off `valid`). g [B, T1, H] draft
     outputs; logp [n_valid, N] the teacher's log-probs on the N draft tokens at the valid rows
     (not renormalised: mass outside N is lost to the draft). Logits are made for valid rows only
     (the output layer dominates the cost). ce = -Σ p log q (forward KL up to a constant),
-    alpha = Σ min(p, q) (T=1 acceptance), match = argmax agreement (greedy acceptance)."""
+    alpha = Σ min(p, q) (T=1 acceptance), match = argmax agreement (greedy acceptance): with the full
+    target's argmax when given (target_argmax [n_valid] target ids; the truncated teacher's argmax
+    reads high where the target's token lies outside the draft vocabulary), else the truncated one's."""
     logits = head.logits(g[valid])
     logq = torch.log_softmax(logits, -1)
     p = logp.exp()
     flat = dict(ce=-(p * logq).sum(-1), alpha=torch.minimum(p, logq.exp()).sum(-1),
-                match=(logits.argmax(-1) == logp.argmax(-1)).float())
+                match=(logits.argmax(-1) == logp.argmax(-1)).float() if target_argmax is None
+                else (head.vocab_ids[logits.argmax(-1)] == target_argmax).float())
     out = {}
     for k, v in flat.items():
-        out[k] = torch.zeros(valid.shape, dtype=v.dtype).masked_scatter(valid, v)
+        out[k] = torch.zeros(valid.shape, dtype=v.dtype, device=v.device).masked_scatter(valid, v)
     return out
 
 

@@ -103,7 +103,10 @@ def evaluate(head, seqs: list[dict], K: int = 4) -> dict:
     for r in range(0, len(seqs), 8):
         b = make_batch(seqs, list(range(r, min(r + 8, len(seqs)))))
         logp = teacher_logp(head, b)
-        terms = [step_terms(head, g, logp, b["valid"]) for g in rollout(head, b["feats"], b["ids"], K)]
+        # "agree" against the full target's argmax where the sequences carry it (the truncated
+        # teacher's argmax reads high: it never falls outside the draft vocabulary).
+        full = b["argmax"][:, 1:][b["valid"]] if "argmax" in b else None
+        terms = [step_terms(head, g, logp, b["valid"], full) for g in rollout(head, b["feats"], b["ids"], K)]
         v = b["valid"]
         for j, t in enumerate(terms):
             agree[j].append(t["match"][v]), alpha[j].append(t["alpha"][v])

@@ -9,6 +9,7 @@ cache); a head is scored with the same rollout as training (train.evaluate), per
 """
 from __future__ import annotations
 
+import json
 
 import numpy as np
 import torch
@@ -17,15 +18,27 @@ from .data import extract, keyed_dir, load_shards, manifest, select_taps
 from .instructions import heldout_prompts
 from .train import evaluate
 
+
+def prompt_file(path=None) -> tuple[list[dict], object]:
+    """(prompts [{"name", "task", "text"}], the file) of a prompt file ({"prompts": [...]}, as the
+    bench's); None: the frozen yardstick. A prompt without a task counts under its file's stem."""
+    from pathlib import Path
+    from .. import data
+    f = Path(path) if path else data.file("heldout_prompts.json")
+    items = json.loads(f.read_text())["prompts"]
+    return [{"name": p.get("name", f"p{i}"), "task": p.get("task", f.parent.name if f.name == "prompts.json" else f.stem),
+             "text": p["text"]} for i, p in enumerate(items)], f
+
 COVERAGE_SIZES = (4096, 8192, 12288, 16384, 24576, 32768)
 
 
-def heldout_sequences(pair, max_new: int = 64) -> list[dict]:
-    """Teacher-forced shards of the target's greedy answers to every held-out prompt, in file order
-    (plain one-sequence greedy decoding, as the bench's plain lane; cached per max_new)."""
-    from .. import data
-    folder = keyed_dir(f"yardstick_{max_new}", manifest([data.file("heldout_prompts.json")], max_new=max_new))
-    prompts = heldout_prompts()
+def heldout_sequences(pair, max_new: int = 64, prompts_path=None) -> list[dict]:
+    """Teacher-forced shards of the target's greedy answers to every prompt of the file (default
+    the frozen yardstick), in file order (plain one-sequence greedy decoding, as the bench's plain
+    lane; cached per file and max_new). Each carries "argmax": greedy answers are the full target's
+    argmax, so ids[t + 1] is the target's argmax at t."""
+    prompts, f = prompt_file(prompts_path)
+    folder = keyed_dir(f"yardstick_{max_new}", manifest([f], max_new=max_new))
     if not (folder / "seqs.npz").is_file():
         seqs = []
         for p in prompts:
@@ -39,12 +52,17 @@ def heldout_sequences(pair, max_new: int = 64) -> list[dict]:
     with np.load(folder / "seqs.npz") as z:
         seqs = [dict(prompt=z[f"p{i}"].astype(np.int64), gen=z[f"g{i}"].astype(np.int64)) for i in range(len(prompts))]
     extract(pair.target, seqs, list(range(len(seqs))), folder / "shards", shard_size=len(seqs), log=lambda *_: None)
-    return load_shards(folder / "shards")
+    out = load_shards(folder / "shards")
+    for s in out:
+        s["argmax"] = torch.cat([s["ids"][1:], s["ids"][-1:]])
+    return out
 
 
-def yardstick_rows(pair, head, max_new: int = 64) -> list[dict]:
-    """[{task, n, agree [K], alpha_t1 [K], tau_greedy, tau_t1}] per task type, then "all"."""
-    seqs, prompts = select_taps(heldout_sequences(pair, max_new), head.cfg["feature_layers"]), heldout_prompts()
+def yardstick_rows(pair, head, max_new: int = 64, prompts_path=None) -> list[dict]:
+    """[{task, n, agree [K], alpha_t1 [K], tau_greedy, tau_t1}] per task type, then "all"; agree is
+    against the full target's argmax."""
+    seqs = select_taps(heldout_sequences(pair, max_new, prompts_path), head.cfg["feature_layers"])
+    prompts = prompt_file(prompts_path)[0]
     rows = []
     for task in dict.fromkeys(p["task"] for p in prompts):
         chosen = [s for s, p in zip(seqs, prompts) if p["task"] == task]
@@ -53,16 +71,16 @@ def yardstick_rows(pair, head, max_new: int = 64) -> list[dict]:
     return rows
 
 
-def yardstick_table(pair, head, max_new: int = 64) -> str:
+def yardstick_table(pair, head, max_new: int = 64, prompts_path=None) -> str:
     lines = ["| task | prompts | greedy agreement, step 1 / 2 / 3 / 4 | α (T = 1), step 1 / 2 / 3 / 4 | τ greedy (k=4) |",
              "|---|---|---|---|---|"]
-    for r in yardstick_rows(pair, head, max_new):
+    for r in yardstick_rows(pair, head, max_new, prompts_path):
         lines.append(f"| {r['task']} | {r['n']} | {' / '.join(f'{x:.2f}' for x in r['agree'])} | "
                      f"{' / '.join(f'{x:.2f}' for x in r['alpha_t1'])} | {r['tau_greedy']:.2f} |")
     return "\n".join(lines)
 
 
-def online_rows(pair, k: int = 4, max_new: int = 64) -> list[dict]:
+def online_rows(pair, k: int = 4, max_new: int = 64, prompts=None) -> list[dict]:
     """Per task type, then "all": the pair decoding each held-out prompt greedily at fixed k.
     {task, n, rounds, pos1 (first draft accepted), top1/top3/top5 (the target's token among the
     draft's top-m at step 1), accept [k] (acceptance at step j given step j was tried), tau
@@ -71,7 +89,7 @@ def online_rows(pair, k: int = 4, max_new: int = 64) -> list[dict]:
     tally = lambda: {"n": set(), "rounds": 0, "pos1": 0, "top1": 0, "top3": 0, "top5": 0,
                      "tried": [0] * k, "ok": [0] * k, "tokens": 0}
     per_task, total = {}, tally()
-    for p in heldout_prompts():
+    for p in prompts if prompts is not None else heldout_prompts():
         trace = speculative_generate(pair, pair.encode_prompt(p["text"]), k=k, temperature=0.0, max_new_tokens=max_new)
         for r in trace.rounds:
             if not r.drafted:
@@ -98,10 +116,10 @@ def online_rows(pair, k: int = 4, max_new: int = 64) -> list[dict]:
     return out
 
 
-def online_table(pair, k: int = 4, max_new: int = 64) -> str:
+def online_table(pair, k: int = 4, max_new: int = 64, prompts=None) -> str:
     lines = [f"| task | prompts | rounds | first draft accepted | target's token in draft top-1 / 3 / 5 (step 1) | "
              f"acceptance at step 1..{k} (given tried) | tokens per round |", "|---|---|---|---|---|---|---|"]
-    for r in online_rows(pair, k, max_new):
+    for r in online_rows(pair, k, max_new, prompts):
         lines.append(f"| {r['task']} | {r['n']} | {r['rounds']} | {r['pos1']:.2f} | {r['top1']:.2f} / {r['top3']:.2f} / "
                      f"{r['top5']:.2f} | {' / '.join(f'{x:.2f}' for x in r['accept'])} | {r['tau']:.2f} |")
     return "\n".join(lines)
@@ -115,9 +133,9 @@ def frequent_vocab_of(outputs, n: int) -> torch.Tensor:
     return torch.from_numpy(np.sort(np.argsort(-counts, kind="stable")[:n]))
 
 
-def coverage_table(pair, train_outputs, max_new: int = 64) -> str:
+def coverage_table(pair, train_outputs, max_new: int = 64, prompts_path=None) -> str:
     """Share of the target's held-out output tokens inside the n most frequent training-output tokens."""
-    held = np.concatenate([s["ids"][s["plen"]:].numpy() for s in heldout_sequences(pair, max_new)])
+    held = np.concatenate([s["ids"][s["plen"]:].numpy() for s in heldout_sequences(pair, max_new, prompts_path)])
     lines = ["| draft vocabulary (most frequent) | coverage of held-out target outputs |", "|---|---|"]
     for n in COVERAGE_SIZES + (pair.vocab_size,):
         vocab = frequent_vocab_of(train_outputs, n).numpy()

@@ -1,0 +1,114 @@
+"""Generate and capture in one pass (issue 38): batched generation by the target that keeps, as it
+goes, everything a feature head trains on — no separate teacher-forcing pass.
+
+    seqs = generate(target, prompts, max_new=160, temperature=0.0, layers=(10, 20, -1))
+    ref = teacher_force(target, seqs[0]["ids"], layers)     # the same numbers, one separate pass
+
+Each sequence is a dict of CPU tensors (n = prompt + generated tokens, EOS included if reached):
+  ids int64 [n]; plen int; greedy bool;
+  feats fp16 [n, n_taps·H]: the tapped hidden states (the last tap the final post-norm state f_t)
+      at every position but the last (that token is never fed: its row is zeros; training never
+      reads it: row t predicts x_{t+2});
+  lse fp32 [n]: log-normaliser of the target's logits at t (exact teacher on any vocabulary with
+      f_t: p(x) = exp(W_x f_t − lse_t)); top_ids int64 [n, k], top_lp fp32 [n, k]: the target's
+      top-k next tokens and log-probs; argmax int64 [n] (the full target's argmax, = top_ids[:, 0]).
+  The logit-derived fields are filled at positions plen−1 … n−2 (where a generated token is
+  predicted) and zero before: prefill keeps one logit row, so no [B, P, V] tensor is made.
+Every tensor is created on the target's device; only the returned copies move to the CPU.
+"""
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+from ..sampling import SamplingConfig, draw, warp_probs
+
+EOS = 2
+TOPK = 8
+
+
+def _device(target) -> torch.device:
+    return target.get_input_embeddings().weight.device
+
+
+def _logit_fields(logits: torch.Tensor, topk: int):
+    """logits [B, V] -> lse [B], top_lp [B, k], top_ids [B, k] (raw distribution, T = 1)."""
+    logits = logits.float()
+    lse = torch.logsumexp(logits, -1)
+    val, idx = logits.topk(topk, -1)
+    return lse, val - lse[:, None], idx
+
+
+@torch.no_grad()
+def generate(target, prompts: list[list[int]], max_new: int, *, temperature: float = 0.0, top_p: float = 1.0,
+             seed: int = 0, layers=(10, 20, -1), topk: int = TOPK, capture: bool = True) -> list[dict]:
+    """Left-padded batched generation with a KV cache; B = len(prompts). Greedy at temperature 0,
+    else temperature / top-p sampling from a generator seeded with `seed` on the target's device.
+    capture=False: ids and plen only (the natural-prompt writer)."""
+    dev = _device(target)
+    B, P = len(prompts), max(len(p) for p in prompts)
+    ids = torch.full((B, P), EOS, dtype=torch.long, device=dev)
+    mask = torch.zeros(B, P, dtype=torch.long, device=dev)
+    for r, p in enumerate(prompts):
+        ids[r, P - len(p):] = torch.tensor(p, dtype=torch.long, device=dev)
+        mask[r, P - len(p):] = 1
+    pos = (mask.cumsum(-1) - 1).clamp_min(0)
+    cfg = SamplingConfig(temperature=temperature, top_p=top_p).check()
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    cache = DynamicCache(config=target.config)
+    out = target(ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True,
+                 output_hidden_states=capture, logits_to_keep=1)
+    feats, fields, new = [], [], []          # per step: [B, t, taps·H] / (lse, top_lp, top_ids) / [B]
+    done = torch.zeros(B, dtype=torch.bool, device=dev)
+    for step in range(max_new):
+        logits = out.logits[:, -1]
+        if capture:
+            feats.append(torch.cat([out.hidden_states[i] for i in layers], -1).half())
+            fields.append(_logit_fields(logits, topk))
+        tok = draw(warp_probs(logits, cfg), cfg, gen)
+        tok = torch.where(done, torch.full_like(tok, EOS), tok)
+        new.append(tok)
+        done = done | (tok == EOS)
+        if bool(done.all()) or step + 1 == max_new:
+            break
+        mask = torch.cat([mask, torch.ones(B, 1, dtype=torch.long, device=dev)], 1)
+        pos = pos[:, -1:] + 1
+        out = target(tok[:, None], attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True,
+                     output_hidden_states=capture)
+    new = torch.stack(new, 1).cpu()                                        # [B, G]
+    if capture:
+        F = torch.cat(feats, 1).cpu()                                      # [B, P + G − 1, taps·H]
+        lse, top_lp, top_ids = (torch.stack(x, 1).cpu() for x in zip(*fields))   # [B, G, …]
+    rows = []
+    for r, p in enumerate(prompts):
+        g = new[r]
+        stop = (g == EOS).nonzero()
+        g = g[: int(stop[0]) + 1] if len(stop) else g
+        n, pl, G = len(p) + len(g), len(p), len(g)
+        row = dict(ids=torch.cat([torch.tensor(p, dtype=torch.long), g]), plen=pl, greedy=cfg.greedy)
+        if capture:
+            f = torch.zeros(n, F.shape[-1], dtype=torch.float16)
+            f[: n - 1] = F[r, P - pl: P - pl + n - 1]                    # drop the left padding
+            row["feats"] = f
+            # Logit row i of the loop is position pl − 1 + i (it predicts generated token i).
+            span = slice(pl - 1, pl - 1 + G)
+            row["lse"] = torch.zeros(n).index_copy_(0, torch.arange(pl - 1, pl - 1 + G), lse[r, :G])
+            row["top_lp"] = torch.zeros(n, topk)
+            row["top_lp"][span] = top_lp[r, :G]
+            row["top_ids"] = torch.zeros(n, topk, dtype=torch.long)
+            row["top_ids"][span] = top_ids[r, :G]
+            row["argmax"] = row["top_ids"][:, 0].clone()
+        rows.append(row)
+    return rows
+
+
+@torch.no_grad()
+def teacher_force(target, ids: torch.Tensor, layers=(10, 20, -1), topk: int = TOPK) -> dict:
+    """One plain forward over ids [n] (no cache, no padding): feats fp16 [n, taps·H], lse [n],
+    top_lp [n, k], top_ids [n, k] at every position — the reference the capture must equal."""
+    dev = _device(target)
+    x = ids.to(dev)[None]
+    out = target(x, attention_mask=torch.ones_like(x), output_hidden_states=True)
+    lse, top_lp, top_ids = _logit_fields(out.logits[0], topk)
+    return dict(feats=torch.cat([out.hidden_states[i][0] for i in layers], -1).half().cpu(),
+                lse=lse.cpu(), top_lp=top_lp.cpu(), top_ids=top_ids.cpu())
