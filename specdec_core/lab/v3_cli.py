@@ -42,6 +42,8 @@ def add_parsers(sub) -> None:
     m.add_argument("--device", default="cpu")
     m.add_argument("--vocab", type=int, default=16384)
     m.add_argument("--loss", default="rollout")
+    m.add_argument("--cost", action="store_true", help="instead: the draft cost c (one head step ÷ one target step) "
+                   "at draft vocabularies 8k / 16k / 32k, fast path as the drafter runs it")
     p = sub.add_parser("v3-report", help="prompt diversity (v3 vs v2's prompts), coverage, selection history")
     p.add_argument("--out", default="specdec_core/lab/runs/v3")
 
@@ -67,6 +69,8 @@ def cmd_measure(a) -> None:
     from .capture import generate
     torch.set_num_threads(a.threads)
     pair = load_target(a.device)
+    if a.cost:
+        return measure_cost(pair, a.device)
     texts = [it["text"] for it in make_instructions(64, seed=7)]
     cfg = RunConfig(device=a.device, init_head=None)
     head = _new_head(pair, cfg, frequent_vocab_of([torch.arange(pair.vocab_size).numpy()], a.vocab))
@@ -128,3 +132,47 @@ def cmd_report(a) -> None:
     print("\n| positions | first guess | top-3 |\n|---|---|---|")
     for h in state["history"]:
         print(f"| {h['positions']:,} | {h['first']:.3f} | {h['top3']:.3f} |")
+
+
+@torch.no_grad()
+def measure_cost(pair, device: str, sizes=(8192, 16384, 32768), context: int = 100, reps: int = 40) -> None:
+    """c = median time of one head draft step (one token over a cache of `context` entries, logits
+    over N rows) ÷ median time of one target decode step over the same context; interleaved reps."""
+    from transformers import DynamicCache
+    from ..drafters.base import crop_cache
+    from .select import drafting_copy
+    from .v3 import RunConfig, _new_head
+    from .yardstick import frequent_vocab_of
+    target, dev = pair.target, torch.device(device)
+    ids = torch.randint(3, 1000, (1, context), device=dev)
+    cache = DynamicCache(config=target.config)
+    target(ids, past_key_values=cache, use_cache=True)
+    heads = {}
+    for n in sizes:
+        h = drafting_copy(pair, _new_head(pair, RunConfig(device=device, init_head=None),
+                                          frequent_vocab_of([torch.arange(pair.vocab_size).numpy()], n)))
+        feat = torch.randn(1, context, h.fc.out_features, device=dev)
+        _, hc = h(feat, ids, torch.arange(context, device=dev), None)
+        heads[n] = (h, hc)
+    one = ids[:, -1:]
+    def t_target():
+        t0 = time.perf_counter()
+        target(one, past_key_values=cache, use_cache=True)
+        crop_cache(cache, context)
+        return time.perf_counter() - t0
+    def t_head(n):
+        h, hc = heads[n]
+        t0 = time.perf_counter()
+        g, c2 = h(torch.randn(1, 1, h.fc.out_features, device=dev), one, torch.tensor([context], device=dev), hc)
+        h.logits(g[0])
+        heads[n] = (h, [x[:, :, :context] for x in c2])
+        return time.perf_counter() - t0
+    times = {"target": []} | {n: [] for n in sizes}
+    for _ in range(reps):
+        times["target"].append(t_target())
+        for n in sizes:
+            times[n].append(t_head(n))
+    med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    print(f"target step {med['target'] * 1e3:.1f} ms (context {context})\n\n| draft vocabulary | head step (ms) | c |\n|---|---|---|")
+    for n in sizes:
+        print(f"| {n:,} | {med[n] * 1e3:.2f} | {med[n] / med['target']:.3f} |")
