@@ -33,3 +33,37 @@ def guess_outcomes(trace) -> list:
             rows.append({"round": rnd.index, "depth": depth[i], "rank": rank[i], "conf": tree[i].get("q_raw"),
                          "hit": hit, "source": tree[i].get("source"), "decision": tree[i]["decision"]})
     return rows
+
+
+def chosen(rnd) -> bool:
+    """True when a round's guesses were chosen, not drawn from q (a token tree, or a chain cut from
+    one by the shape rule: Round.plan of width or frontier > 1): rule.accept_tree then keeps each
+    with probability r(x)/Σr; a sampled chain keeps each with min(1, p/q)."""
+    plan = rnd.plan or {}
+    return bool(rnd.tree) or plan.get("width", 1) > 1 or plan.get("frontier", 1) > 1
+
+
+def keep_thresholds(rnd) -> list:
+    """[n] what each verified guess's u was tested against (kept iff u < it), in the order tried
+    (Round.tree's nodes, or the chain's drafts): min(1, p/q) for a sampled chain; for chosen guesses
+    r(x)/Σr, r = p at the parent's row with the siblings rejected before it removed (r(x) ← 0).
+    None where p is not recorded. At temperature 0 no u is drawn: a guess is kept iff it is the
+    target's top token."""
+    if rnd.tree:
+        nodes = [(n["parent"], n.get("p"), n.get("q"), n["decision"]) for n in rnd.tree]
+    else:
+        nodes = [(i - 1, t.p, t.q, "accepted" if t.accepted else "rejected" if t.evaluated else "not reached")
+                 for i, t in enumerate(rnd.drafted)]
+    by_r = chosen(rnd)
+    out, removed = [], {}
+    for parent, p, q, decision in nodes:
+        if p is None or (not by_r and not q):
+            out.append(None)
+        elif not by_r:
+            out.append(min(1.0, p / q))
+        else:
+            left = 1.0 - removed.get(parent, 0.0)
+            out.append(min(1.0, p / left) if left > 0 else None)
+            if decision == "rejected":
+                removed[parent] = removed.get(parent, 0.0) + p
+    return out
