@@ -45,10 +45,12 @@ def test_rejection_round_narrates_its_real_numbers():
     # (0.5 − 0.1 − 0.1 = 0.3 s) and v is that over plain's step (a 0.2 s round): 1.50
     assert "4 “what comes next?” questions" in by_id["verify"]["text"]
     assert "300.0 ms" in by_id["verify"]["text"] and "v = 1.50" in by_id["verify"]["text"]
-    # accept: p, q, p/q and u of each checked draft; the unchecked one is named as such
+    # accept: p, q, the test min(1, p/q) (the strip's number; p/q itself beside it when above 1) and
+    # u of each checked draft; the unchecked one is named as such
     text = by_id["accept"]["text"]
-    assert "p = 0.900, q = 0.800, p/q = 1.125, u = 0.300 → ✓ accepted" in text
-    assert "p = 0.100, q = 0.700, p/q = 0.143, u = 0.900 → ✗ rejected" in text and "not checked" in text
+    assert "p = 0.900, q = 0.800, min(1, p/q) = 1.000 (p/q = 1.125), u = 0.300 → ✓ accepted" in text
+    assert "p = 0.100, q = 0.700, min(1, p/q) = 0.143, u = 0.900 → ✗ rejected" in text and "not checked" in text
+    assert "p/q = 1.00" in by_id["accept"]["strip"] and "p/q = 0.14" in by_id["accept"]["strip"]
     # the rejection: its position, u vs p/q, the residual's token and its probability there
     text = by_id["rejection"]["text"]
     assert "draft position 2" in text and "u = 0.900 ≥ p/q = 0.143" in text and "`␣cat`" in text and "0.600" in text
@@ -270,3 +272,31 @@ def test_a_tree_round_gets_the_tree_step_with_its_real_numbers():
     assert f"**{len(rnd.tree)} guesses**" in tree["text"] and "same single target pass" in tree["text"]
     assert "plain steps**" in tree["text"] and "its budget was fixed" in tree["text"]
     assert tree["chart"].layout.title.text.startswith(f"The cost of one pass: this round verified {len(rnd.tree)}")
+
+
+def test_a_tree_round_walks_its_children_in_order_with_r_over_sum_r():
+    """tests/test_player.tree_round: A rejected (r(A)/Σr = .5, u .7), then B kept (.3/(1 − .5) =
+    .6, u .4); after B: C rejected (.6, u .9), then D kept (.2/(1 − .6) = .5, u .1); E (after A)
+    never tried. The tree step lists exactly that; the accept and rejection steps use r(x)/Σr, and
+    the strip shows the same numbers as the text."""
+    from app.teach.walkthrough import render_step
+    from tests.test_player import lone_trace, tree_round
+    spec = lone_trace([tree_round()])
+    steps = {}
+    for i in range(12):
+        v = render_step(spec, None, 0, i)
+        steps.setdefault(v["step_id"], v)
+        if i >= v["n_steps"] - 1:
+            break
+    text = steps["tree"]["text"]
+    assert ("- After the committed text: `A`: r(x)/Σr = 0.500, u = 0.700 → rejected, so r(`A`) ← 0; then `B`: "
+            "r(x)/Σr = 0.300/0.500 = 0.600, u = 0.400 → **kept**") in text
+    assert ("- After `B`: `C`: r(x)/Σr = 0.600, u = 0.900 → rejected, so r(`C`) ← 0; then `D`: "
+            "r(x)/Σr = 0.200/0.400 = 0.500, u = 0.100 → **kept**") in text
+    assert "`E`" not in text                               # its parent A was never kept
+    accept = steps["accept"]
+    assert "u < r(x)/Σr" in accept["text"] and "p/q =" not in accept["text"] and "r(x)/Σr" in accept["title"]
+    # the main line is B, D (the accepted path): their tests in the text and on the strip agree
+    assert "`B`: p = 0.300, r(x)/Σr = 0.600, u = 0.400 → ✓ accepted" in accept["text"]
+    assert "r/Σr = 0.60" in accept["strip"] and "r/Σr = 0.50" in accept["strip"]
+    assert "bonus" in steps and "rejection" not in steps    # the round ended with a bonus after D

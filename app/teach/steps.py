@@ -18,6 +18,8 @@ class Step:
     chart: str                        # figure: plain_steps | draft_q | verify_cost | tree_cost | accept_line | residual | bonus | committed | routes | theory
     when: str = "always"              # always | rejection | all_accepted | tree
     text_greedy: Optional[str] = None  # replaces `text` at temperature 0, where no u is drawn
+    text_chosen: Optional[str] = None  # replaces `text` when the guesses were chosen, not drawn (kept by r(x)/Σr)
+    title_chosen: Optional[str] = None  # replaces `title` likewise
 
 
 STEPS = (
@@ -43,10 +45,11 @@ STEPS = (
          "{tree_depth} levels, all in the **same single target pass** ({n_nodes} + 1 positions; a tree "
          "attention mask lets each guess see only its own ancestors). A pass over more tokens costs "
          "little more here: on the line fitted to this run's passes it costs **{tree_v} plain steps** "
-         "(the chart) instead of {n_positions}. At each node the guesses are tried in order: a guess x is "
-         "kept with probability r(x)/Σr, and a rejected guess leaves the node's distribution (r(x) ← 0), "
-         "so whatever comes next is still drawn from the target's p. Kept: {tree_path}. Tried and "
-         "rejected: {tree_rejected}. The shape rule chose this tree because {tree_why}. The round "
+         "(the chart) instead of {n_positions}. The target then walks down from the committed text: at "
+         "each node it tries the children **in order**, keeping a guess x with probability **r(x)/Σr** "
+         "(r starts as the target's p there); a rejected guess leaves r (r(x) ← 0) before the next is "
+         "tried, so whatever comes next is still drawn from the target's p:\n\n{tree_trials}\n\n"
+         "Kept: {tree_path}. The shape rule chose this tree because {tree_why}. The round "
          "inspector draws it.",
          strip="decided", chart="tree_cost", when="tree"),
     Step("accept", "Token by token: accept if u < p/q",
@@ -54,12 +57,22 @@ STEPS = (
          "{accept_lines}",
          text_greedy="At temperature 0 p and q are one-hot: a draft is kept **iff it is the target's own "
                      "top token** (p/q = 1), no random draw needed. {accept_lines}",
+         title_chosen="Guess by guess: keep x if u < r(x)/Σr",
+         text_chosen="These guesses were **chosen** by the draft, not drawn from q (a token tree, or a chain "
+                     "the shape rule cut from one), so the test is not p/q: each guess x is kept if "
+                     "**u < r(x)/Σr**, r being the target's p after it with every guess already rejected "
+                     "there removed (r(x) ← 0). {accept_lines}",
          strip="decided", chart="accept_line"),
     Step("rejection", "The first rejection: resample from the residual",
          "**{rejected}** (draft position {rejected_pos}) fails: u = {rejected_u} ≥ p/q = {rejected_ratio}. "
          "The round stops there; the {n_discarded} draft(s) after it are discarded unchecked. The "
          "replacement is drawn from the **residual norm(max(0, p − q))** — the target's probability "
          "where the draft proposed too little: **{correction}** (residual probability: {correction_residual}).",
+         text_chosen="**{rejected}** (draft position {rejected_pos}) fails: u = {rejected_u} ≥ r(x)/Σr = "
+                     "{rejected_ratio}. The round stops there; the {n_discarded} guess(es) after it are not "
+                     "checked. The replacement is drawn from **norm(r)** — the target's p with every rejected "
+                     "guess removed, i.e. what the target wanted and the draft did not offer: **{correction}** "
+                     "(its probability there: {correction_residual}).",
          text_greedy="**{rejected}** (draft position {rejected_pos}) is not the target's top token, so it "
                      "is rejected; the {n_discarded} draft(s) after it are discarded unchecked. The "
                      "replacement is the target's own top token there: **{correction}**.",

@@ -10,6 +10,7 @@ from specdec_core.costs import theory
 from specdec_core.trace import cost_ratios, measured_speedup, run_theory
 from specdec_core.trace.decisions import correction_decision, draft_decision, visible_whitespace
 from specdec_core.trace.text import TokenText, display_texts, round_texts, text_before
+from specdec_core.trace.trees import chosen, keep_thresholds, main_line
 
 from .. import race
 from ..charts import _label
@@ -69,21 +70,72 @@ def has_rejection(rnd) -> bool:
     return rnd.correction.kind == "resample"
 
 
+def main_thresholds(rnd) -> list:
+    """The test each token of the round's main line (`drafted`) met: trace.trees.keep_thresholds,
+    min(1, p/q) for a sampled chain, r(x)/Σr for chosen guesses (the strip, the texts and the player
+    read the same numbers)."""
+    limits = keep_thresholds(rnd)
+    return [limits[i] for i in main_line(rnd)]
+
+
+def _test_name(rnd) -> str:
+    return "r(x)/Σr" if chosen(rnd) else "min(1, p/q)"
+
+
 def _accept_lines(rnd, labels: list[str], greedy: bool) -> str:
     lines = []
-    for i, (t, label) in enumerate(zip(rnd.drafted, labels), 1):
+    for i, (t, label, limit) in enumerate(zip(rnd.drafted, labels, main_thresholds(rnd)), 1):
         d = draft_decision(t)
         if d == "discarded":
             lines.append(f"- {_d(i)} {_tok(label)}: not checked (after the first rejection) → discarded")
             continue
         verdict = "✓ accepted" if d == "accepted" else "✗ rejected"
         if greedy:
-            lines.append(f"- {_d(i)} {_tok(label)}: p = {_fmt(t.p)} (top token: {'yes' if t.p >= 1 else 'no'}) → {verdict}")
+            lines.append(f"- {_d(i)} {_tok(label)}: p = {_fmt(t.p)} (top token: {'yes' if t.accepted else 'no'}) → {verdict}")
+        elif chosen(rnd):
+            lines.append(f"- {_d(i)} {_tok(label)}: p = {_fmt(t.p, '.3f')}, r(x)/Σr = {_fmt(limit, '.3f')}, "
+                         f"u = {_fmt(t.u, '.3f')} → {verdict}")
         else:
             ratio = t.p / t.q if t.q else 0.0
             lines.append(f"- {_d(i)} {_tok(label)}: p = {_fmt(t.p, '.3f')}, q = {_fmt(t.q, '.3f')}, "
-                         f"p/q = {_fmt(ratio, '.3f')}, u = {_fmt(t.u, '.3f')} → {verdict}")
+                         f"min(1, p/q) = {_fmt(limit, '.3f')}" + (f" (p/q = {ratio:.3f})" if ratio > 1 else "")
+                         + f", u = {_fmt(t.u, '.3f')} → {verdict}")
     return "\n\n" + "\n".join(lines)
+
+
+def tree_trials(spec, rnd, greedy: bool) -> str:
+    """A tree round's walk in words: for every node the walk reached (the root, then each kept
+    guess), its children in the order tried, each with r(x)/Σr and u, and the rejected ones
+    leaving r before the next is tried; the children of a node never reached are not tried."""
+    tree = rnd.tree or []
+    label = display_texts(spec).top
+    name = lambda i: _tok(label(tree[i]["id"], tree[i]["text"]))
+    limits = keep_thresholds(rnd)
+    reached = [-1] + [i for i, n in enumerate(tree) if n["on_path"]]
+    lines = []
+    for parent in reached:
+        kids = [i for i, n in enumerate(tree) if n["parent"] == parent]
+        if not kids:
+            continue
+        where = "After the committed text" if parent < 0 else f"After {name(parent)}"
+        removed, tries = 0.0, []
+        for i in kids:
+            n = tree[i]
+            if n["decision"] == "not reached":
+                tries.append(f"{name(i)} not tried (an earlier child was kept)")
+                continue
+            if greedy:
+                tries.append(f"{name(i)} " + ("is the target's top token → **kept**" if n["decision"] == "accepted"
+                                              else "is not the target's top token → rejected"))
+            else:
+                share = f"{_fmt(n['p'], '.3f')}/{_fmt(1 - removed, '.3f')} = " if removed else ""
+                kept = n["decision"] == "accepted"
+                tries.append(f"{name(i)}: r(x)/Σr = {share}{_fmt(limits[i], '.3f')}, u = {_fmt(n['u'], '.3f')} "
+                             + ("→ **kept**" if kept else f"→ rejected, so r({name(i)}) ← 0"))
+            if n["decision"] == "rejected":
+                removed += n["p"] or 0.0
+        lines.append(f"- {where}: " + "; then ".join(tries))
+    return "\n".join(lines)
 
 
 def _race_exact(spec, plain) -> str:
@@ -121,7 +173,7 @@ def round_facts(spec, plain, round_index: int, weight_bytes: Optional[int] = Non
         "accept_lines": _accept_lines(rnd, labels, greedy),
         "rejected": _tok(labels[n_rej]) if rej else "—", "rejected_pos": (n_rej + 1) if rej else "—",
         "rejected_u": _fmt(rej.u, ".3f") if rej else "—",
-        "rejected_ratio": _fmt(min(rej.p / rej.q, 1.0) if rej and rej.q else None, ".3f"),
+        "rejected_ratio": _fmt(main_thresholds(rnd)[n_rej] if rej else None, ".3f"), "test": _test_name(rnd),
         "n_discarded": (k - n_rej - 1) if rej else 0,
         "correction": _tok(correction.label), "correction_kind": "resampled token" if has_rejection(rnd) else "bonus token",
         "correction_residual": (_fmt(_prob_in(c.residual_top, c.id), ".3f") if _prob_in(c.residual_top, c.id) is not None
@@ -195,6 +247,7 @@ def _tree_facts(spec, plain, rnd) -> dict:
             "tree_v": _fmt(1 + slope * len(tree) if slope is not None else None),
             "tree_path": " → ".join(name(n) for n in tree if n["on_path"]) or "no guess",
             "tree_rejected": ", ".join(name(n) for n in tree if n["decision"] == "rejected") or "none",
+            "tree_trials": tree_trials(spec, rnd, float(spec.config.get("temperature") or 0.0) == 0.0) if tree else "",
             "tree_why": (f"it expected it to pay: {why}" if why else "its budget was fixed (tree = N,D)")}
 
 
@@ -242,14 +295,17 @@ def strip_html(spec, round_index: int, stage: str) -> str:
             rows.append(f'<div class="sd-wt-q">{ctx}{shown} <b>→ ?</b> <span class="sd-wt-a">{answer}</span></div>')
         return f'<div class="sd-wt" id="sd-wt-strip" data-stage="{stage}">{"".join(rows)}</div>'
     else:
+        limits, test = main_thresholds(rnd), ("r/Σr" if chosen(rnd) else "p/q")
         for i, (t, shown) in enumerate(zip(rnd.drafted, drafted), 1):
             if stage == "drafted":
                 cells.append(_span(shown, "discarded", f"q = {t.q:.2f}", focus=True, rnd=rnd.index, pos=i))
                 continue
             d = draft_decision(t)
             if stage == "decided":
+                limit = limits[i - 1]
                 below = ("not checked" if d == "discarded" else
-                         f"p/q = {min(t.p / t.q, 1) if t.q else 0:.2f}" + ("" if greedy or t.u is None else f"\nu = {t.u:.2f}"))
+                         (f"p = {t.p:.2f}" if greedy else f"{test} = {limit:.2f}" if limit is not None else "")
+                         + ("" if greedy or t.u is None else f"\nu = {t.u:.2f}"))
             else:
                 below = {"accepted": "kept", "rejected": "rejected", "discarded": "discarded"}[d]
             cells.append(_span(shown, d, below, focus=stage == "decided" and d != "discarded", rnd=rnd.index, pos=i))
@@ -260,8 +316,10 @@ def strip_html(spec, round_index: int, stage: str) -> str:
     return f'<div class="sd-wt" id="sd-wt-strip" data-stage="{stage}">{ctx}{"".join(cells)}</div>'
 
 
-def step_text(step: Step, facts: dict, greedy: bool) -> str:
-    template = step.text_greedy if greedy and step.text_greedy else step.text
+def step_text(step: Step, facts: dict, greedy: bool, by_r: bool = False) -> str:
+    """The step's template for this round (temperature 0; chosen guesses, kept by r(x)/Σr), filled."""
+    template = (step.text_greedy if greedy and step.text_greedy else
+                step.text_chosen if by_r and not greedy and step.text_chosen else step.text)
     return template.format(**facts)
 
 
@@ -282,7 +340,8 @@ def render_step(spec, plain, round_index: int, step_index: int, weight_bytes: Op
         text = (f"Round {round_index} drafted nothing (the shape rule chose a plain step, or the drafter had "
                 f"nothing to propose): pick a round with drafts.")
     else:
-        text = step_text(step, round_facts(spec, plain, round_index, weight_bytes), greedy)
-    return {"title": step.title, "text": text, "strip": strip_html(spec, round_index, step.strip),
+        text = step_text(step, round_facts(spec, plain, round_index, weight_bytes), greedy, chosen(rnd))
+    by_r = chosen(rnd) and not greedy
+    return {"title": step.title_chosen if by_r and step.title_chosen else step.title, "text": text, "strip": strip_html(spec, round_index, step.strip),
             "chart": figures.step_chart(step.chart, spec, plain, round_index, scale),
             "step": step_index, "n_steps": len(steps), "step_id": step.id}

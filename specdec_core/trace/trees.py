@@ -67,3 +67,20 @@ def keep_thresholds(rnd) -> list:
             if decision == "rejected":
                 removed[parent] = removed.get(parent, 0.0) + p
     return out
+
+
+def main_line(rnd) -> list:
+    """The verified-guess index of each of a round's `drafted` tokens (its main line: the accepted
+    path, then the first child tried where the walk stopped and its first children, as the
+    recorder builds it); a chain: 0..k−1."""
+    if not rnd.tree:
+        return list(range(len(rnd.drafted)))
+    kids: dict = {}
+    for i, n in enumerate(rnd.tree):
+        kids.setdefault(n["parent"], []).append(i)
+    spine = [i for i, n in enumerate(rnd.tree) if n["on_path"]]
+    node = spine[-1] if spine else -1
+    while kids.get(node):
+        node = kids[node][0]
+        spine.append(node)
+    return spine[: len(rnd.drafted)]
