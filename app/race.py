@@ -51,9 +51,30 @@ def greedy_check(spec, plain) -> Optional[dict]:
     return {"ok": verdict.ok, "text": verdict.text()}
 
 
+def _fraction(x: Optional[float]) -> Optional[str]:
+    """A cost in plain words: 0.09 → "about a tenth", 0.3 → "about a third", 0.6 → "about 0.60"."""
+    if x is None or x <= 0:
+        return None
+    words = {2: "a half", 3: "a third", 4: "a quarter", 5: "a fifth", 10: "a tenth", 20: "a twentieth"}
+    n = min(words, key=lambda n: abs(1 / n - x))
+    return f"about {words[n]}" if abs(1 / n - x) / x < 0.25 else f"about {x:.2f}"
+
+
+def plain_words(spec, plain) -> str:
+    """The verdict's first line for a student: how many passes of the big model each lane needed,
+    how many tokens were the draft's kept guesses, and what guessing cost — no symbols."""
+    n, passes, steps = len(spec.output_ids), spec.stats["rounds"], plain.stats["rounds"]
+    kept = sum(r.n_accepted for r in spec.rounds)
+    text = (f"the big model ran {passes} passes instead of {steps}: {kept} of the {n} tokens were the draft's "
+            f"guesses that it kept, the other {n - kept} it wrote itself")
+    cost = _fraction(cost_ratios(spec, plain)["c"])
+    return text + (f"; each guessing step cost {cost} of a pass." if cost else ".")
+
+
 def verdict_html(spec, plain) -> str:
-    """Speedup once both lanes finished, and the greedy check (or why there is none); no speedup
-    claimed when nothing was drafted, and no explanation when the timings are unstable
+    """Speedup once both lanes finished, in plain words first (plain_words), the greedy check (or why
+    there is none), and the expert's numbers behind "details": both rates and the why-line. No
+    speedup claimed when nothing was drafted, and no explanation when the timings are unstable
     (trace.compare.timings_unstable: the why-line then says so)."""
     if spec is None or plain is None or not (spec.finished and plain.finished):
         return '<div class="sd-verdict" id="sd-verdict"><span class="sd-empty">The speedup appears when both lanes finish.</span></div>'
@@ -65,6 +86,7 @@ def verdict_html(spec, plain) -> str:
         check_text = check["text"]
     rates = (f'speculative {_fmt(spec.stats["tokens_per_s"], ".1f")} tok/s ÷ '
              f'plain {_fmt(plain.stats["tokens_per_s"], ".1f")} tok/s')
+    details = rates
     if not spec.stats["drafted"]:
         # Nothing was drafted: both lanes did the same work, so their ratio is timing noise.
         head = (f'<span class="sd-speedup" style="color:{NEUTRAL_COLOUR}">No speculation in this run</span> '
@@ -72,17 +94,21 @@ def verdict_html(spec, plain) -> str:
                 f'lanes did the same work; {rates} = {_fmt(s)}× is timing noise, not a speedup</span>')
     elif timings_unstable(spec, plain):
         # The clocks contradict themselves (costs.measured's rule): report the ratio, explain nothing;
-        # the why-line below names the number that tripped the rule.
+        # the why-line names the number that tripped the rule.
         head = (f'<span class="sd-speedup sd-unstable" style="color:{NEUTRAL_COLOUR}">{_fmt(s)}× speedup measured, '
-                f'but the timings are too unstable to explain it</span> <span>{rates}</span>')
+                f'but the timings are too unstable to explain it</span> '
+                f'<span class="sd-plain">{html.escape(plain_words(spec, plain))}</span>')
     else:
         colour = DECISIONS["accepted"].colour if s and s >= 1 else DECISIONS["rejected"].colour
-        head = f'<span class="sd-speedup" style="color:{colour}">{_fmt(s)}× speedup</span> <span>{rates}</span>'
+        head = (f'<span class="sd-speedup" style="color:{colour}">{_fmt(s)}× speedup</span> '
+                f'<span class="sd-plain">{html.escape(plain_words(spec, plain))}</span>')
+    why = speedup_why(spec, plain) if spec.stats["drafted"] else None
     return (f'<div class="sd-verdict" id="sd-verdict">{head}<br>'
             f'<span id="sd-check">{html.escape(check_text)}</span>'
             # nothing drafted: the head already says why, the why-line would only repeat it
-            + (f'<br><span id="sd-why" class="sd-why">{html.escape(why)}</span>'
-               if spec.stats["drafted"] and (why := speedup_why(spec, plain)) else "")
+            + (f'<details class="sd-details"><summary>details: the numbers behind it</summary>'
+               f'<span class="sd-rates">{details}</span><br>'
+               f'<span id="sd-why" class="sd-why">{html.escape(why)}</span></details>' if why else "")
             + '</div>')
 
 

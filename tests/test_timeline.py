@@ -230,3 +230,22 @@ def test_cli_show_hides_eos_like_the_live_cli(tmp_path, capsys):
     show(str(path), colour=False)
     out = capsys.readouterr().out
     assert " mat" not in out and "</s>" not in out and "cat" in out
+
+
+def test_the_verdict_speaks_plainly_first_and_keeps_the_numbers_behind_details():
+    """make_spec: 3 passes for 6 tokens, 1 + 2 + 0 = 3 of them kept guesses; plain: 6 steps of 0.2 s.
+    Drafting 0.1 + 0.1 s over 3 + 2 levels = 0.04 s a level, a fifth of plain's 0.2 s step."""
+    import html
+    import re as _re
+    from specdec_core.glossary import SYMBOLS
+    spec = make_spec(temperature=0.0)
+    html_text = race.verdict_html(spec, make_plain(spec.output_ids, temperature=0.0))
+    first = html.unescape(_re.sub(r"<[^>]+>", "", html_text.split("<br>")[0]))
+    assert first.endswith("the big model ran 3 passes instead of 6: 3 of the 6 tokens were the draft's guesses that "
+                          "it kept, the other 3 it wrote itself; each guessing step cost about a fifth of a pass.")
+    for term in SYMBOLS:        # no symbol of the glossary in the first line
+        assert not _re.search(rf"(?<![\w.]){_re.escape(term.key)}(?![\w\]])", first.split("×", 1)[1]), term.key
+    details = html_text.split('<details class="sd-details">')[1]
+    assert "tok/s" in details and 'id="sd-why"' in details and "tok/s" not in html_text.split("<details")[0]
+    assert race._fraction(0.09) == "about a tenth" and race._fraction(0.34) == "about a third"
+    assert race._fraction(0.75) == "about 0.75" and race._fraction(None) is None
