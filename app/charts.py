@@ -9,40 +9,45 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdec_core.costs import measured, theory
-from specdec_core.settings import shape_label
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, FAINT_COLOUR, MUTED_COLOUR, NEUTRAL_COLOUR,
                                           PLAIN_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           draft_decision, visible_whitespace)
 from specdec_core.trace import measured_speedup, run_theory, timings_unstable
 from specdec_core.trace.text import display_texts, round_labels
 
+from .scale import LEGEND_FONT, NARROW_PX, set_width
 from .tree_view import tree_figure
 
 OVERHEAD_COLOUR = NEUTRAL_COLOUR
+RUN_CHART_HEIGHT = 300          # the five run-level charts, three to a row
 K_MAX = theory.K_HORIZON
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 320) -> go.Figure:
+    """Title, axis titles and margins; where the title, legend and captions go is app.scale.fit's
+    (stacked above the plot, laid out for the chart's least width on the page)."""
     fig.update_layout(title=dict(text=title, font=dict(size=15)), height=height,
                       margin=dict(l=60, r=20, t=50, b=55), template="plotly_white",
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
+                      legend=dict(orientation="h", font=dict(size=LEGEND_FONT)))
     fig.update_xaxes(title_text=x)
     fig.update_yaxes(title_text=y)
     return fig
 
 
 def _empty(fig: go.Figure, message: str) -> go.Figure:
-    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                       font=dict(size=13, color=MUTED_COLOUR))
+    """A chart with nothing to draw yet: a sentence where the plot would be, no empty axes."""
+    fig.add_annotation(text="<br>".join(textwrap.wrap(message, 48)), showarrow=False, x=0.5, y=0.5, xref="paper",
+                       yref="paper", font=dict(size=14, color=MUTED_COLOUR))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
     return fig
 
 
 def _caption(fig: go.Figure, text: str) -> go.Figure:
-    """A note under the plot saying what an overlay assumes (or why it cannot be trusted), wrapped."""
-    lines = textwrap.wrap(text, 95)
-    fig.add_annotation(text="<br>".join(lines), showarrow=False, x=0, y=-0.25, xref="paper", yref="paper",
+    """A note saying what an overlay assumes (or why it cannot be trusted): an annotation outside
+    the plot, which app.scale.fit wraps and stacks above the plot with the chart's other notes."""
+    fig.add_annotation(text=text, showarrow=False, x=0, y=-0.25, xref="paper", yref="paper",
                        xanchor="left", yanchor="top", align="left", font=dict(size=11, color=MUTED_COLOUR))
-    fig.update_layout(margin=dict(b=60 + 16 * len(lines)), height=(fig.layout.height or 320) + 16 * len(lines))
     return fig
 
 
@@ -92,13 +97,15 @@ def acceptance_by_position(trace) -> go.Figure:
         for i in xs:
             rounds = [r for r in trace.rounds if len(r.drafted) >= i]
             ys.append(sum(alphas.get(r.draft_source, s["alpha"]) ** i for r in rounds) / len(rounds))
-        name = (f"α^i (α = {s['alpha']:.2f})" if len(alphas) <= 1 else
-                "α^i, each round its source's α (" + ", ".join(f"{src or 'draft'} {a:.2f}" for src, a in sorted(
-                    alphas.items(), key=lambda sa: str(sa[0]))) + ")")
+        name = f"α^i (α = {s['alpha']:.2f})" if len(alphas) <= 1 else "α^i, each round its source's α"
         fig.add_scatter(x=xs, y=ys, name=name, mode="lines+markers", line=dict(color=THEORY_COLOUR, dash="dash"))
+    by_source = ("α by source: " + ", ".join(f"{src or 'draft'} {a:.2f}" for src, a in sorted(
+        alphas.items(), key=lambda sa: str(sa[0]))) + ". ") if len(alphas) > 1 else ""
     if note := _varied_note(trace):
-        _caption(fig, f"{note}: position i counts only the rounds that drafted it, and α^i assumes one α "
-                      "for every position of a round")
+        _caption(fig, f"{by_source}{note}: position i counts only the rounds that drafted it; α^i assumes one α "
+                      "per round")
+    elif by_source:
+        _caption(fig, by_source)
     fig.update_yaxes(range=[0, 1.05])
     fig.update_xaxes(dtick=1)
     return fig
@@ -112,7 +119,7 @@ def _fixed_k(trace) -> int:
 def committed_histogram(trace) -> go.Figure:
     """Share of rounds committing j = 1..k+1 tokens vs the geometric prediction from measured α,
     averaged over the rounds with each round's own number of drafts (a plain step commits 1)."""
-    fig = _layout(go.Figure(), "Tokens committed per round", "tokens committed in a round (τ)",
+    fig = _layout(go.Figure(), "Tokens committed per round", "tokens in a round (τ)",
                   "share of rounds")
     if trace is None or not trace.rounds:
         return _empty(fig, "no rounds")
@@ -133,7 +140,7 @@ def committed_histogram(trace) -> go.Figure:
         fig.add_scatter(x=xs, y=predicted, mode="lines+markers",
                         name=f"geometric, α = {alpha:.2f}", line=dict(color=THEORY_COLOUR, dash="dash"))
     if note := _varied_note(trace):
-        _caption(fig, f"{note}: the prediction averages each round's geometric law for its own number of drafts")
+        _caption(fig, f"{note}: the line averages each round's geometric law for its number of drafts")
     fig.update_xaxes(dtick=1)
     return fig
 
@@ -179,7 +186,7 @@ def speedup_vs_k(spec, plain) -> go.Figure:
     """The run's theory (trace.compare.run_theory: measured α and c, v(k) = 1 + slope·k fitted to
     the measured passes) as predicted speedup E[τ] / (k·c + v(k)) for k = 1..K_MAX, smooth in k by
     construction, with the measured speedup of this run marked."""
-    fig = _layout(go.Figure(), "Speedup vs draft length k", "draft length k (tokens per round)",
+    fig = _layout(go.Figure(), "Speedup vs draft length k", "guesses per round (k)",
                   "speedup over plain (×)")
     if spec is None or plain is None or spec.stats["alpha"] is None:
         return _empty(fig, "needs a speculative and a plain lane with drafted tokens")
@@ -187,19 +194,19 @@ def speedup_vs_k(spec, plain) -> go.Figure:
     if model is None:
         return _empty(fig, "cost ratio c unavailable")
     ks = list(range(1, K_MAX + 1))
-    fig.add_scatter(x=ks, y=[model.speedup(k) for k in ks], mode="lines+markers",
-                    name=f"theory: α = {model.alpha:.2f}, c = {model.c:.3f}, v(k) = 1 + {model.slope:.3f}·k",
-                    line=dict(color=THEORY_COLOUR), hovertemplate="k = %{x}: %{y:.2f}×<extra></extra>")
+    fig.add_scatter(x=ks, y=[model.speedup(k) for k in ks], mode="lines+markers", name="theory (this run's α, c, v)",
+                    line=dict(color=THEORY_COLOUR),
+                    hovertemplate=(f"k = %{{x}}: %{{y:.2f}}×<br>α = {model.alpha:.2f}, c = {model.c:.3f}, "
+                                   f"v(k) = 1 + {model.slope:.3f}·k<extra>theory</extra>"))
     fig.add_hline(y=1.0, line=dict(color=NEUTRAL_COLOUR, dash="dot"), annotation_text="plain = 1×")
+    _caption(fig, f"theory: α = {model.alpha:.2f}, c = {model.c:.3f}, v(k) = 1 + {model.slope:.3f}·k")
     measured = measured_speedup(spec, plain)
     k_run = _fixed_k(spec)
     shaped = [r for r in spec.rounds if r.tree or r.plan is not None]
     if measured is not None and shaped:   # trees: the star at the run's mean guesses per pass
         k_run = sum(r.n_verified for r in shaped) / len(shaped)
-        label = (f"this run ({shape_label(spec.config.get('k'), spec.config.get('tree'))}: "
-                 f"{k_run:.1f} guesses per pass)")
-        _caption(fig, "the curve is chains of k; the star is this run's token trees, placed at their mean "
-                      "number of guesses per target pass")
+        label = f"this run ({k_run:.1f} guesses per pass)"
+        _caption(fig, "the curve: chains of k; the star: this run's trees at their mean guesses per pass")
     else:
         label = f"this run (k = {spec.config.get('k')})"
     if measured is not None and k_run:
@@ -254,8 +261,8 @@ def position_figure(trace, round_index: int, position: int) -> go.Figure:
     and, at a rejection, the residual distribution norm(max(0, p − q)) the resample came from."""
     fig = make_subplots(rows=1, cols=3, column_widths=[0.42, 0.18, 0.40], horizontal_spacing=0.08,
                         subplot_titles=("p vs q over the top tokens", "the accept test", "residual norm(max(0, p − q))"))
-    fig.update_layout(height=400, template="plotly_white", margin=dict(l=60, r=20, t=80, b=110),
-                      barmode="group", legend=dict(orientation="h", y=-0.32, x=0))
+    fig.update_layout(height=400, template="plotly_white", margin=dict(l=60, r=20, t=80, b=70),
+                      barmode="group", legend=dict(orientation="h", font=dict(size=LEGEND_FONT)))
     if trace is None or not 0 <= round_index < len(trace.rounds) or \
             not 1 <= position <= len(trace.rounds[round_index].drafted):
         return _empty(fig, "pick a round with drafted tokens")
@@ -314,9 +321,9 @@ def position_figure(trace, round_index: int, position: int) -> go.Figure:
 
 
 def all_run_charts(spec, plain) -> list[go.Figure]:
-    """The five run-level charts in display order."""
-    return [acceptance_by_position(spec), committed_histogram(spec), tokens_vs_time(spec, plain),
-            time_split(spec), speedup_vs_k(spec, plain)]
+    """The five run-level charts in display order (laid out for their width beside each other)."""
+    return [set_width(f, NARROW_PX, RUN_CHART_HEIGHT) for f in (acceptance_by_position(spec), committed_histogram(spec),
+                                              tokens_vs_time(spec, plain), time_split(spec), speedup_vs_k(spec, plain))]
 
 
 def best_theoretical_k(spec, plain) -> Optional[tuple[int, float]]:

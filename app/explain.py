@@ -1,17 +1,38 @@
 """Teaching texts, metric definitions, the walkthrough and the example prompts — data only."""
 from __future__ import annotations
 
+import html
+import re
+
+from specdec_core import glossary
+from specdec_core.trace import SCHEMA_ID
+from specdec_core.trace.record import READABLE
+
 TITLE = "Speculative decoding, explained live"
 
 INTRO = """\
 # Speculative decoding, explained live
-A small, fast **draft** guesses the next tokens — a chain of *k*, or a **tree** of alternatives; the
-large **target** checks all of them in **one** forward pass, keeps the longest path it agrees with,
-and adds one token of its own.
-The output has *exactly* the target's distribution, yet every target pass can commit several tokens.
-Press **Run**: the same prompt is decoded twice on the same model — once plainly, once
-speculatively — and you watch both race, then inspect every decision.
+A small **draft** guesses the next few tokens; the large **target** checks all the guesses in **one** pass
+and keeps those it agrees with. Same text as the target alone, fewer target passes. Press **Run**.
 """
+
+# The lesson in three facts, on the first two screens (ui.py): what the two models are and how big,
+# why one pass over several guesses costs about one step, and how a rejected guess is replaced.
+LESSON = (
+    ("Two models, one small and one large",
+     "The **target** is SmolLM2-135M, **135 million** parameters, one pass per token. The **draft** is a head of "
+     "about **4 million** parameters that reads the target's hidden state and guesses the next few tokens "
+     "(where the text repeats, prompt lookup copies it instead)."),
+    ("Why checking several guesses costs about one step",
+     "Each target pass reads **all its weights** from memory, and that read, not the arithmetic, is most of a "
+     "step. A pass over the text plus 4 guesses reads them **once**: about one step, and it answers “what comes "
+     "next?” after every guess at once."),
+    ("What happens to a wrong guess",
+     "A guess is kept with probability p/q (always when the target likes it at least as much as the draft). The "
+     "first rejected guess is **replaced by a token drawn from what the target wanted and the draft did not "
+     "offer**, norm(max(0, p − q)), and later guesses are dropped: the text stays exactly as likely as the "
+     "target's alone."),
+)
 
 FIRST_LOAD_NOTE = ("The first run loads the model pair: for the offline default pair about **25 s** "
                    "the very first time (the GGUF is converted once and cached), then under 2 s. "
@@ -24,10 +45,9 @@ RECORDED_BANNER = ("● **Recorded example** — a race recorded earlier on **{d
 RUN_BANNER = "▶ **Your run** on **{device}**: {target} + {draft}, {shape}, T = {temperature}."
 UPLOAD_BANNER = "⤒ **Loaded from file** ({files}): recorded on **{device}**, {target} + {draft}, {shape}."
 
-RACE_HELP = ("Both lanes run on the same model, device and sampler, **one after the other** (never at "
-             "the same time), after an uncounted warm-up; the lane order alternates between runs. "
-             "**Replay** puts both on one shared clock at real speed: the speculative lane grows in bursts "
-             "(one burst = one round; alternate rounds are shaded).")
+RACE_HELP = ("Both lanes run the same model, device and sampler **one after the other**, after an uncounted "
+             "warm-up (the order alternates between runs). **Replay** puts both on one clock: the speculative lane "
+             "grows in bursts, one per round (alternate rounds shaded).")
 
 TIMELINE_HELP = ("Each bordered group is one **round** (small number = round index). Hover a token for "
                  "p (target), q (draft), p/q, the uniform draw u and the decision. Spaces show as ␣, "
@@ -35,16 +55,16 @@ TIMELINE_HELP = ("Each bordered group is one **round** (small number = round ind
                  "through, unchecked = faded and dashed, resampled = underlined, bonus = overlined. "
                  "Click a token to open its round in the inspector below.")
 
-INSPECTOR_HELP = ("Pick a round (slider, or click a token in the timeline): the bars compare p and q of "
-                  "each drafted token. Pick a position: the "
-                  "left panel shows p and q over their top tokens (at temperature 0 the raw "
-                  "temperature-1 softmax, since the sampled-from distributions are one-hot), the middle "
-                  "one the accept test u < p/q, the right one — at a rejection — the residual "
-                  "norm(max(0, p − q)) the replacement token was drawn from.")
+INSPECTOR_HELP = ("Pick a round (slider, or click a token in the timeline) and a position: left, p and q over "
+                  "their top tokens (at temperature 0 the raw temperature-1 softmax, since the sampled-from "
+                  "ones are one-hot); middle, the accept test u < p/q; right, at a rejection, the residual "
+                  "norm(max(0, p − q)) the replacement was drawn from.")
 
 FILES_HELP = ("Every run can be saved: the speculative and the plain trace as JSON (schema "
-              "`specdec.trace/1`, also readable by `python -m specdec_core --show FILE`). Loading one or "
+              f"`{SCHEMA_ID}`, also readable by `python -m specdec_core --show FILE`; older "
+              f"{' and '.join(f'`{s}`' for s in READABLE if s != SCHEMA_ID)} files load too). Loading one or "
               "both files back rebuilds every view above without running a model.")
+FILES_LABEL = f"Download (JSON, {SCHEMA_ID})"
 
 # (name, definition) — the statistics' definitions (README), shown one click away from the stats panel.
 METRICS = [
@@ -119,7 +139,72 @@ ERRORS = {
 
 
 def metrics_markdown() -> str:
-    return "\n".join(f"- **{name}** — {text}" for name, text in METRICS)
+    """The stats' definitions, then the whole glossary, every symbol with its hover text."""
+    rows = [f"- **{gloss(name)}** — {gloss(text)}" for name, text in METRICS]
+    words = [f"- **{abbr(t.key)}**" + (f" ({t.name})" if t.name else "") + f" — {t.text}" for t in glossary.GLOSSARY]
+    return "\n".join(rows) + "\n\n**Glossary** (hover a symbol anywhere on the page for its line)\n\n" + "\n".join(words)
+
+
+# -- the glossary on the page: a symbol's definition on hover -----------------------------------
+def abbr(key: str, shown: str = "") -> str:
+    """A glossary term as HTML whose hover shows its sentence (specdec_core.glossary)."""
+    return (f'<abbr class="sd-gloss" data-term="{html.escape(key, quote=True)}" '
+            f'title="{html.escape(glossary.title(key), quote=True)}">{html.escape(shown or key)}</abbr>')
+
+
+# Symbols where they stand as symbols: E[τ], α, τ anywhere; a latin one (c k v p q u r) alone,
+# followed by =, <, ≥, (, / or ÷ (c = 0.1, v(k), p/q, u < …), or q after "/" and k in "(k)".
+_SYMBOL = re.compile(r"E\[τ\]|α|τ|(?<![\w\[(/·.])[ckvpqur](?![\w\]])(?=\s?[=<≥>(/÷])|(?<=/)q(?![\w])|(?<=\()k(?=\))")
+_WORD = re.compile(r"\b(acceptance rate|prefill|token tree)\b")
+_CODE = re.compile(r"(`+)(.+?)\1", re.S)
+
+
+def _gloss_plain(text: str, words: bool) -> str:
+    out = _SYMBOL.sub(lambda m: abbr(m.group(0)), text)
+    return _WORD.sub(lambda m: abbr(m.group(1)), out) if words else out
+
+
+def gloss(text: str, words: bool = False) -> str:
+    """Markdown or escaped HTML text with every glossary symbol in it wrapped in abbr() (code spans
+    left alone: they hold model text); words=True also wraps the glossary's multi-word terms."""
+    out, last = [], 0
+    for m in _CODE.finditer(text):
+        out.append(_gloss_plain(text[last:m.start()], words))
+        out.append(m.group(0))
+        last = m.end()
+    out.append(_gloss_plain(text[last:], words))
+    return "".join(out)
+
+
+def gloss_stats(markdown: str) -> str:
+    """The stats table with its row names glossed (the numbers are left alone)."""
+    lines = []
+    for line in markdown.split("\n"):
+        cells = line.split(" | ")
+        if line.startswith("| ") and not line.startswith("| metric") and len(cells) > 1:
+            cells[0] = "| " + gloss(cells[0][2:], words=True)
+            line = " | ".join(cells)
+        lines.append(line)
+    return "\n".join(lines)
+
+
+_WHY = re.compile(r'(<span id="sd-why"[^>]*>)(.*?)(</span>)', re.S)
+
+
+def gloss_verdict(verdict_html: str) -> str:
+    """The verdict with the symbols of its why-line glossed (the first line is left as it is)."""
+    return _WHY.sub(lambda m: m.group(1) + gloss(m.group(2)) + m.group(3), verdict_html or "")
+
+
+def lesson_html() -> str:
+    """The three facts of LESSON as three boxes, their symbols glossed."""
+    boxes = []
+    for head, text in LESSON:
+        body = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html.escape(text, quote=False))
+        body = gloss(body).replace("<b>target</b>", "<b>" + abbr("target") + "</b>").replace(
+            "<b>draft</b>", "<b>" + abbr("draft") + "</b>")
+        boxes.append(f'<div class="sd-fact"><h4>{html.escape(head)}</h4><p>{body}</p></div>')
+    return f'<div class="sd-lesson" id="sd-lesson">{"".join(boxes)}</div>'
 
 
 def walkthrough_markdown() -> str:

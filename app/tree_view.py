@@ -85,7 +85,7 @@ def tree_figure(trace, rnd) -> go.Figure:
         title=dict(text=f"Round {rnd.index}: token tree of {rnd.shape_text()}, {rnd.n_accepted} accepted "
                         f"+ 1 {d.label} — {len(rnd.committed)} tokens for one target pass", font=dict(size=15)),
         template="plotly_white", height=max(340, 26 * (max(-y for y in ys) + 2) + 120),
-        margin=dict(l=130, r=40, t=60, b=90), legend=dict(orientation="h", y=-0.22, x=0))
+        margin=dict(l=130, r=40, t=60, b=50), legend=dict(orientation="h", font=dict(size=11)))
     fig.update_xaxes(title_text="depth (draft level)", dtick=1, range=[-0.8, max(xs) + 2.2], zeroline=False)
     fig.update_yaxes(visible=False)
     fig.add_annotation(text="children are tried top to bottom; a rejected child leaves its parent's distribution",

@@ -33,6 +33,17 @@ CSS = scalable_css(timeline_css() + """
 .sd-align td.sd-tok{display:table-cell;white-space:pre}
 .sd-align td.sd-align-start{border-left:3px solid #444}
 .sd-wt-a{color:#0072B2;margin-left:8px}
+abbr.sd-gloss{text-decoration:underline dotted;text-underline-offset:2px;cursor:help}
+#sd-intro h1{margin:0 0 2px 0;font-size:26px}
+#sd-intro p{margin:0;font-size:15px}
+.sd-lesson{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:10px;margin:2px 0}
+.sd-fact{border:1px solid var(--border-color-primary);border-radius:10px;padding:6px 10px;font-size:13px;
+  line-height:1.4}
+.sd-fact h4{margin:0 0 2px 0;font-size:14px}
+.sd-fact p{margin:0}
+#sd-first .sd-lane{min-height:110px}
+#sd-first .sd-why{font-size:14px;line-height:1.35}
+#sd-first .sd-lane-text{max-height:140px}
 """) + classroom.CLASSROOM_CSS
 
 
@@ -54,80 +65,101 @@ def _updates(C: dict, vals: dict, scale: float = 1.0) -> dict:
             out[C["position"]] = gr.Dropdown(choices=value, value=vals.get("position"))
         elif name in ("round", "position") and (name + "_max" in vals or "position_choices" in vals):
             continue
+        elif name == "stats":
+            out[C[name]] = explain.gloss_stats(value) if isinstance(value, str) else value
+        elif name == "verdict":
+            out[C[name]] = explain.gloss_verdict(value) if isinstance(value, str) else value
         elif name in C:
             out[C[name]] = value
     return out
 
 
+# The page's default sampler: the bench's sampling mode, so the first race shows the whole rule
+# (draws u against p/q, rejections, residual resamples, bonus tokens); the greedy button is one
+# click away for the token-for-token check.
+DEFAULT_SAMPLER = {"temperature": 0.7, "top_p": 0.9, "top_k": 0, "seed": 0}
+GREEDY_SAMPLER = {"temperature": 0, "top_p": 1}
+ADVANCED = "Advanced: model pair, drafter, drafting shape, k, sampler, device"
+
+
 def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) -> dict:
-    """Create the page's components (inside a gr.Blocks context); returns them by name."""
+    """Create the page's components (inside a gr.Blocks context); returns them by name. The first
+    screen is the lesson: prompt, Run, the two lanes and the verdict; the settings fold into the
+    Advanced accordion, the three facts of explain.LESSON follow."""
     C: dict = {}
     C["traces"] = gr.State({"spec": spec0, "plain": plain0, "banner": init["banner"]})
     C["run_number"] = gr.State(0)
     C["scale"] = gr.State(1.0)          # classroom mode's chart scale (the page's CSS scales the rest)
-    gr.Markdown(explain.INTRO)
+    gr.Markdown(explain.INTRO, elem_id="sd-intro")
     teach_tab.layout_controls(C)
     C["banner"] = gr.Markdown(init["banner"], elem_id="sd-banner", elem_classes="sd-banner")
     with gr.Tabs(selected="race") as C["tabs"]:
         with gr.Tab("Race", id="race"):
-            with gr.Row(equal_height=False):
-                with gr.Column(scale=1, min_width=330):
-                    gr.Markdown("### Controls")
+            with gr.Row(equal_height=False, elem_id="sd-first"):
+                with gr.Column(scale=2, min_width=300):
+                    C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=3, max_lines=8,
+                                             elem_id="sd-prompt")
+                    with gr.Row(elem_id="sd-run-row"):
+                        C["run"] = gr.Button("▶ Run", variant="primary", elem_id="sd-run", min_width=90)
+                        C["stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-stop", min_width=90)
+                    with gr.Row(equal_height=False):
+                        # Number fields, not sliders: whatever is typed reaches the settings check, which
+                        # refuses it with the field's range (RANGES) instead of a widget clamping silently.
+                        C["max_new_tokens"] = gr.Number(48, label="Max new tokens", elem_id="sd-max-new",
+                                                        info=handlers.field_hint("max_new_tokens"), min_width=120)
+                        C["greedy"] = gr.Button("Greedy (T = 0): identical text", size="sm", elem_id="sd-greedy",
+                                                min_width=120)
+                    gr.Examples([[p] for _, p in explain.EXAMPLES], inputs=[C["prompt"]],
+                                example_labels=[label for label, _ in explain.EXAMPLES], label="Example prompts")
+                with gr.Column(scale=3, min_width=420):
+                    with gr.Row(equal_height=True):
+                        C["plain_lane"] = gr.HTML(init["plain_lane"], elem_id="sd-plain")
+                        C["spec_lane"] = gr.HTML(init["spec_lane"], elem_id="sd-spec")
+                    C["verdict"] = gr.HTML(explain.gloss_verdict(init["verdict"]), elem_id="sd-verdict-box")
+                    with gr.Row():
+                        C["replay"] = gr.Button("⟲ Replay both lanes on one clock", size="sm", elem_id="sd-replay")
+            gr.HTML(explain.lesson_html())
+            with gr.Accordion(ADVANCED, open=False, elem_id="sd-advanced") as C["advanced"]:
+                with gr.Row():
                     C["preset"] = gr.Dropdown(list(PRESETS), value="smollm2-135m", label="Model pair (preset)",
                                               info=PRESETS["smollm2-135m"].description)
                     C["target"] = gr.Textbox(default["target"], label="Target (preset, HF id or local folder)",
-                                     elem_id="sd-target")
-                    C["drafter"] = gr.Radio(handlers.DRAFTERS, value=default["drafter"], label="Drafter", elem_id="sd-drafter")
+                                             elem_id="sd-target")
                     # A choice of the built-in drafts, and any other draft typed in (HF id, folder).
                     C["draft"] = gr.Dropdown(explain.DRAFT_CHOICES, value=default["draft"], allow_custom_value=True,
                                              info=explain.DRAFT_HINT, elem_id="sd-draft",
                                              label="Draft model (pick one, or type an HF id, folder, or target-layers:N)")
-                    C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=5, elem_id="sd-prompt")
+                with gr.Row():
+                    C["drafter"] = gr.Radio(handlers.DRAFTERS, value=default["drafter"], label="Drafter",
+                                            elem_id="sd-drafter")
                     C["chat"] = gr.Checkbox(True, label="Apply the chat template")
-                    # Number fields, not sliders: whatever is typed reaches the settings check, which
-                    # refuses it with the field's range (RANGES) instead of a widget clamping silently.
-                    with gr.Row():
-                        C["tree"] = gr.Dropdown(handlers.TREE_CHOICES, value="auto", label="Drafting shape (token tree)",
-                                                elem_id="sd-tree", allow_custom_value=True, info=handlers.field_hint("tree"))
-                        C["k"] = gr.Dropdown(handlers.K_CHOICES, value="auto", label="k (chain length)", elem_id="sd-k",
-                                             allow_custom_value=True, info=handlers.field_hint("k"))
-                    with gr.Row():
-                        C["max_new_tokens"] = gr.Number(48, label="Max new tokens", elem_id="sd-max-new",
-                                                        info=handlers.field_hint("max_new_tokens"))
-                    with gr.Row():
-                        C["temperature"] = gr.Number(0, step=0.05, label="Temperature", elem_id="sd-temperature",
-                                                     info=handlers.field_hint("temperature"))
-                        C["seed"] = gr.Number(0, label="Seed", elem_id="sd-seed", info=handlers.field_hint("seed"))
-                    with gr.Row():
-                        C["top_k"] = gr.Number(0, label="Top-k", elem_id="sd-top-k", info=handlers.field_hint("top_k"))
-                        C["top_p"] = gr.Number(1, step=0.05, label="Top-p", elem_id="sd-top-p",
-                                               info=handlers.field_hint("top_p"))
-                    with gr.Accordion("Device", open=False):
-                        C["device"] = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device")
-                    with gr.Row(elem_id="sd-run-row"):
-                        C["run"] = gr.Button("▶ Run", variant="primary", elem_id="sd-run")
-                        C["stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-stop")
-                    gr.Markdown(explain.FIRST_LOAD_NOTE)
-                    gr.Examples([[p] for _, p in explain.EXAMPLES], inputs=[C["prompt"]],
-                                example_labels=[label for label, _ in explain.EXAMPLES], label="Example prompts")
-                with gr.Column(scale=3):
-                    gr.Markdown("### The race")
-                    with gr.Row(equal_height=True):
-                        C["plain_lane"] = gr.HTML(init["plain_lane"], elem_id="sd-plain")
-                        C["spec_lane"] = gr.HTML(init["spec_lane"], elem_id="sd-spec")
-                    C["verdict"] = gr.HTML(init["verdict"], elem_id="sd-verdict-box")
-                    with gr.Row():
-                        C["replay"] = gr.Button("⟲ Replay both lanes on one clock", size="sm", elem_id="sd-replay")
-                    gr.Markdown(explain.RACE_HELP)
-                    gr.Markdown("### Token timeline (speculative lane)")
-                    gr.HTML(legend_html())
-                    C["timeline"] = gr.HTML(init["timeline"], elem_id="sd-timeline-box", js_on_load=TIMELINE_CLICK_JS)
-                    with gr.Accordion("How to read the timeline", open=False):
-                        gr.Markdown(explain.TIMELINE_HELP)
-                    gr.Markdown("### Stats")
-                    C["stats"] = gr.Markdown(init["stats"], elem_id="sd-stats")
-                    with gr.Accordion("What do these numbers mean?", open=False):
-                        gr.Markdown(explain.metrics_markdown())
+                with gr.Row():
+                    C["tree"] = gr.Dropdown(handlers.TREE_CHOICES, value="auto", label="Drafting shape (token tree)",
+                                            elem_id="sd-tree", allow_custom_value=True, info=handlers.field_hint("tree"))
+                    C["k"] = gr.Dropdown(handlers.K_CHOICES, value="auto", label="k (chain length)", elem_id="sd-k",
+                                         allow_custom_value=True, info=handlers.field_hint("k"))
+                    C["device"] = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device",
+                                              elem_id="sd-device")
+                with gr.Row():
+                    C["temperature"] = gr.Number(DEFAULT_SAMPLER["temperature"], step=0.05, label="Temperature",
+                                                 elem_id="sd-temperature", info=handlers.field_hint("temperature"))
+                    C["top_p"] = gr.Number(DEFAULT_SAMPLER["top_p"], step=0.05, label="Top-p", elem_id="sd-top-p",
+                                           info=handlers.field_hint("top_p"))
+                    C["top_k"] = gr.Number(DEFAULT_SAMPLER["top_k"], label="Top-k", elem_id="sd-top-k",
+                                           info=handlers.field_hint("top_k"))
+                    C["seed"] = gr.Number(DEFAULT_SAMPLER["seed"], label="Seed", elem_id="sd-seed",
+                                          info=handlers.field_hint("seed"))
+                gr.Markdown(explain.FIRST_LOAD_NOTE)
+            gr.Markdown("### Token timeline (speculative lane)")
+            gr.HTML(legend_html())
+            C["timeline"] = gr.HTML(init["timeline"], elem_id="sd-timeline-box", js_on_load=TIMELINE_CLICK_JS)
+            with gr.Accordion("How to read the timeline", open=True, elem_id="sd-timeline-help") as C["timeline_help"]:
+                gr.Markdown(explain.gloss(explain.TIMELINE_HELP) + "\n\n" + explain.RACE_HELP)
+            # The numbers one click away in classroom mode (teach/tab.py folds them there): open otherwise.
+            with gr.Accordion("The numbers: stats of both lanes", open=True, elem_id="sd-stats-box") as C["stats_box"]:
+                C["stats"] = gr.Markdown(explain.gloss_stats(init["stats"]), elem_id="sd-stats")
+                with gr.Accordion("What do these numbers mean? (and the glossary)", open=False, elem_id="sd-metrics"):
+                    gr.Markdown(explain.metrics_markdown())
 
             gr.Markdown("## Round inspector", elem_id="sd-inspector")
             with gr.Row():
@@ -135,27 +167,29 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) 
                                        label="Round", elem_id="sd-round")
                 C["position"] = gr.Dropdown(init["position_choices"], value=init["position"],
                                             label="Draft position in this round", elem_id="sd-position")
-            C["round_plot"] = gr.Plot(init["round_plot"], show_label=False, elem_classes="sd-plot", elem_id="sd-round-plot")
-            C["position_plot"] = gr.Plot(init["position_plot"], show_label=False, elem_classes="sd-plot",
+            C["round_plot"] = gr.Plot(scale_figure(init["round_plot"]), show_label=False, elem_classes="sd-plot", elem_id="sd-round-plot")
+            C["position_plot"] = gr.Plot(scale_figure(init["position_plot"]), show_label=False, elem_classes="sd-plot",
                                          elem_id="sd-position-plot")
-            gr.Markdown(explain.INSPECTOR_HELP)
+            gr.Markdown(explain.gloss(explain.INSPECTOR_HELP))
 
             gr.Markdown("## Charts")
             with gr.Row():
                 for name in views.CHART_NAMES[:3]:
-                    C[name] = gr.Plot(init[name], show_label=False, elem_classes="sd-plot")
+                    C[name] = gr.Plot(scale_figure(init[name]), show_label=False, elem_classes="sd-plot", min_width=300)
             with gr.Row():
                 for name in views.CHART_NAMES[3:]:
-                    C[name] = gr.Plot(init[name], show_label=False, elem_classes="sd-plot")
+                    C[name] = gr.Plot(scale_figure(init[name]), show_label=False, elem_classes="sd-plot", min_width=300)
 
-            with gr.Row():
-                with gr.Column(scale=3):
-                    gr.Markdown("## Trace files\n" + explain.FILES_HELP)
-                    C["upload"] = gr.UploadButton("⤒ Load trace file(s)", file_count="multiple", file_types=[".json"],
-                                                  elem_id="sd-upload")
-                with gr.Column(scale=2):
-                    C["files"] = gr.File(init_files, file_count="multiple", label="Download (JSON, specdec.trace/1)",
-                                         interactive=False, elem_id="sd-files")
+            with gr.Accordion("Trace files: download this race, or load one", open=True,
+                              elem_id="sd-files-box") as C["files_box"]:
+                with gr.Row():
+                    with gr.Column(scale=3):
+                        gr.Markdown(explain.FILES_HELP)
+                        C["upload"] = gr.UploadButton("⤒ Load trace file(s)", file_count="multiple",
+                                                      file_types=[".json"], elem_id="sd-upload")
+                    with gr.Column(scale=2):
+                        C["files"] = gr.File(init_files, file_count="multiple", label=explain.FILES_LABEL,
+                                             interactive=False, elem_id="sd-files")
 
         with gr.Tab("Walkthrough", id="walkthrough") as C["wt_tab"]:
             teach_tab.layout_walkthrough(C, bundled)
@@ -243,6 +277,15 @@ def listeners(C: dict) -> None:
     def on_pressed(request: gr.Request):
         C["sessions"].pressed(_session(request))
     C["run"].click(on_pressed, None, None, queue=False, api_visibility="private")
+
+    # One click to the token-for-token check: greedy sampling, then the same Run.
+    def on_greedy(request: gr.Request):
+        C["sessions"].pressed(_session(request))
+        return {C["temperature"]: GREEDY_SAMPLER["temperature"], C["top_p"]: GREEDY_SAMPLER["top_p"]}
+    C["greedy"].click(on_greedy, None, [C["temperature"], C["top_p"]], queue=False,
+                      api_visibility="private").then(
+        on_run, run_inputs, view_outputs, concurrency_limit=1, concurrency_id=MODEL_QUEUE,
+        show_progress_on=[C["verdict"]], api_visibility="private")
     C["run"].click(on_run, run_inputs, view_outputs, concurrency_limit=1,
                                concurrency_id=MODEL_QUEUE, api_name="run",
                                show_progress_on=[C["verdict"]])

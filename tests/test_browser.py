@@ -55,7 +55,22 @@ def page(url, browser):
     pg.close()
 
 
+def open_advanced(page):
+    """Open the Race tab's Advanced accordion (model pair, drafter, shape, k, sampler, device: it
+    is folded on first visit, and its fields are rendered only once it is open)."""
+    if not page.locator("#sd-temperature").count() or not page.locator("#sd-temperature").is_visible():
+        page.locator("#sd-advanced").get_by_text("Advanced", exact=False).first.click()
+        page.wait_for_selector("#sd-temperature", state="visible")
+
+
+def greedy(page):
+    """Temperature 0 (the page's default samples at 0.7): the lanes' texts are compared token for token."""
+    _set_number(page, "#sd-temperature", 0)
+
+
 def _set_number(page, selector, value):
+    if selector != "#sd-max-new":
+        open_advanced(page)
     box = page.locator(f"{selector} input[type=number]")
     box.fill(str(value))
     box.press("Enter")
@@ -63,6 +78,7 @@ def _set_number(page, selector, value):
 
 
 def _choose(page, selector, value):
+    open_advanced(page)
     box = page.locator(f"{selector} input")
     box.click()
     page.locator(f"ul[role=listbox] li[aria-label='{value}'], ul[role=listbox] li:text-is('{value}')").first.click()
@@ -83,6 +99,7 @@ def test_run_race_timeline_charts_inspector_download_upload(page):
     page.locator("#sd-prompt textarea").fill(dict(EXAMPLES)["copy-heavy · reuse the notes"])
     _set_number(page, "#sd-max-new", 24)
     _choose(page, "#sd-k", "4")          # a fixed k: every round drafts, so the timeline shows decisions
+    greedy(page)                         # T = 0: the token-for-token check
     page.locator("#sd-run").click()
     # both lanes finished and the final views rendered
     page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Your run')", timeout=300_000)
@@ -212,6 +229,7 @@ def test_malformed_upload_shows_an_error(page, tmp_path):
 
 def test_bad_input_shows_one_line_and_the_next_run_works(page):
     page.wait_for_selector("#sd-timeline .sd-tok")
+    open_advanced(page)
     prompt, target = page.locator("#sd-prompt textarea"), page.locator("#sd-target textarea")
     prompt.fill("   ")
     page.locator("#sd-run").click()
@@ -232,6 +250,7 @@ def test_defaults_on_a_typed_prompt_explain_their_verdict(page):
     """A new user: types a question, keeps every default (k = auto, the preset's draft), presses Run,
     and sees the speedup with one line saying why it is what it is."""
     page.wait_for_selector("#sd-timeline .sd-tok")
+    open_advanced(page)
     assert page.locator("#sd-k input").input_value() == "auto"
     page.locator("#sd-prompt textarea").fill("How do I keep basil alive on a windowsill?")
     _set_number(page, "#sd-max-new", 24)

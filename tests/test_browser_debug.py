@@ -3,7 +3,7 @@
 runs the k sweep to its best k. Screenshots go to test-artifacts/ (README shows them)."""
 import pytest
 
-from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, page, url  # noqa: F401 (fixtures)
+from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, greedy, page, url  # noqa: F401 (fixtures)
 from tests.test_browser_teach import _no_toasts
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
@@ -12,6 +12,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.model]
 def test_debugger_after_a_run(page):
     page.wait_for_selector("#sd-timeline .sd-tok")
     _choose(page, "#sd-k", "4")                   # every round drafts: the heatmaps have rows
+    greedy(page)                                  # T = 0: the greedy check has something to say
     _set_number(page, "#sd-max-new", 16)
     page.locator("#sd-run").click()
     page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Your run')", timeout=300_000)

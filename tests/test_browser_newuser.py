@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.test_browser import ARTIFACTS, _set_number, browser, page, run_then_stop, url  # noqa: F401 (fixtures)
+from tests.test_browser import ARTIFACTS, _set_number, browser, open_advanced, page, run_then_stop, url  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
@@ -38,6 +38,7 @@ def _race(page, prompt: str, max_new: int):
 
 def test_a_refused_run_or_upload_keeps_the_results_and_says_why(page, tmp_path):
     page.wait_for_selector("#sd-timeline .sd-tok")
+    open_advanced(page)
     # every settings field shows its allowed range, from the one table of ranges
     controls = page.locator("#sd-temperature").inner_text() + page.locator("#sd-max-new").inner_text()
     assert "from 0 to 10 (0 = greedy)" in controls and "from 1 to 256" in controls
@@ -142,6 +143,7 @@ def test_classroom_mode_enlarges_lanes_verdict_timeline_and_charts(page):
     page.locator("#sd-plain").scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "newuser-classroom-race.png"), full_page=False)
     # the settings' labels are whole at 1.5× (none cut off with an ellipsis)
+    open_advanced(page)
     clipped = page.evaluate("""() => ['#sd-k', '#sd-max-new', '#sd-temperature', '#sd-seed', '#sd-top-k', '#sd-top-p']
         .flatMap(s => [...document.querySelector(s).querySelectorAll('*')])
         .filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'auto')

@@ -4,7 +4,7 @@ downloaded traces), no "�" shows in the lanes or the timeline, and split chara
 byte cue there. Screenshot: test-artifacts/text-arabic-emoji.png."""
 import pytest
 
-from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, page, url  # noqa: F401 (fixtures)
+from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, greedy, page, url  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
@@ -18,6 +18,7 @@ def test_arabic_and_emoji_lanes_read_as_the_tokenizer_decodes(page, default_pair
     page.locator("#sd-prompt textarea").fill(PROMPT)
     _set_number(page, "#sd-max-new", 38)     # the answer ends on a whole character
     _choose(page, "#sd-k", "4")
+    greedy(page)                             # the answer this test knows is the greedy one
     page.locator("#sd-run").click()
     page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Your run')", timeout=300_000)
 

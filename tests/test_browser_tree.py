@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from .test_browser import ARTIFACTS, _set_number, browser, page, url  # noqa: F401  (fixtures)
+from .test_browser import ARTIFACTS, open_advanced, _set_number, browser, page, url  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
@@ -14,6 +14,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.model]
 def test_a_default_race_shows_a_round_tree_in_the_inspector(page):
     from app.explain import EXAMPLES
     page.wait_for_selector("#sd-timeline .sd-tok")
+    open_advanced(page)
     assert page.locator("#sd-tree input").input_value() == "auto"
     assert page.locator("#sd-k input").input_value() == "auto"
     page.locator("#sd-prompt textarea").fill(dict(EXAMPLES)["copy-heavy · reuse the notes"])
@@ -47,6 +48,7 @@ def test_a_default_race_shows_a_round_tree_in_the_inspector(page):
 
 def test_a_bad_tree_budget_is_refused_with_its_range(page):
     page.wait_for_selector("#sd-timeline .sd-tok")
+    open_advanced(page)
     box = page.locator("#sd-tree input")
     box.fill("99,4")
     box.press("Enter")

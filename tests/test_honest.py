@@ -199,8 +199,8 @@ def test_alpha_i_overlay_says_what_it_assumes_when_k_and_sources_vary():
     bar, line = fig.data
     assert list(bar.customdata) == [8, 7, 6, 5, 4, 3]                    # rounds that drafted position i
     assert line.y[0] == pytest.approx(0.6) and line.y[5] == pytest.approx((0.5 ** 6 + 2 * 0.9 ** 6) / 3)
-    assert "lookup 0.90" in line.name and "model 0.50" in line.name
     caption = " ".join(a.text.replace("<br>", " ") for a in fig.layout.annotations)     # wrapped lines
+    assert "each round its source's α" in line.name and "lookup 0.90" in caption and "model 0.50" in caption
     assert "rounds drafted 1–6 tokens, 2 of 8 by prompt lookup" in caption and "counts only the rounds" in caption
     assert "each round's geometric law" in " ".join(a.text.replace("<br>", " ")
                                                     for a in charts.committed_histogram(spec).layout.annotations)

@@ -9,6 +9,7 @@ from specdec_core.bench.sweep import best_k_text, summarise
 from specdec_core.trace import mismatch
 
 from .. import charts, handlers, views
+from ..scale import NARROW_PX, scale_figure, set_width
 from . import figures, runs, trees
 
 INTRO = ("Why does this pair accept badly? Everything here is computed from the **current run's traces** "
@@ -31,14 +32,14 @@ VIEW_NAMES = ("dbg_heatmap", "dbg_disliked", "dbg_missed", "dbg_by_position", "d
 def debugger_values(traces: dict) -> dict:
     spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
     rows = mismatch.positions(spec) if spec is not None else []
-    return {"dbg_heatmap": figures.heatmaps(spec),
+    return {"dbg_heatmap": scale_figure(figures.heatmaps(spec)),
             "dbg_disliked": figures.table(mismatch.disliked(spec) if spec else [], figures.DISLIKED_COLUMNS),
             "dbg_missed": figures.table(mismatch.missed(spec) if spec else [], figures.MISSED_COLUMNS),
-            "dbg_by_position": charts.acceptance_by_position(spec),
-            "dbg_category": figures.category_chart(spec),
+            "dbg_by_position": scale_figure(set_width(charts.acceptance_by_position(spec), NARROW_PX)),
+            "dbg_category": scale_figure(set_width(figures.category_chart(spec), NARROW_PX)),
             "dbg_greedy": figures.greedy_markdown(spec, plain),
             "dbg_positions": figures.table(rows, figures.POSITION_COLUMNS),
-            "dbg_trees": trees.tree_figure(spec)}
+            "dbg_trees": scale_figure(trees.tree_figure(spec))}
 
 
 def export_csv(traces: dict) -> list[str]:
@@ -97,7 +98,7 @@ def layout(C: dict) -> None:
         C["sweep_run"] = gr.Button("▶ Run the k sweep", variant="primary", elem_id="sd-sweep-run")
         C["sweep_stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-sweep-stop")
     C["sweep_text"] = gr.Markdown("", elem_id="sd-sweep-text")
-    C["sweep_plot"] = gr.Plot(figures.sweep_figure(None), show_label=False, elem_id="sd-sweep-plot",
+    C["sweep_plot"] = gr.Plot(scale_figure(figures.sweep_figure(None)), show_label=False, elem_id="sd-sweep-plot",
                               elem_classes="sd-plot")
     C["sweep_table"] = gr.Dataframe(figures.sweep_table(None), interactive=False, elem_id="sd-sweep-table")
 
@@ -111,7 +112,7 @@ def layout(C: dict) -> None:
         C["cmp_b"] = gr.Textbox("block", label="Draft B", elem_id="sd-cmp-b")
         C["cmp_run"] = gr.Button("Compare", variant="primary", elem_id="sd-cmp-run")
     C["cmp_table"] = gr.Dataframe(None, interactive=False, elem_id="sd-cmp-table")
-    C["cmp_plot"] = gr.Plot(figures.compare_figure(None, None, ("A", "B")), show_label=False, elem_id="sd-cmp-plot",
+    C["cmp_plot"] = gr.Plot(scale_figure(figures.compare_figure(None, None, ("A", "B"))), show_label=False, elem_id="sd-cmp-plot",
                             elem_classes="sd-plot")
     C["cmp_align"] = gr.HTML("", elem_id="sd-cmp-align")
     gr.Markdown(OWN_PAIR)
@@ -162,7 +163,7 @@ def listeners(C: dict, queue: str) -> None:
                 progress(run["done"] / run["total"], desc=f"k sweep: run {run['done']} of {run['total']}")
                 summary = summarise(done)
                 yield {C["sweep_text"]: f"{run['done']} of {run['total']} runs… " + (best_k_text(summary) or ""),
-                       C["sweep_plot"]: figures.sweep_figure(summary), C["sweep_table"]: figures.sweep_table(summary)}
+                       C["sweep_plot"]: scale_figure(figures.sweep_figure(summary)), C["sweep_table"]: figures.sweep_table(summary)}
             yield {C["sweep_text"]: best_k_text(summarise(done)) or ""}
         except Exception as e:
             raise gr.Error(str(handlers.user_error(e, target_ref))) from None
@@ -187,7 +188,7 @@ def listeners(C: dict, queue: str) -> None:
                                           progress, gr.Info)
         except Exception as e:
             raise gr.Error(str(handlers.user_error(e, target_ref))) from None
-        return (figures.compare_table(a, b, plain, names), figures.compare_figure(a, b, names),
+        return (figures.compare_table(a, b, plain, names), scale_figure(figures.compare_figure(a, b, names)),
                 figures.aligned_html([a, b], list(names)))
     C["cmp_run"].click(on_compare, race_in + [C["cmp_a"], C["cmp_b"]], [C["cmp_table"], C["cmp_plot"], C["cmp_align"]],
                        concurrency_limit=1, concurrency_id=queue, api_name="two_drafts",

@@ -48,6 +48,11 @@ def _choice(choices) -> Callable[[str], str]:
 
 
 def _prompt(text: str) -> str:
+    if "\ufffd" in text:
+        # The server decodes invalid percent-escapes (%ff%fe: bytes that are not UTF-8 text) as "�":
+        # refuse the parameter, and say so, rather than race a prompt the sender never wrote.
+        raise ValueError("its percent-escapes are not UTF-8 text (they would read as “�”); the link is "
+                         "damaged, ask for a new one")
     if len(text) > MAX_PROMPT_CHARS:
         raise ValueError(f"longer than {MAX_PROMPT_CHARS} characters")
     try:
@@ -91,6 +96,8 @@ URL_FIELDS = (
     UrlField("classroom", "classroom", _bool, lambda v: "1" if v else "0"),
 )
 SHARED_CONTROLS = [f.control for f in URL_FIELDS]
+# The controls folded into the page's Advanced accordion (ui.py): a link that sets one opens it.
+ADVANCED_CONTROLS = ("chat", "target", "drafter", "draft", "k", "tree", "temperature", "seed", "top_k", "top_p")
 
 
 def share_query(values: dict) -> str:

@@ -55,7 +55,7 @@ def walkthrough_values(traces: dict, round_index, step: int, on: bool) -> dict:
     spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
     v = render_step(spec, plain, round_index or 0, step, scale=classroom.FONT_SCALE if on else 1.0)
     counter = f"Step **{v['step'] + 1}** of {v['n_steps']}" if v["n_steps"] else "—"
-    return {"wt_text": f"### {v['title']}\n\n{v['text']}", "wt_strip": v["strip"], "wt_chart": v["chart"],
+    return {"wt_text": f"### {explain.gloss(v['title'])}\n\n{explain.gloss(v['text'])}", "wt_strip": v["strip"], "wt_chart": v["chart"],
             "wt_counter": counter, "wt_step": v["step"], "wt_n": v["n_steps"]}
 
 
@@ -151,10 +151,13 @@ def listeners(C: dict, queue: str) -> None:
         scale = classroom.FONT_SCALE if on else 1.0
         plots = views.plots((run_traces or {}).get("spec"), (run_traces or {}).get("plain"), race_round or 0,
                             race_position)
+        # a projector shows the lesson: the timeline's reading guide (its legend stays), the stats table and
+        # the trace files fold, one click away
+        folds = [gr.Accordion(open=not on)] * 3
         return ([tabs] + show(source, run_traces, bundled, round_index, step, on) + [scale]
-                + [scale_figure(plots[n], scale) for n in views.CHART_NAMES + ("round_plot", "position_plot")])
+                + [scale_figure(plots[n], scale) for n in views.CHART_NAMES + ("round_plot", "position_plot")] + folds)
     C["classroom"].change(on_classroom, [C["classroom"]] + wt_in + [C["wt_step"], C["round"], C["position"]],
-                          [C["tabs"]] + wt_out + [C["scale"]] + race_plots,
+                          [C["tabs"]] + wt_out + [C["scale"]] + race_plots + [C["timeline_help"], C["stats_box"], C["files_box"]],
                           js=classroom.TOGGLE_JS, show_progress="hidden")
 
     def on_share(*values):
@@ -168,12 +171,15 @@ def listeners(C: dict, queue: str) -> None:
             return {C["banner"]: gr.skip()}
         values, problems = classroom.restore(params)
         out = {C[name]: value for name, value in values.items()}
+        if set(values) & set(classroom.ADVANCED_CONTROLS):     # show the settings the link changed
+            out[C["advanced"]] = gr.Accordion(open=True)
         # In the banner, not a toast: this event runs outside the queue, where toasts are not shown.
         out[C["banner"]] = ("**Settings restored from the link.** Press **Run** to race this prompt on this "
                             "machine (same seed and k → the same tokens)."
                             + ("  \nIgnored: " + "; ".join(problems) if problems else ""))
         return out
-    C["demo"].load(on_load, None, [C[n] for n in classroom.SHARED_CONTROLS] + [C["banner"]], show_progress="hidden",
+    C["demo"].load(on_load, None, [C[n] for n in classroom.SHARED_CONTROLS] + [C["banner"], C["advanced"]],
+                   show_progress="hidden",
                    queue=False)   # restoring a link is instant: no queue, no status shown
 
     def race_target():
