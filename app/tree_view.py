@@ -54,9 +54,14 @@ def tree_figure(trace, rnd) -> go.Figure:
                         line=dict(color=DECISIONS["accepted"].colour if on_path else FAINT_COLOUR,
                                   width=4 if on_path else 1.5))
     prev = trace.rounds[rnd.index - 1].correction if rnd.index > 0 else None
-    root = f"“{visible_whitespace(label(prev.id, prev.text))}”" if prev is not None else "last prompt token"
-    fig.add_scatter(x=[0], y=[root_y], mode="markers+text", text=[root], textposition="middle left",
-                    marker=dict(color=INK_COLOUR, size=12, symbol="circle"), hoverinfo="skip", showlegend=False)
+    # The root is the last token already in the text (the previous round's last token, or the
+    # prompt's): the guesses continue it. Say so, not just its bare text (a sub-word reads as noise).
+    root_text = (f"“{visible_whitespace(label(prev.id, prev.text))}”<br>last committed token" if prev is not None
+                 else "last prompt token")
+    fig.add_scatter(x=[0], y=[root_y], mode="markers+text", text=[root_text], textposition="middle left",
+                    marker=dict(color=INK_COLOUR, size=12, symbol="circle"), showlegend=False,
+                    hovertemplate=("the last committed token: the tree's guesses continue the text after it"
+                                   "<extra>root</extra>"))
     for kind in ("accepted", "rejected", "discarded"):
         idx = [i for i, n in enumerate(tree) if node_decision(n) == kind]
         if not idx:

@@ -1,6 +1,7 @@
 """Trace -> coloured terminal text (ANSI 24-bit colours from trace/decisions.py), legend and stats lines."""
 from __future__ import annotations
 
+from .. import glossary
 from ..trace.decisions import DECISIONS, correction_decision, draft_decision, visible_whitespace
 from ..trace import Trace, greedy_check, measured_speedup
 from ..trace.compare import speedup_why
@@ -69,7 +70,14 @@ def stats_lines(trace: Trace) -> list[str]:
                          f"{s['new_tokens'] / s['rounds']:.2f} tokens per target pass")
         lines.append(f"time: draft {s['draft_s']:.2f} s · verify {s['verify_s']:.2f} s · "
                      f"overhead {s['overhead_s']:.2f} s")
+        lines += glossary_lines(("acceptance rate", "α", "τ"))
     return lines
+
+
+def glossary_lines(keys) -> list[str]:
+    """The symbols and words a block of output used, each with its line of the one glossary
+    (specdec_core.glossary: the page's hover texts and the README's Glossary)."""
+    return [f"  {glossary.title(key)}" for key in keys]
 
 
 def comparison_lines(spec: Trace, plain: Trace) -> list[str]:
@@ -84,6 +92,7 @@ def comparison_lines(spec: Trace, plain: Trace) -> list[str]:
     why = speedup_why(spec, plain)
     if why:
         lines.append(f"                     {why}")
+        lines += glossary_lines(("c", "v"))
     if spec.config["temperature"] == 0:
         lines.append(f"greedy check         {greedy_check(plain, spec.output_ids).text()}")
     return lines
