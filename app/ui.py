@@ -79,6 +79,7 @@ def _updates(C: dict, vals: dict, scale: float = 1.0) -> dict:
 # click away for the token-for-token check.
 DEFAULT_SAMPLER = {"temperature": 0.7, "top_p": 0.9, "top_k": 0, "seed": 0}
 GREEDY_SAMPLER = {"temperature": 0, "top_p": 1}
+RESIZE_JS = "() => { for (const ms of [60, 400]) setTimeout(() => window.dispatchEvent(new Event('resize')), ms); }"
 ADVANCED = "Advanced: model pair, drafter, drafting shape, k, sampler, device"
 
 
@@ -94,7 +95,7 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) 
     teach_tab.layout_controls(C)
     C["banner"] = gr.Markdown(init["banner"], elem_id="sd-banner", elem_classes="sd-banner")
     with gr.Tabs(selected="race") as C["tabs"]:
-        with gr.Tab("Race", id="race"):
+        with gr.Tab("Race", id="race") as C["race_tab"]:
             with gr.Row(equal_height=False, elem_id="sd-first"):
                 with gr.Column(scale=2, min_width=300):
                     C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=3, max_lines=8,
@@ -269,6 +270,10 @@ def listeners(C: dict) -> None:
     def on_position(traces, round_index, position, scale):
         return {C["position_plot"]: scale_figure(handlers.inspect_round(traces, round_index, position)["position_plot"],
                                                  scale or 1.0)}
+
+    # Charts updated while the Race tab was hidden (classroom mode re-renders them from the walkthrough)
+    # were drawn for no width: a resize when the tab shows again fits each to its place.
+    C["race_tab"].select(None, None, None, js=RESIZE_JS, queue=False)
 
     C["preset"].change(on_preset, C["preset"], [C["target"], C["draft"], C["drafter"], C["preset"]],
                        queue=False)

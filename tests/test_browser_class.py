@@ -190,3 +190,23 @@ def test_race_charts_survive_a_projector(browser, url, width, classroom):  # noq
             page.screenshot(path=str(ARTIFACTS / "class-race-tab-1024-classroom.png"), full_page=True)
     finally:
         page.close()
+
+
+def test_a_damaged_share_link_prompt_is_refused_in_the_banner(browser, url):  # noqa: F811
+    """%ff%fe are not UTF-8: the server would read them as "��"; the banner says the prompt was
+    ignored and why, and the page keeps its own prompt."""
+    page = browser.new_page(viewport={"width": 1366, "height": 768})
+    try:
+        page.set_default_timeout(60_000)
+        page.goto(url + "?prompt=%ff%fe&temperature=0")
+        page.wait_for_function("document.querySelector('#sd-banner') && "
+                               "document.querySelector('#sd-banner').innerText.includes('restored from the link')")
+        banner = page.locator("#sd-banner").inner_text()
+        assert "“prompt” ignored" in banner and "not UTF-8" in banner
+        assert "\ufffd" not in page.locator("#sd-prompt textarea").input_value()
+        # the link's other settings are restored, and the Advanced accordion opens to show them
+        page.wait_for_selector("#sd-temperature", state="visible")
+        assert page.locator("#sd-temperature input[type=number]").input_value() == "0"
+        page.screenshot(path=str(ARTIFACTS / "class-damaged-link.png"), full_page=False)
+    finally:
+        page.close()
