@@ -159,7 +159,6 @@ def run(cfg: RunConfig, log=print) -> dict:
     last_ckpt = time.monotonic()
     while state["positions"] < cfg.stream.positions and state["since_best"] < cfg.patience:
         c = state["cycle"]
-        c0 = time.process_time()
         if state["positions"] >= state["next_select"]:
             res = first_guess_of(pair, head, select)
             state["history"].append({"positions": state["positions"], "cycle": c, **res})
@@ -173,6 +172,7 @@ def run(cfg: RunConfig, log=print) -> dict:
                 f"({res['rounds']} rounds); best {state['best']['first']:.3f} at {state['best']['positions']}")
             checkpoint.save(out, head, opt, state, prompts)
             last_ckpt = time.monotonic()
+        c0 = time.process_time()      # the stream's own CPU time (writing, answering, training)
         new = _write(pair, dedup, held, make_seeds(cfg.gen_batch, TRAIN_SEED + c), TRAIN_SEED + c * 1000, cfg.gen_batch, "train", c)
         prompts += new
         seqs = _answer(pair, [p["text"] for p in new], cfg, c) if new else []
