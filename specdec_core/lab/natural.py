@@ -191,13 +191,19 @@ def keep_disjoint(texts: list[str], held: list[str]) -> None:
 
 
 # -- diversity -----------------------------------------------------------------------------------
-def diversity(texts: list[str], n_sample: int = 1000, seed: int = 0) -> dict:
-    """On a fixed-size sample (distinct-n grows with size): distinct-1/2/3 (distinct word n-grams ÷
-    n-grams), distinct 3-word openings ÷ prompts, mean words per prompt."""
+def diversity(texts: list[str], n_sample: int = 1000, seed: int = 0, max_words: int | None = None) -> dict:
+    """On a fixed-size sample (distinct-n falls as a sample grows): at most n_sample prompts, and
+    with max_words, prompts drawn until that many words (compare sets with prompts of other
+    lengths at equal words): distinct-1/2/3 (distinct word n-grams ÷ n-grams), distinct 3-word
+    openings ÷ prompts, mean words per prompt."""
     rng = np.random.default_rng(seed)
-    pick = [texts[i] for i in rng.permutation(len(texts))[:n_sample]]
-    words = [normalise(t).split() for t in pick]
-    res = {"prompts": len(pick)}
+    words, total = [], 0
+    for i in rng.permutation(len(texts))[:n_sample]:
+        if max_words is not None and total >= max_words:
+            break
+        words.append(normalise(texts[i]).split())
+        total += len(words[-1])
+    res = {"prompts": len(words), "total_words": total}
     for n in (1, 2, 3):
         grams = [tuple(w[i:i + n]) for w in words for i in range(len(w) - n + 1)]
         res[f"distinct_{n}"] = round(len(set(grams)) / max(1, len(grams)), 3)

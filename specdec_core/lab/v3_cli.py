@@ -116,12 +116,15 @@ def cmd_report(a) -> None:
         v2 = sorted(set(v2))
     except (FileNotFoundError, ImportError):
         pass
-    n = min(1000, len(v3), len(v2))
-    print(f"## Prompt diversity (samples of {n} distinct prompts each)\n")
-    print("| prompts | distinct | distinct-1 | distinct-2 | distinct-3 | distinct 3-word openings | words |\n|---|---|---|---|---|---|---|")
+    from .natural import normalise
+    budget = min(20_000, *(sum(len(normalise(t).split()) for t in x) for x in (v2, v3)))
+    print(f"## Prompt diversity (random samples of about {budget:,} words each: distinct-n falls as a sample grows)\n")
+    print("| prompts | distinct prompts | sampled | distinct-1 | distinct-2 | distinct-3 | distinct 3-word openings | words / prompt |\n"
+          "|---|---|---|---|---|---|---|---|")
     for name, texts in (("v2 (templated + invented)", v2), ("v3 (natural, written by the target)", v3)):
-        d = diversity(texts, n)
-        print(f"| {name} | {len(texts)} | {d['distinct_1']} | {d['distinct_2']} | {d['distinct_3']} | {d['openings']} | {d['words']} |")
+        d = diversity(texts, 10**9, max_words=budget)
+        print(f"| {name} | {len(texts)} | {d['prompts']} | {d['distinct_1']} | {d['distinct_2']} | {d['distinct_3']} | "
+              f"{d['openings']} | {d['words']} |")
     kinds, topics = {}, set()
     for p in prompts:
         if p["split"] == "train":
