@@ -29,17 +29,18 @@ VIEW_NAMES = ("dbg_heatmap", "dbg_disliked", "dbg_missed", "dbg_by_position", "d
               "dbg_positions", "dbg_trees")
 
 
-def debugger_values(traces: dict) -> dict:
+def debugger_values(traces: dict, scale: float = 1.0) -> dict:
+    """Every Debugger view for these traces; figures at the classroom's scale."""
     spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
     rows = mismatch.positions(spec) if spec is not None else []
-    return {"dbg_heatmap": scale_figure(figures.heatmaps(spec)),
+    return {"dbg_heatmap": scale_figure(figures.heatmaps(spec), scale),
             "dbg_disliked": figures.table(mismatch.disliked(spec) if spec else [], figures.DISLIKED_COLUMNS),
             "dbg_missed": figures.table(mismatch.missed(spec) if spec else [], figures.MISSED_COLUMNS),
-            "dbg_by_position": scale_figure(set_width(charts.acceptance_by_position(spec), NARROW_PX)),
-            "dbg_category": scale_figure(set_width(figures.category_chart(spec), NARROW_PX)),
+            "dbg_by_position": scale_figure(set_width(charts.acceptance_by_position(spec), NARROW_PX), scale),
+            "dbg_category": scale_figure(set_width(figures.category_chart(spec), NARROW_PX), scale),
             "dbg_greedy": figures.greedy_markdown(spec, plain),
             "dbg_positions": figures.table(rows, figures.POSITION_COLUMNS),
-            "dbg_trees": scale_figure(trees.tree_figure(spec))}
+            "dbg_trees": scale_figure(trees.tree_figure(spec), scale)}
 
 
 def export_csv(traces: dict) -> list[str]:
@@ -121,11 +122,11 @@ def layout(C: dict) -> None:
 def listeners(C: dict, queue: str) -> None:
     outs = [C[n] for n in VIEW_NAMES]
 
-    def refresh(traces):
-        v = debugger_values(traces)
+    def refresh(traces, scale):
+        v = debugger_values(traces, scale or 1.0)
         return [v[n] for n in VIEW_NAMES]
-    C["dbg_tab"].select(refresh, C["traces"], outs, show_progress="hidden")
-    C["dbg_refresh"].click(refresh, C["traces"], outs, show_progress="hidden", api_name="debugger")
+    C["dbg_tab"].select(refresh, [C["traces"], C["scale"]], outs, show_progress="hidden")
+    C["dbg_refresh"].click(refresh, [C["traces"], C["scale"]], outs, show_progress="hidden", api_name="debugger")
 
     def on_export(traces):
         try:

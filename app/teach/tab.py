@@ -94,6 +94,8 @@ def layout_teach(C: dict) -> None:
     gr.Markdown("## The cost of one target pass\n" + COST_INTRO)
     C["cost_run"] = gr.Button("Measure on this machine", elem_id="sd-cost-run")
     C["cost_summary"] = gr.Markdown("", elem_id="sd-cost-summary")
+    C["cost_curve"] = gr.State(None)      # the last measured curve and lab result: classroom mode redraws them
+    C["lab_result"] = gr.State(None)
     C["cost_plot"] = gr.Plot(figures.cost_chart(None), show_label=False, elem_id="sd-cost-plot", elem_classes="sd-plot")
     gr.Markdown("## Exactness lab\n" + EXACT_INTRO)
     with gr.Row():
@@ -146,7 +148,7 @@ def listeners(C: dict, queue: str) -> None:
     # events read from C["scale"] from then on.
     race_plots = [C[n] for n in views.CHART_NAMES + ("round_plot", "position_plot")]
 
-    def on_classroom(on, source, run_traces, bundled, round_index, step, race_round, race_position):
+    def on_classroom(on, source, run_traces, bundled, round_index, step, race_round, race_position, curve, result):
         tabs = gr.Tabs(selected="walkthrough") if on else gr.Tabs()
         scale = classroom.FONT_SCALE if on else 1.0
         plots = views.plots((run_traces or {}).get("spec"), (run_traces or {}).get("plain"), race_round or 0,
@@ -154,10 +156,16 @@ def listeners(C: dict, queue: str) -> None:
         # a projector shows the lesson: the timeline's reading guide (its legend stays), the stats table and
         # the trace files fold, one click away
         folds = [gr.Accordion(open=not on)] * 3
+        traces = run_traces or {}
+        teach = [figures.cost_chart(curve, traces.get("spec"), traces.get("plain"), scale),
+                 figures.exactness_figure(result, scale), figures.exactness_figure(result, scale, broken=True)]
         return ([tabs] + show(source, run_traces, bundled, round_index, step, on) + [scale]
-                + [scale_figure(plots[n], scale) for n in views.CHART_NAMES + ("round_plot", "position_plot")] + folds)
-    C["classroom"].change(on_classroom, [C["classroom"]] + wt_in + [C["wt_step"], C["round"], C["position"]],
-                          [C["tabs"]] + wt_out + [C["scale"]] + race_plots + [C["timeline_help"], C["stats_box"], C["files_box"]],
+                + [scale_figure(plots[n], scale) for n in views.CHART_NAMES + ("round_plot", "position_plot")] + folds
+                + teach)
+    C["classroom"].change(on_classroom, [C["classroom"]] + wt_in + [C["wt_step"], C["round"], C["position"],
+                                                                    C["cost_curve"], C["lab_result"]],
+                          [C["tabs"]] + wt_out + [C["scale"]] + race_plots + [C["timeline_help"], C["stats_box"], C["files_box"]]
+                          + [C["cost_plot"], C["lab_plot"], C["lab_broken"]],
                           js=classroom.TOGGLE_JS, show_progress="hidden")
 
     def on_share(*values):
@@ -193,9 +201,10 @@ def listeners(C: dict, queue: str) -> None:
         except Exception as e:
             raise gr.Error(str(handlers.user_error(e, target_ref))) from None
         traces = run_traces or {}
-        return figures.cost_summary(curve), figures.cost_chart(curve, traces.get("spec"), traces.get("plain"),
-                                                               classroom.FONT_SCALE if on else 1.0)
-    C["cost_run"].click(on_cost, race_target() + [C["traces"], C["classroom"]], [C["cost_summary"], C["cost_plot"]],
+        return (figures.cost_summary(curve), figures.cost_chart(curve, traces.get("spec"), traces.get("plain"),
+                                                                classroom.FONT_SCALE if on else 1.0), curve)
+    C["cost_run"].click(on_cost, race_target() + [C["traces"], C["classroom"]],
+                        [C["cost_summary"], C["cost_plot"], C["cost_curve"]],
                         concurrency_limit=1, concurrency_id=queue, api_name="measure_cost",
                         show_progress_on=[C["cost_plot"]])
 
@@ -208,13 +217,13 @@ def listeners(C: dict, queue: str) -> None:
                 if result is None:
                     yield {C["lab_summary"]: f"Drawing… {frac:.0%}"}
                 else:
-                    yield {C["lab_summary"]: lab.summary_markdown(result),
+                    yield {C["lab_summary"]: lab.summary_markdown(result), C["lab_result"]: result,
                            C["lab_plot"]: figures.exactness_figure(result, scale),
                            C["lab_broken"]: figures.exactness_figure(result, scale, broken=True)}
         except Exception as e:
             raise gr.Error(str(handlers.user_error(e, target_ref))) from None
     lab_event = C["lab_run"].click(
         on_lab, race_target() + [C[n] for n in ("lab_prompt", "lab_chat", "lab_draft", "lab_n", "lab_seed", "classroom")],
-        [C["lab_summary"], C["lab_plot"], C["lab_broken"]], concurrency_limit=1, concurrency_id=queue,
+        [C["lab_summary"], C["lab_plot"], C["lab_broken"], C["lab_result"]], concurrency_limit=1, concurrency_id=queue,
         api_name="exactness_lab", show_progress_on=[C["lab_plot"]])
     C["lab_stop"].click(lambda: "■ Stopped.", None, C["lab_summary"], cancels=[lab_event])
