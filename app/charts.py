@@ -261,7 +261,7 @@ def position_figure(trace, round_index: int, position: int) -> go.Figure:
     and, at a rejection, the residual distribution norm(max(0, p − q)) the resample came from."""
     fig = make_subplots(rows=1, cols=3, column_widths=[0.42, 0.18, 0.40], horizontal_spacing=0.08,
                         subplot_titles=("p vs q over the top tokens", "the accept test", "residual norm(max(0, p − q))"))
-    fig.update_layout(height=400, template="plotly_white", margin=dict(l=60, r=20, t=80, b=70),
+    fig.update_layout(height=370, template="plotly_white", margin=dict(l=60, r=20, t=80, b=70),
                       barmode="group", legend=dict(orientation="h", font=dict(size=LEGEND_FONT)))
     if trace is None or not 0 <= round_index < len(trace.rounds) or \
             not 1 <= position <= len(trace.rounds[round_index].drafted):

@@ -55,10 +55,9 @@ TIMELINE_HELP = ("Each bordered group is one **round** (small number = round ind
                  "through, unchecked = faded and dashed, resampled = underlined, bonus = overlined. "
                  "Click a token to open its round in the inspector below.")
 
-INSPECTOR_HELP = ("Pick a round (slider, or click a token in the timeline) and a position: left, p and q over "
-                  "their top tokens (at temperature 0 the raw temperature-1 softmax, since the sampled-from "
-                  "ones are one-hot); middle, the accept test u < p/q; right, at a rejection, the residual "
-                  "norm(max(0, p − q)) the replacement was drawn from.")
+INSPECTOR_HELP = ("Pick a round (or click a token in the timeline) and a position: left, p and q over their top "
+                  "tokens (at T = 0 the raw T = 1 softmax); middle, the accept test u < p/q; right, at a "
+                  "rejection, the residual norm(max(0, p − q)) the replacement was drawn from.")
 
 FILES_HELP = ("Every run can be saved: the speculative and the plain trace as JSON (schema "
               f"`{SCHEMA_ID}`, also readable by `python -m specdec_core --show FILE`; older "

@@ -18,7 +18,7 @@ TITLE_FONT = 15               # the charts' title size at scale 1 (charts._layou
 LEGEND_FONT = 11
 NARROW_PX, WIDE_PX = 300, 880  # the least width a chart gets on the page: beside others, or a row of its own
 CHAR_EM = 0.6                 # a generous mean glyph width, in font sizes
-PAD, GAP = 30, 8              # px above the title (Plotly's toolbar sits there), between the stacked parts
+PAD, GAP = 26, 8              # px above the title (Plotly's toolbar sits there), between the stacked parts
 
 
 def scalable_css(css: str) -> str:
@@ -110,6 +110,15 @@ def fit(d: dict) -> None:
     # subplot titles sit just above their plots: keep room for them
     annotations = layout.get("annotations") or []
     sub = [a for a in annotations if a.get("yref") == "paper" and a.get("y") == 1.0 and a.get("yanchor") == "bottom"]
+    domains = [v["domain"] for k, v in layout.items() if k.startswith("xaxis") and isinstance(v, dict)
+               and isinstance(v.get("domain"), (list, tuple))]
+    for a in sub:             # side by side: each wrapped to its own column's width
+        share = min(domains, key=lambda dom: abs((dom[0] + dom[1]) / 2 - (a.get("x") or 0.5)), default=None)
+        span = (share[1] - share[0]) if share else 1 / len(sub)
+        sf = (a.get("font") or {}).get("size") or base
+        chars = max(int((width * span + 30) / (CHAR_EM * sf)), 12)
+        lines = textwrap.wrap(_plain(a.get("text", "")), chars)
+        a["text"] = "<br>".join(html.escape(line, quote=False) for line in lines) or a.get("text", "")
     sub_h = max(((a.get("font") or {}).get("size") or base) * 1.4 * (1 + a.get("text", "").count("<br>"))
                 for a in sub) if sub else 0
     captions = [a for a in annotations if _outside(a)]
