@@ -88,7 +88,8 @@ def tree_figure(trace, rnd) -> go.Figure:
                     hovertemplate=f"{d.label}<extra></extra>")
     fig.update_layout(
         title=dict(text=f"Round {rnd.index}: token tree of {rnd.shape_text()}, {rnd.n_accepted} accepted "
-                        f"+ 1 {d.label} — {len(rnd.committed)} token{'s' if len(rnd.committed) != 1 else ''} for one target pass", font=dict(size=15)),
+                        f"+ 1 {d.label} — {len(rnd.committed)} token{'s' if len(rnd.committed) != 1 else ''} "
+                        "for one target pass", font=dict(size=15)),
         template="plotly_white", height=max(340, 26 * (max(-y for y in ys) + 2) + 120),
         margin=dict(l=130, r=40, t=60, b=50), legend=dict(orientation="h", font=dict(size=11)))
     fig.update_xaxes(title_text="depth (draft level)", dtick=1, range=[-0.8, max(xs) + 2.2], zeroline=False)
