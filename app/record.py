@@ -1,8 +1,9 @@
 """Record the app's bundled traces (specdec_core/data/examples/), on a quiet machine:
 
-- the first paint (`example_*.trace.json`): the default pair at the page's default settings
-  (tree = auto, greedy, 48 new tokens, chat template on) on the first example prompt, a general one;
-  the race with the median speedup of FIRST_PAINT_RACES;
+- the first paint (`example_*.trace.json`, `example_copy_*.trace.json`): the default pair at the
+  page's default settings (tree = auto, T 0.7, top-p 0.9, seed 0, 48 new tokens, chat template on) on
+  an everyday example prompt and on the copy-heavy one; of FIRST_PAINT_RACES races (lanes
+  interleaved, as the page races) each keeps the one with the median speedup;
 - the walkthrough (`walkthrough_*.trace.json`): the default pair on a short plain-text prompt,
   chat template off, a fixed k, sampled, with the first seed whose trace has a rejection and a
   round where all k drafts passed.
@@ -22,27 +23,45 @@ from specdec_core.trace import measured_speedup
 
 from . import race
 from .explain import EXAMPLES, FIRST_PAINT_RACES
+
+# The races the page opens on, by file stem: an everyday prompt where speculation wins little and a
+# repetitive one where prompt lookup's copies make it win big (EXAMPLES index).
+FIRST_PAINT = (("example", 0), ("example_copy", 1))
 from .teach.walkthrough import rounds_with
 
 PROMPT, K, TEMPERATURE, MAX_NEW = "I saw a dog ride", 3, 0.6, 32
 FIRST_PAINT_NEW_TOKENS = 48
 
 
-def record_first_paint(pair, out: Path) -> None:
-    ids = pair.encode_prompt(EXAMPLES[0][1], chat=True)
-    warm_up(pair, ids, None, tree="auto")
-    # One race is one draw from a noisy ratio: race FIRST_PAINT_RACES times as the app's race does
-    # (the lanes interleaved a round at a time, who moves first alternating: race.lane_order) and
-    # keep the race with the median speedup.
-    decode = {"plain": lambda: stream_autoregressive(pair, ids, max_new_tokens=FIRST_PAINT_NEW_TOKENS),
-              "speculative": lambda: stream_speculative(pair, ids, max_new_tokens=FIRST_PAINT_NEW_TOKENS)}
+def page_defaults() -> dict:
+    """The page's default sampler and length (app.ui.DEFAULT_SAMPLER), as the recording decodes."""
+    from .ui import DEFAULT_SAMPLER
+    return {"temperature": DEFAULT_SAMPLER["temperature"], "top_p": DEFAULT_SAMPLER["top_p"],
+            "top_k": DEFAULT_SAMPLER["top_k"], "seed": DEFAULT_SAMPLER["seed"], "max_new_tokens": FIRST_PAINT_NEW_TOKENS}
+
+
+def record_race(pair, prompt: str, out: Path, stem: str) -> float:
+    """Race `prompt` FIRST_PAINT_RACES times as the app's race does (an uncounted warm-up, then the
+    lanes interleaved a round at a time, who moves first alternating: race.lane_order) at the page's
+    defaults; keep the race with the median speedup as <stem>_speculative / <stem>_plain.trace.json."""
+    settings = page_defaults()
+    ids = pair.encode_prompt(prompt, chat=True)
+    warm_up(pair, ids, None, tree="auto", **settings)
+    decode = {"plain": lambda: stream_autoregressive(pair, ids, **settings),
+              "speculative": lambda: stream_speculative(pair, ids, **settings)}
     races = []
     for i in range(FIRST_PAINT_RACES):
         lanes = dict(interleave({lane: decode[lane]() for lane in race.lane_order(i)}))
         races.append((measured_speedup(lanes["speculative"], lanes["plain"]), lanes["plain"], lanes["speculative"]))
-    _, plain, spec = sorted(races, key=lambda r: r[0])[len(races) // 2]
-    spec.save(out / "example_speculative.trace.json")
-    plain.save(out / "example_plain.trace.json")
+    speedup, plain, spec = sorted(races, key=lambda r: r[0])[len(races) // 2]
+    spec.save(out / f"{stem}_speculative.trace.json")
+    plain.save(out / f"{stem}_plain.trace.json")
+    return speedup
+
+
+def record_first_paint(pair, out: Path) -> dict:
+    """The two races the page opens on (explain.FIRST_PAINT): {stem: speedup kept}."""
+    return {stem: record_race(pair, EXAMPLES[i][1], out, stem) for stem, i in FIRST_PAINT}
 
 
 def record_walkthrough(pair, out: Path, seeds=range(50)) -> int:
@@ -68,7 +87,6 @@ if __name__ == "__main__":
     a = p.parse_args()
     pair = load_pair("smollm2-135m")
     if a.only != "walkthrough":
-        record_first_paint(pair, Path(a.out))
-        print("first paint recorded")
+        print("first paint recorded:", record_first_paint(pair, Path(a.out)))
     if a.only != "first-paint":
         print("walkthrough seed", record_walkthrough(pair, Path(a.out)))

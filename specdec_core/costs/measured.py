@@ -125,6 +125,9 @@ STALL_MAX = 1.25      # mean ÷ median of one kind of round's target times
 OWN_STEP_MAX = 1.5    # the speculative lane's plain steps vs plain's, median ÷ median, either way
 MIN_ROUNDS = 8        # spreads, stalls and step ratios are judged over at least this many rounds
 PAIR_WINDOW = 4       # interleaved lanes: plain steps either side of a round's tokens that pair with it
+PAIRED_STALL_MAX = 0.15   # interleaved lanes: share of a lane's time in stalls (stall_share)
+STALL_FACTOR = 3.0        # interleaved lanes: a round past this many times the median one is a stall
+PAIRED_V_ROUNDS = 4       # interleaved lanes: v(m) is judged where at least this many rounds verified m
 
 
 def _quantile(xs: list, q: float) -> float:
@@ -175,31 +178,90 @@ def paired_times(spec_rounds: list, plain_rounds: list) -> tuple[dict, list]:
 def instability(spec_rounds: Iterable, plain_rounds: Iterable, interleaved: bool = False) -> Optional[str]:
     """The unstable-timings rule (module docstring) on a speculative and a plain lane's rounds:
     None when the timings are steady enough to explain the speedup, else why not, in words with
-    the number that tripped the rule. `interleaved` (the lanes took turns a round at a time): the
-    spreads, stalls and own-step check judge each round against the plain steps of its own moment
-    (`paired_times`), so a machine that is steadily busy, or busy on and off, still explains."""
+    the number that tripped the rule. `interleaved` (the lanes took turns a round at a time):
+    `paired_instability`, which judges the comparison, not the machine."""
     spec_rounds, plain_rounds = list(spec_rounds), list(plain_rounds)
+    if interleaved:
+        return paired_instability(spec_rounds, plain_rounds)
     plain_t = [round_target_s(r) for r in plain_rounds if not r.drafted]
     by_m: dict = {}
     for r in spec_rounds:
         by_m.setdefault(r.n_verified, []).append(round_target_s(r))
-    if interleaved:
-        by_m, plain_t = paired_times(spec_rounds, plain_rounds)
-    for m, vm in v(round_sums(spec_rounds), step_s(round_sums(plain_rounds))).items():
+    why = _v_out_of_bounds(v(round_sums(spec_rounds), step_s(round_sums(plain_rounds))))
+    if why:
+        return why
+    spec_m = _most_common_m(by_m)
+    why = _spread_or_stall(plain_t, "plain steps") or (
+        _spread_or_stall(by_m[spec_m], f"speculative rounds of {_drafts(spec_m)}") if spec_m is not None else None)
+    return why or _own_steps(by_m.get(0, []), plain_t)
+
+
+def paired_instability(spec_rounds: list, plain_rounds: list) -> Optional[str]:
+    """The rule for interleaved lanes. Both lanes ran on the same machine at the same moments, so a
+    load that changes between seconds, or even rounds, is in both clocks alike: spreads say how busy
+    the machine was, not whether the comparison holds, and are not judged. What is judged is each
+    round against the plain steps of its own moment (`paired_times`): a v(m) outside [V_MIN, m + 1]
+    in those units, a stall that hit one lane alone (mean ÷ median above PAIRED_STALL_MAX), and
+    the speculative lane's own plain steps against plain's (OWN_STEP_MAX)."""
+    by_m, plain_rel = paired_times(spec_rounds, plain_rounds)
+    # v(m) where enough rounds verified m to average a busy machine's round-to-round noise out; and
+    # over all drafting rounds at once, against their mean m.
+    vs = {m: statistics.fmean(xs) for m, xs in sorted(by_m.items()) if m > 0 and len(xs) >= PAIRED_V_ROUNDS}
+    drafting = [(m, x) for m, xs in by_m.items() if m > 0 for x in xs]
+    unit = ", each pass against the plain steps beside it"
+    why = _v_out_of_bounds(vs, unit)
+    if why is None and len(drafting) >= MIN_ROUNDS:
+        m_mean = statistics.fmean(m for m, _ in drafting)
+        v_mean = statistics.fmean(x for _, x in drafting)
+        if not V_MIN <= v_mean <= m_mean + 1:
+            why = (f"its verify passes over {m_mean:.1f} drafts on average measured {v_mean:.2f} plain steps{unit}, "
+                   f"outside [{V_MIN:g}, {m_mean + 1:.1f}]: cheaper than most of one step, or dearer than the steps they replace")
+    if why:
+        return why
+    spec_m = _most_common_m(by_m)
+    moment = " (each against the plain steps of its moment)"
+    why = _stall(plain_rel, "plain steps" + moment) or (
+        _stall(by_m[spec_m], f"speculative rounds of {_drafts(spec_m)}{moment}") if spec_m is not None else None)
+    return why or _own_steps(by_m.get(0, []), plain_rel)
+
+
+def _drafts(m: int) -> str:
+    return f"{m} draft{'s' if m != 1 else ''}"
+
+
+def _most_common_m(by_m: dict) -> Optional[int]:
+    return max((m for m in by_m if m), key=lambda m: (len(by_m[m]), m), default=None)
+
+
+def _v_out_of_bounds(vs: dict, unit: str = "") -> Optional[str]:
+    for m, vm in vs.items():
         if not V_MIN <= vm <= m + 1:
-            n = f"{m} draft{'s' if m != 1 else ''}"
             bound = (f"more than the {m + 1} separate plain steps it replaces" if vm > m + 1 else
                      f"below the floor of {V_MIN:g}: a pass over {m + 1} tokens never costs less than a "
                      "pass over one")
-            return f"a verify pass over {n} measured v({m}) = {vm:.2f} plain steps, {bound}"
-    spec_m = max((m for m in by_m if m), key=lambda m: (len(by_m[m]), m), default=None)
-    paired = " (each against the plain steps of its moment)" if interleaved else ""
-    why = _spread_or_stall(plain_t, "plain steps" + paired) or (
-        _spread_or_stall(by_m[spec_m], f"speculative rounds of {spec_m} draft{'s' if spec_m != 1 else ''}{paired}")
-        if spec_m is not None else None)
-    if why:
-        return why
-    own = by_m.get(0, [])
+            return f"a verify pass over {_drafts(m)} measured v({m}) = {vm:.2f} plain steps{unit}, {bound}"
+    return None
+
+
+def stall_share(times: list) -> float:
+    """The share of a lane's time spent beyond STALL_FACTOR × the median round, in rounds that took
+    longer than that: what a stall that hit this lane alone added to its clock (times in units of
+    their moment's plain step, `paired_times`)."""
+    limit = STALL_FACTOR * statistics.median(times)
+    return sum(max(0.0, t - limit) for t in times) / sum(times)
+
+
+def _stall(times: list, what: str) -> Optional[str]:
+    if len(times) < MIN_ROUNDS or min(times) <= 0:
+        return None
+    share = stall_share(times)
+    if share > PAIRED_STALL_MAX:
+        return (f"a few stalled {what} took {share:.0%} of their lane's time beyond {STALL_FACTOR:g}× the usual "
+                f"(interleaved lanes stay under {PAIRED_STALL_MAX:.0%}: a stall that hit one lane alone)")
+    return None
+
+
+def _own_steps(own: list, plain_t: list) -> Optional[str]:
     if len(own) >= MIN_ROUNDS and len(plain_t) >= MIN_ROUNDS:
         ratio = statistics.median(own) / statistics.median(plain_t)
         if not 1 / OWN_STEP_MAX <= ratio <= OWN_STEP_MAX:
