@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdec_core.costs import measured, theory
-from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, FAINT_COLOUR, MUTED_COLOUR, NEUTRAL_COLOUR,
+from specdec_core.trace.decisions import (INK_COLOUR, DECISIONS, DRAFT_COLOUR, FAINT_COLOUR, MUTED_COLOUR, NEUTRAL_COLOUR,
                                           PLAIN_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           draft_decision, visible_whitespace)
 from specdec_core.trace import measured_speedup, run_theory, timings_unstable
@@ -154,8 +154,9 @@ def _curve(trace) -> tuple[list[float], list[int]]:
     return xs, ys
 
 
-def tokens_vs_time(spec, plain) -> go.Figure:
-    """Committed tokens against wall-clock time since the decode started, both lanes."""
+def tokens_vs_time(spec, plain, at_round: Optional[int] = None) -> go.Figure:
+    """Committed tokens against wall-clock time since the decode started, both lanes; `at_round`:
+    a marker at the end of that speculative round (the round player's)."""
     fig = _layout(go.Figure(), "Tokens vs wall-clock time", "time since decode start (s)",
                   "tokens committed")
     for trace, name, colour in ((plain, "plain", PLAIN_COLOUR), (spec, "speculative", TARGET_COLOUR)):
@@ -164,7 +165,9 @@ def tokens_vs_time(spec, plain) -> go.Figure:
             fig.add_scatter(x=xs, y=ys, name=name, mode="lines+markers", line=dict(color=colour, shape="hv"),
                             marker=dict(size=4), hovertemplate="%{x:.2f} s: %{y} tokens<extra>" + name + "</extra>")
     if not fig.data:
-        _empty(fig, "no lanes yet")
+        return _empty(fig, "no lanes yet")
+    if at_round is not None and spec is not None and 0 <= at_round < len(spec.rounds):
+        fig.add_vline(x=spec.rounds[at_round].t_end, line=dict(color=INK_COLOUR, dash="dot", width=1.5))
     return fig
 
 

@@ -45,9 +45,11 @@ RECORDED_BANNER = ("● **Recorded example** — a race recorded earlier on **{d
 RUN_BANNER = "▶ **Your run** on **{device}**: {target} + {draft}, {shape}, T = {temperature}."
 UPLOAD_BANNER = "⤒ **Loaded from file** ({files}): recorded on **{device}**, {target} + {draft}, {shape}."
 
-RACE_HELP = ("Both lanes run the same model, device and sampler **one after the other**, after an uncounted "
-             "warm-up (the order alternates between runs). **Replay** puts both on one clock: the speculative lane "
-             "grows in bursts, one per round (alternate rounds shaded).")
+RACE_HELP = ("Both lanes run the same model, device and sampler, after an uncounted warm-up, **taking turns a "
+             "round at a time** (the lane behind in tokens goes next), so a busy machine slows both alike; each "
+             "lane's clock counts only its own work, and the page shows both at one clock, so the faster lane pulls "
+             "ahead. The **round player** below the verdict shows the race again one round at a time: the draft's "
+             "guesses, the target's one pass, each guess kept or rejected (alternate rounds shaded in the lane).")
 
 TIMELINE_HELP = ("Each bordered group is one **round** (small number = round index). Hover a token for "
                  "p (target), q (draft), p/q, the uniform draw u and the decision. Spaces show as ␣, "

@@ -287,7 +287,7 @@ def after_stop(traces: dict) -> dict:
     labelled finished or stopped after N tokens; no speedup is claimed for an unfinished race."""
     spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
     if all(t is None or t.finished for t in (spec, plain)):
-        # No race was cut short (Stop before any Run, or during a replay): the views show the last
+        # No race was cut short (Stop before any Run, or after it ended): the views show the last
         # race whole, and the banner says there was nothing to stop.
         out = views.views(spec, plain, "run")
         previous = (traces or {}).get("banner") or ""
@@ -318,19 +318,6 @@ def upload(paths) -> dict:
     out["traces"] = {"spec": spec, "plain": plain, "banner": out["banner"]}
     out["files"] = views.write_files(spec, plain)
     return out
-
-
-def replay(traces: dict, fps: float = 10.0, speed: float = 1.0) -> Iterator[dict]:
-    """Both lanes on one shared clock, at real speed × `speed` (classroom mode: ¼)."""
-    spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
-    if spec is None and plain is None:
-        raise UserError("nothing to replay yet: press Run first")
-    start = time.monotonic()
-    for t, plain_html, spec_html in race.replay_frames(spec, plain, fps * speed):
-        delay = start + t / speed - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        yield {"plain_lane": plain_html, "spec_lane": spec_html}
 
 
 def inspect_round(traces: dict, round_index, position: Optional[int] = None) -> dict:

@@ -24,7 +24,8 @@ from specdec_core.trace.trees import chosen, keep_thresholds
 
 from .timeline import committed_texts
 
-ROUND_MS = 1000          # default pace: one round per second (classroom mode: half as fast)
+ROUND_MS = 1000          # default pace: one round per second
+CLASSROOM_SLOWER = 2     # classroom mode plays half as fast (the page's --sd-scale above 1 says it is on)
 
 
 @dataclass(frozen=True)
@@ -196,22 +197,23 @@ def _lane_tokens(trace, by_round: bool) -> list:
     return out
 
 
-def player_html(spec, plain, classroom: bool = False, start_round: Optional[int] = None) -> str:
+def player_html(spec, plain, start_round: Optional[int] = None) -> str:
     """The player for a race: controls, the round card, both lanes, and its frames as JSON data.
-    Opens on `start_round` (a share link's) or the last round: the race as it ended."""
+    Opens on `start_round` (the inspector's, a share link's), else round 0, at the round's end.
+    In classroom mode the browser plays it CLASSROOM_SLOWER times slower."""
     if spec is None or not spec.rounds:
         return '<div class="sd-player" id="sd-player"><span class="sd-empty">The round player appears after a race.</span></div>'
     fs = frames(spec, plain)
-    data = {"frames": [asdict(f) for f in fs], "roundMs": ROUND_MS * (2 if classroom else 1),
+    data = {"frames": [asdict(f) for f in fs], "roundMs": ROUND_MS, "classroomSlower": CLASSROOM_SLOWER,
             "spec": _lane_tokens(spec, True), "plain": _lane_tokens(plain, False),
             "rounds": len(spec.rounds), "start": start_round}
     cards = "".join(_card_html(card(spec, r)) for r in spec.rounds)
-    blob = html.escape(json.dumps(data, ensure_ascii=False), quote=False).replace("</", "<\\/")
-    return (f'<div class="sd-player{" sd-pl-big" if classroom else ""}" id="sd-player">'
+    blob = html.escape(json.dumps(data, ensure_ascii=False), quote=False)
+    return ('<div class="sd-player" id="sd-player">'
             '<div class="sd-pl-controls">'
-            '<button class="sd-pl-btn" data-act="back" title="previous round">⏮</button>'
-            '<button class="sd-pl-btn" data-act="play" title="play / pause">▶</button>'
-            '<button class="sd-pl-btn" data-act="fwd" title="next round">⏭</button>'
+            '<button class="sd-pl-btn" data-act="back" title="previous round">◀ round</button>'
+            '<button class="sd-pl-btn" data-act="play" title="play / pause">▶ play</button>'
+            '<button class="sd-pl-btn" data-act="fwd" title="next round">round ▶</button>'
             f'<input class="sd-pl-scrub" type="range" min="0" max="{len(fs) - 1}" value="{len(fs) - 1}" aria-label="step">'
             '<select class="sd-pl-speed" aria-label="speed"><option value="0.5">½×</option>'
             '<option value="1" selected>1×</option><option value="2">2×</option><option value="4">4×</option></select>'
@@ -223,15 +225,16 @@ def player_html(spec, plain, classroom: bool = False, start_round: Optional[int]
             '<span class="sd-pl-t">0.00</span> s<div class="sd-pl-text"></div></div>'
             '<div class="sd-pl-lane" data-lane="spec"><b>Speculative</b> <span class="sd-pl-n">0</span> tokens · '
             '<span class="sd-pl-t">0.00</span> s<div class="sd-pl-text"></div></div></div>'
-            f'<script type="application/json" class="sd-pl-data">{blob}</script></div>')
+            f'<div class="sd-pl-data" hidden>{blob}</div></div>')
 
 
 def player_css() -> str:
     """The player's CSS (added to the page's CSS once); sizes scale with classroom mode's --sd-scale."""
     return "\n".join([
         ".sd-player{border:1px solid var(--border-color-primary);border-radius:10px;padding:8px 10px}",
+        ".sd-player [hidden]{display:none !important}",
         ".sd-pl-controls{display:flex;flex-wrap:wrap;align-items:center;gap:6px}",
-        ".sd-pl-btn{font-size:calc(18px * var(--sd-scale, 1));min-width:2.4em;padding:2px 8px;border-radius:6px;"
+        ".sd-pl-btn{font-size:calc(15px * var(--sd-scale, 1));min-width:2.4em;padding:2px 8px;border-radius:6px;"
         "border:1px solid var(--border-color-primary);background:var(--button-secondary-background-fill);cursor:pointer}",
         ".sd-pl-scrub{flex:1 1 160px;min-width:120px}",
         ".sd-pl-where{font-size:calc(14px * var(--sd-scale, 1));font-variant-numeric:tabular-nums}",
@@ -253,7 +256,7 @@ def player_css() -> str:
         ".sd-pl-text{white-space:pre-wrap;max-height:9em;overflow-y:auto;line-height:1.45}",
         ".sd-pl-text .sd-pl-new{background:#0072B233;border-radius:3px}",
         "#sd-timeline .sd-round.sd-pl-current{outline:3px solid #0072B2;outline-offset:1px;border-radius:4px}",
-        ".sd-pl-big .sd-pl-caption{font-weight:600}",
+        "body.sd-classroom .sd-pl-caption{font-weight:600}",
     ])
 
 
@@ -302,17 +305,17 @@ function render() {
   specLane.querySelector('.sd-pl-t').textContent = Math.min(f.t, specEnd).toFixed(2);
   plainLane.querySelector('.sd-pl-t').textContent = f.t.toFixed(2);
   q('.sd-pl-caption').textContent = f.caption;
-  q('.sd-pl-where').textContent = 'Round ' + f.round + ' of ' + (D.rounds - 1) + ' · ' + f.phase + ' · t = ' + f.t.toFixed(2) + ' s';
+  q('.sd-pl-where').textContent = 'Round ' + f.round + ' (0–' + (D.rounds - 1) + ') · ' + f.phase + ' · t = ' + f.t.toFixed(2) + ' s';
   q('.sd-pl-scrub').value = S.i;
-  q('.sd-pl-btn[data-act=play]').textContent = S.playing ? '⏸' : '▶';
-  element.dataset.round = f.round; element.dataset.phase = f.phase;
+  q('.sd-pl-btn[data-act=play]').textContent = S.playing ? '❚❚ pause' : '▶ play';
+  const box = q('.sd-player'); box.dataset.round = f.round; box.dataset.phase = f.phase;
   document.querySelectorAll('#sd-timeline .sd-round.sd-pl-current').forEach(x => x.classList.remove('sd-pl-current'));
   const mark = document.querySelector('#sd-timeline .sd-round[data-round="' + f.round + '"]');
   if (mark) { mark.classList.add('sd-pl-current'); }
   if (S.sent !== f.round) {
     S.sent = f.round;
     clearTimeout(S.notify);
-    S.notify = setTimeout(() => trigger('change', {round: f.round}), S.playing ? 0 : 150);
+    S.notify = setTimeout(() => trigger('select', {round: f.round}), S.playing ? 0 : 150);
   }
 }
 function go(j) { S.i = Math.max(0, Math.min(S.data.frames.length - 1, j)); render(); }
@@ -320,7 +323,8 @@ function frameMs() {
   const f = S.data.frames[S.i];
   const inRound = S.data.frames.filter(x => x.round === f.round && x.phase !== 'finish').length || 1;
   const speed = Number(q('.sd-pl-speed').value) || 1;
-  return S.data.roundMs / inRound / speed;
+  const scale = parseFloat(getComputedStyle(document.body).getPropertyValue('--sd-scale')) || 1;
+  return S.data.roundMs * (scale > 1 ? S.data.classroomSlower : 1) / inRound / speed;
 }
 function tick() {
   if (!S.playing) return;

@@ -1,4 +1,4 @@
-"""The race between plain and speculative decoding: lane order, verdict, stats table, replay.
+"""The race between plain and speculative decoding: lane order, the race clock, verdict, stats table.
 
 Pure functions of Trace objects (no model, no Gradio)."""
 from __future__ import annotations
@@ -178,13 +178,3 @@ def kernel_rows(spec, plain) -> list[str]:
         if a or b:
             rows.append(f"| kernels ({role}) | {a or '–'} | {b or '–'} |")
     return rows
-
-
-def replay_frames(spec, plain, fps: float = 10.0) -> Iterator[tuple[float, str, str]]:
-    """(t, plain lane html, speculative lane html) on one shared clock from 0 to the slower lane's end."""
-    end = max((t.stats["wall_s"] or 0.0) for t in (spec, plain) if t is not None) if (spec or plain) else 0.0
-    n = max(int(end * fps), 1)
-    for i in range(n + 1):
-        t = end * i / n
-        yield (t, plain_lane_html(plain, upto_t=t, status=f"replay t = {t:.1f} s"),
-               spec_lane_html(spec, upto_t=t, status=f"replay t = {t:.1f} s"))

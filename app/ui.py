@@ -5,7 +5,7 @@ import gradio as gr
 
 from specdec_core import PRESETS
 
-from . import deploy, explain, handlers, views
+from . import deploy, explain, handlers, player, views
 from .debug import tab as debug_tab
 from .teach import classroom, tab as teach_tab
 from .scale import scalable_css, scale_figure
@@ -15,9 +15,9 @@ MODEL_QUEUE = "model-work"     # one queue for everything that runs a model: lan
 # Every component a full view update may change (handlers return a subset, by name). A new control
 # is an input only until it is listed here.
 VIEW_OUTPUTS = ("traces", "run_number", "banner", "plain_lane", "spec_lane", "verdict", "timeline", "stats",
-                "round", "position", "round_plot", "position_plot", *views.CHART_NAMES, "files")
+                "round", "position", "round_plot", "position_plot", *views.CHART_NAMES, "player", "files")
 
-CSS = scalable_css(timeline_css() + """
+CSS = scalable_css(timeline_css() + player.player_css() + """
 #sd-run-row button{min-height:48px}
 .sd-plot{min-height:330px}
 .sd-wt{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:16px;line-height:1.4;padding:8px;
@@ -117,8 +117,9 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) 
                         C["plain_lane"] = gr.HTML(init["plain_lane"], elem_id="sd-plain")
                         C["spec_lane"] = gr.HTML(init["spec_lane"], elem_id="sd-spec")
                     C["verdict"] = gr.HTML(explain.gloss_verdict(init["verdict"]), elem_id="sd-verdict-box")
-                    with gr.Row():
-                        C["replay"] = gr.Button("⟲ Replay both lanes on one clock", size="sm", elem_id="sd-replay")
+                    # The round player: the race again, one round at a time (app/player.py, played in the browser).
+                    C["player"] = gr.HTML(init["player"], elem_id="sd-player-box", js_on_load=player.PLAYER_JS)
+                    C["player_round"] = gr.State(None)     # the round it rests on (the share link carries it)
             gr.HTML(explain.lesson_html())
             with gr.Accordion(ADVANCED, open=False, elem_id="sd-advanced") as C["advanced"]:
                 with gr.Row():
@@ -193,7 +194,7 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) 
                                              interactive=False, elem_id="sd-files")
 
         with gr.Tab("Walkthrough", id="walkthrough") as C["wt_tab"]:
-            teach_tab.layout_walkthrough(C, bundled)
+            teach_tab.layout_walkthrough(C, bundled, {"spec": spec0, "plain": plain0})
         with gr.Tab("Cost of a pass & exactness lab", id="teach"):
             teach_tab.layout_teach(C)
         with gr.Tab("Debugger", id="debug") as C["dbg_tab"]:
@@ -211,18 +212,22 @@ def listeners(C: dict) -> None:
     view_outputs = [C[name] for name in VIEW_OUTPUTS]
     run_inputs = [C[n] for n in ("preset", "target", "draft", "drafter", "device", "prompt", "chat", "k",
                                  "temperature", "top_k", "top_p", "max_new_tokens", "seed", "tree",
-                                 "run_number", "traces", "scale")]
+                                 "run_number", "traces", "scale", "player_round")]
 
     # A refused action never raises to Gradio (that leaves "Error" badges on the views until some
     # later event happens to clear them): the banner says why and the previous results stay.
     def on_run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
-               max_new_tokens, seed, tree, run_number, traces, scale, request: gr.Request, progress=gr.Progress()):
+               max_new_tokens, seed, tree, run_number, traces, scale, player_round, request: gr.Request,
+               progress=gr.Progress()):
         session = _session(request)
         C["sessions"].started(session)    # API calls skip the button's instant step
         try:
             for vals in handlers.run(preset, target, draft, drafter, device, prompt, chat, k, temperature,
                                      top_k, top_p, max_new_tokens, seed, run_number, progress, gr.Info,
                                      should_stop=lambda: C["sessions"].should_stop(session), tree=tree):
+                if "player" in vals and player_round is not None:    # a shared link's round, or the last one
+                    t = vals["traces"]
+                    vals["player"] = player.player_html(t["spec"], t["plain"], start_round=player_round)
                 yield _updates(C, vals, scale)
         except handlers.UserError as e:
             gr.Warning(str(e))
@@ -237,7 +242,7 @@ def listeners(C: dict) -> None:
 
     # Stop asks the session's run to end after its current round (a run waiting in the queue ends
     # as soon as it starts); the run's own last update is then the stopped race, so no update of
-    # the run can land after it. Without a run (a replay) the page is rendered stopped here.
+    # the run can land after it. Without a run nothing is stopped (handlers.after_stop says so).
     def on_stop(traces, scale, request: gr.Request):
         if C["sessions"].stop(_session(request)):
             return {C["banner"]: "■ **Stopping** after the current round…"}
@@ -250,12 +255,19 @@ def listeners(C: dict) -> None:
             gr.Warning(str(e))
             return _updates(C, handlers.refused(str(e), traces, what="Not loaded", rerender=False))
 
-    def on_replay(traces, on):
-        try:
-            for vals in handlers.replay(traces, speed=classroom.REPLAY_SPEED if on else 1.0):
-                yield _updates(C, vals)
-        except handlers.UserError as e:
-            gr.Warning(str(e))
+    # The player rests on a round (a step, a scrub, a timeline click, or each round while playing):
+    # the inspector and the tokens-vs-time chart's marker follow it.
+    def on_player_round(traces, scale, evt: gr.EventData):
+        r = getattr(evt, "round", None)
+        spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
+        if r is None or spec is None or not 0 <= int(r) < len(spec.rounds):
+            return {C["player_round"]: gr.skip()}
+        r = int(r)
+        out = _updates(C, {**handlers.inspect_round(traces, r), views.CHART_NAMES[2]: views.time_chart(spec, plain, r)},
+                       scale)
+        out[C["round"]] = gr.Slider(value=r)
+        out[C["player_round"]] = r
+        return out
 
     def on_round(traces, round_index, scale):
         return _updates(C, handlers.inspect_round(traces, round_index), scale)
@@ -294,11 +306,10 @@ def listeners(C: dict) -> None:
     C["run"].click(on_run, run_inputs, view_outputs, concurrency_limit=1,
                                concurrency_id=MODEL_QUEUE, api_name="run",
                                show_progress_on=[C["verdict"]])
-    replay_event = C["replay"].click(on_replay, [C["traces"], C["classroom"]], [C["plain_lane"], C["spec_lane"]],
-                                     concurrency_limit=None, api_name="replay",
-                                     show_progress="hidden")
-    C["stop"].click(on_stop, [C["traces"], C["scale"]], view_outputs, cancels=[replay_event], api_name="stop",
-                    queue=False)
+    C["stop"].click(on_stop, [C["traces"], C["scale"]], view_outputs, api_name="stop", queue=False)
+    C["player"].select(on_player_round, [C["traces"], C["scale"]],
+                       [C["round"], C["position"], C["round_plot"], C["position_plot"], C[views.CHART_NAMES[2]],
+                        C["player_round"]], show_progress="hidden", api_visibility="private", trigger_mode="always_last")
     C["upload"].upload(on_upload, [C["upload"], C["traces"], C["scale"]], view_outputs, api_name="upload")
     C["round"].input(on_round, [C["traces"], C["round"], C["scale"]],
                        [C["position"], C["round_plot"], C["position_plot"]], api_name="inspect_round",

@@ -17,7 +17,7 @@ from specdec_core.settings import shape_label
 from specdec_core.trace.decisions import DECISIONS, draft_decision
 from specdec_core.trace.text import round_labels
 
-from . import charts, explain, race
+from . import charts, explain, player, race
 from .timeline import plain_lane_html, spec_lane_html, timeline_html
 
 EXAMPLE_FILES = ("example_speculative.trace.json", "example_plain.trace.json")
@@ -143,6 +143,12 @@ def plots(spec, plain, round_index: int, position: Optional[int]) -> dict:
     return out
 
 
+def time_chart(spec, plain, at_round: Optional[int] = None):
+    """The tokens-vs-time chart (CHART_NAMES[2]) as all_run_charts lays it out, with the round
+    player's round marked."""
+    return charts.set_width(charts.tokens_vs_time(spec, plain, at_round), charts.NARROW_PX, charts.RUN_CHART_HEIGHT)
+
+
 def views(spec, plain, kind: str = "run", files: str = "") -> dict:
     """Values of every view for this pair of traces, keyed by component name."""
     r, pos = default_focus(spec)
@@ -156,6 +162,8 @@ def views(spec, plain, kind: str = "run", files: str = "") -> dict:
         "round_max": max(len(spec.rounds) - 1, 0) if spec is not None else 0,
         "round": r,
         **inspector(spec, r, pos),
+        # The round player opens where the inspector does (the views are linked from the start).
+        "player": player.player_html(spec, plain, start_round=r),
     }
     out.update(zip(CHART_NAMES, charts.all_run_charts(spec, plain)))
     return out

@@ -176,13 +176,6 @@ def test_run_race_timeline_charts_inspector_download_upload(page):
         assert (ARTIFACTS / name).stat().st_size > 20_000
 
 
-def test_replay_runs_on_a_shared_clock(page):
-    page.wait_for_selector("#sd-timeline .sd-tok")       # the recorded example is shown
-    page.locator("#sd-replay").click()
-    page.wait_for_function("document.querySelector('#sd-lane-spec').innerText.includes('replay t =')")
-    page.wait_for_function("document.querySelector('#sd-lane-plain').innerText.includes('replay t =')")
-
-
 def run_then_stop(page, max_new: int = 200, min_tokens: int = 2):
     """Press Run, wait until a lane is running with at least min_tokens, press Stop, wait for the
     stopped banner."""

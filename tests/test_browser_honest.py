@@ -1,9 +1,9 @@
-"""A real browser (Debian Chromium via Playwright, as tests/test_browser.py) runs a race on a machine
-whose clock cannot be trusted: the decoder's clock is replaced by one that ticks at random, so the
-verdict must say the timings are too unstable to explain the speedup instead of explaining it.
-Screenshot: test-artifacts/honest-unstable.png."""
+"""A real browser (Debian Chromium via Playwright, as tests/test_browser.py) runs a race whose clocks
+contradict each other: the two lanes take turns a round at a time (decoding.interleave), and the
+plain lane's clock alone jumps now and then (a stall that hit one lane only: what interleaving
+cannot share out), so the verdict must say the timings are too unstable to explain the speedup
+instead of explaining it. Screenshot: test-artifacts/honest-unstable.png."""
 import random
-from types import SimpleNamespace
 
 import pytest
 
@@ -14,15 +14,17 @@ pytestmark = [pytest.mark.browser, pytest.mark.model]
 
 @pytest.fixture
 def unstable_clock(monkeypatch):
-    """The decoder's clock (plain decoding runs the same loop: decoding.speculative's `time`) moves
-    1 to 100 ms between two readings, log-uniformly at random: every round's timings are noise."""
+    """The plain lane's clock (DecodeState.elapsed of an autoregressive decode) jumps by 0.2–2 s at
+    random on one reading in four; the speculative lane's clock is the real one."""
     from specdec_core.decoding import speculative
-    rng, now = random.Random(27), [0.0]
+    rng, real = random.Random(27), speculative.DecodeState.elapsed
+    jumps = {}
 
-    def perf_counter():
-        now[0] += 0.001 * 10 ** rng.uniform(0, 2)
-        return now[0]
-    monkeypatch.setattr(speculative, "time", SimpleNamespace(perf_counter=perf_counter, time=speculative.time.time))
+    def elapsed(st):
+        if st.trace.config.get("mode") == "autoregressive" and rng.random() < 0.25:
+            jumps[id(st)] = jumps.get(id(st), 0.0) + 0.2 * 10 ** rng.uniform(0, 1)
+        return real(st) + jumps.get(id(st), 0.0)
+    monkeypatch.setattr(speculative.DecodeState, "elapsed", elapsed)
 
 
 def test_a_race_on_an_unstable_clock_says_its_timings_cannot_explain_the_speedup(page, unstable_clock):
@@ -37,7 +39,7 @@ def test_a_race_on_an_unstable_clock_says_its_timings_cannot_explain_the_speedup
     why = page.locator("#sd-why").inner_text()
     assert why.startswith("Why: not explained, the timings are too unstable:")
     assert "Limited most by" not in why and "accepted too rarely" not in why
-    # the number that tripped the rule is on the page: a spread (×) or a v(m) out of its range
+    # the number that tripped the rule is on the page: a stall's share (×) or a v(m) out of its range
     assert "×" in why.split("unstable:")[1] or "v(" in why
     page.locator("#sd-verdict").scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "honest-unstable.png"), full_page=False)

@@ -137,12 +137,12 @@ def test_greedy_guesses_say_how_they_are_checked():
 
 def test_the_page_gets_the_frames_and_both_lanes_as_data():
     spec, plain = make_spec(), make_plain([40, 41, 42, 43, 44, 45])
-    page = player.player_html(spec, plain, classroom=True, start_round=1)
-    blob = re.search(r'<script type="application/json" class="sd-pl-data">(.*?)</script>', page, re.S).group(1)
+    page = player.player_html(spec, plain, start_round=1)
+    blob = re.search(r'<div class="sd-pl-data" hidden>(.*?)</div>', page, re.S).group(1)
     data = json.loads(blob.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
     assert len(data["frames"]) == 11 and data["rounds"] == 3 and data["start"] == 1
-    assert data["roundMs"] == 2 * player.ROUND_MS          # classroom mode: half the pace
+    assert data["roundMs"] == player.ROUND_MS and data["classroomSlower"] == 2    # classroom mode: half the pace
     assert [r for r, _ in data["spec"]] == [0, 0, 1, 1, 1, 2]
     assert [t for t, _ in data["plain"]] == pytest.approx([0.3, 0.5, 0.7, 0.9, 1.1, 1.3])
-    assert page.count('class="sd-pl-card"') == 3 and "sd-pl-big" in page
+    assert page.count('class="sd-pl-card"') == 3
     assert "appears after a race" in player.player_html(None, None)

@@ -1,7 +1,7 @@
 """Teaching views on hand-built traces and known distributions: the walkthrough's steps (rejection
 and fully accepted rounds, real numbers in the text, the right strip and chart), the exactness
 statistics (the core's rule passes, the broken variant fails), the cost chart from given timings,
-share links, and the classroom replay speed."""
+share links (the round player's round included)."""
 import plotly.graph_objects as go
 import pytest
 import torch
@@ -246,14 +246,12 @@ def test_share_link_round_trip_and_bad_parameters():
     assert restored == {"prompt": "ok"} and len(problems) == 5
 
 
-def test_classroom_replay_runs_at_a_quarter_speed(monkeypatch):
-    spec, plain = make_spec(), make_plain([5, 6, 7])
-    clock = {"t": 0.0}
-    monkeypatch.setattr(handlers.time, "monotonic", lambda: clock["t"])
-    monkeypatch.setattr(handlers.time, "sleep", lambda s: clock.__setitem__("t", clock["t"] + s))
-    list(handlers.replay({"spec": spec, "plain": plain}, speed=classroom.REPLAY_SPEED))
-    end = max(spec.stats["wall_s"], plain.stats["wall_s"])
-    assert clock["t"] == pytest.approx(end / classroom.REPLAY_SPEED)
+def test_a_share_link_carries_the_players_round():
+    values, problems = classroom.restore({"round": "7", "prompt": "hi"})
+    assert values["player_round"] == 7 and not problems
+    assert "round=7" in classroom.share_query({"prompt": "hi", "player_round": 7})
+    assert "round" not in classroom.share_query({"prompt": "hi", "player_round": None})
+    assert classroom.restore({"round": "-2"})[1] and classroom.restore({"round": "x"})[1]
 
 
 @pytest.mark.model

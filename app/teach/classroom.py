@@ -1,4 +1,4 @@
-"""Classroom mode (large fonts, high contrast, slow replay, walkthrough first) and shareable links:
+"""Classroom mode (large fonts, high contrast, the round player at half pace, walkthrough first) and shareable links:
 the page's prompt and settings as URL query parameters, and back. One table, URL_FIELDS, says which
 parameter carries which control; the link and the restore both read it."""
 from __future__ import annotations
@@ -11,7 +11,6 @@ from specdec_core.settings import RANGES, SettingsError, check_k, check_prompt_t
 
 from .. import handlers
 
-REPLAY_SPEED = 0.25        # classroom replays at a quarter of real speed
 FONT_SCALE = 1.5           # page fonts and chart fonts in classroom mode
 MAX_PROMPT_CHARS = 4000    # a link carries at most this much prompt
 
@@ -62,6 +61,13 @@ def _prompt(text: str) -> str:
     return text
 
 
+def _round(text: str) -> int:
+    r = int(text)
+    if not 0 <= r < 10_000:
+        raise ValueError("a round is a number from 0")
+    return r
+
+
 def _text(text: str) -> str:
     if len(text) > 300:
         raise ValueError("too long")
@@ -94,6 +100,7 @@ URL_FIELDS = (
     UrlField("top_p", "top_p", _setting("top_p")),
     UrlField("max_new", "max_new_tokens", _setting("max_new_tokens"), lambda v: str(int(v))),
     UrlField("classroom", "classroom", _bool, lambda v: "1" if v else "0"),
+    UrlField("round", "player_round", _round, lambda v: str(int(v))),     # where the round player rests
 )
 SHARED_CONTROLS = [f.control for f in URL_FIELDS]
 # The controls folded into the page's Advanced accordion (ui.py): a link that sets one opens it.

@@ -3,19 +3,22 @@ exactness lab), the classroom toggle and the share link. ui.py calls layout_* in
 and listeners() once everything exists; handlers here only render (model work: teach/lab.py)."""
 from __future__ import annotations
 
+from typing import Optional
+
 import gradio as gr
 
-from .. import explain, handlers, views
+from .. import explain, handlers, player, views
 from ..scale import scale_figure
 from . import classroom, figures, lab
 from .walkthrough import default_round, has_rejection, render_step
 
-BUNDLED, CURRENT = "recorded example", "this run"
+BUNDLED, CURRENT = "recorded chain example", "this page's race"
 WALKTHROUGH_FILES = ("walkthrough_speculative.trace.json", "walkthrough_plain.trace.json")
-INTRO = ("One **real round** of speculative decoding, step by step, with its real tokens and numbers. "
-         "The recorded example was made with the default pair on a plain-text prompt (chat template off); "
-         "pick **this run** after a race to walk through your own. Rounds with a rejection show the "
-         "residual step, fully accepted rounds the bonus token.")
+INTRO = ("One **real round** of speculative decoding, step by step, with its real tokens and numbers: by "
+         "default a round of **this page's race** (the recorded race until you press Run, then yours; token "
+         "trees included: their step shows the children tried in order with r(x)/Σr). The **recorded chain "
+         "example** is a short chain of k = 3 on a plain-text prompt. Rounds with a rejection show the "
+         "replacement step, fully accepted rounds the bonus token.")
 COST_INTRO = ("Why speculation is cheap: a decoding step mostly **reads the weights**, and one read serves "
               "every token in the pass. Measured here, on the machine this app runs on, with the core's pass-cost "
               "measurement (a cached target forward over 1…12 new tokens, medians), through the same queue as the "
@@ -42,8 +45,16 @@ def round_choices(spec) -> list[tuple[str, int]]:
             label = f"rejection at d{r.n_accepted + 1}"
         else:
             label = f"all {len(r.drafted)} accepted + bonus"
-        out.append((f"round {r.index} · {label}", r.index))
+        shape = f"a tree of {len(r.tree)} guesses · " if r.tree else ""
+        out.append((f"round {r.index} · {shape}{label}", r.index))
     return out
+
+
+def race_key(spec) -> Optional[tuple]:
+    """What tells one race from another on the page (its prompt, seed, start time and length)."""
+    if spec is None:
+        return None
+    return (spec.prompt.get("text"), spec.config.get("seed"), (spec.wall_clock or {}).get("start"), len(spec.rounds))
 
 
 def _traces(source, run_traces, bundled) -> dict:
@@ -55,34 +66,42 @@ def walkthrough_values(traces: dict, round_index, step: int, on: bool) -> dict:
     spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
     v = render_step(spec, plain, round_index or 0, step, scale=classroom.FONT_SCALE if on else 1.0)
     counter = f"Step **{v['step'] + 1}** of {v['n_steps']}" if v["n_steps"] else "—"
+    last = v["step"] + 1 >= v["n_steps"]
+    if v["n_steps"] and last:
+        counter += " — the end of this round: pick another round above, or go back"
     return {"wt_text": f"### {explain.gloss(v['title'])}\n\n{explain.gloss(v['text'])}", "wt_strip": v["strip"], "wt_chart": v["chart"],
-            "wt_counter": counter, "wt_step": v["step"], "wt_n": v["n_steps"]}
+            "wt_counter": counter, "wt_step": v["step"], "wt_n": v["n_steps"],
+            # the walk ends at its last step: Next does nothing there (disabled), Back at the first
+            "wt_next": not last, "wt_back": v["step"] > 0}
 
 
 def layout_controls(C: dict) -> None:
     """The classroom toggle and the share link (above the tabs)."""
     with gr.Row(equal_height=True):
-        C["classroom"] = gr.Checkbox(False, label="Classroom mode: large fonts, high contrast, ¼-speed replay, "
+        C["classroom"] = gr.Checkbox(False, label="Classroom mode: large fonts, high contrast, the round player at half pace, "
                                                   "walkthrough first", elem_id="sd-classroom", scale=2)
         C["share"] = gr.Button("Share link to these settings", size="sm", elem_id="sd-share", scale=1)
         C["link"] = gr.Textbox(label="Link (prompt and settings)", buttons=["copy"], interactive=False,
                                elem_id="sd-link", scale=3, placeholder="press Share")
 
 
-def layout_walkthrough(C: dict, bundled: dict) -> None:
-    spec = bundled.get("spec")
+def layout_walkthrough(C: dict, bundled: dict, page: dict) -> None:
+    """The walkthrough, on the page's race by default (`page`: the recorded first paint until a Run)."""
+    spec = page.get("spec")
     r0 = default_round(spec)
-    init = walkthrough_values(bundled, r0, 0, False)
+    init = walkthrough_values(page, r0, 0, False)
     C["bundled"] = gr.State(bundled)
     C["wt_step"] = gr.State(0)
+    C["wt_shown"] = gr.State(race_key(spec))    # which race the round list belongs to (a new race refreshes it)
     gr.Markdown(INTRO)
     with gr.Row():
-        C["wt_source"] = gr.Radio([BUNDLED, CURRENT], value=BUNDLED, label="Trace", elem_id="sd-wt-source")
+        C["wt_source"] = gr.Radio([CURRENT, BUNDLED], value=CURRENT, label="Trace", elem_id="sd-wt-source")
         C["wt_round"] = gr.Dropdown(round_choices(spec), value=r0, label="Round", elem_id="sd-wt-round")
     with gr.Row(equal_height=True):
-        C["wt_back"] = gr.Button("◀ Back", elem_id="sd-wt-back", size="sm")
+        C["wt_back"] = gr.Button("◀ Back", elem_id="sd-wt-back", size="sm", interactive=False)
         C["wt_counter"] = gr.Markdown(init["wt_counter"], elem_id="sd-wt-counter")
-        C["wt_next"] = gr.Button("Next ▶", variant="primary", elem_id="sd-wt-next", size="sm")
+        C["wt_next"] = gr.Button("Next ▶", variant="primary", elem_id="sd-wt-next", size="sm",
+                                 interactive=init["wt_next"])
     C["wt_text"] = gr.Markdown(init["wt_text"], elem_id="sd-wt-text")
     C["wt_strip"] = gr.HTML(init["wt_strip"], elem_id="sd-wt-strip-box")
     C["wt_chart"] = gr.Plot(init["wt_chart"], show_label=False, elem_id="sd-wt-chart", elem_classes="sd-plot")
@@ -119,11 +138,12 @@ def layout_teach(C: dict) -> None:
 
 def listeners(C: dict, queue: str) -> None:
     """Wire the teaching components (ui.py's MODEL_QUEUE is `queue`: model work never overlaps a lane)."""
-    wt_out = [C[n] for n in ("wt_text", "wt_strip", "wt_chart", "wt_counter", "wt_step")]
+    names = ("wt_text", "wt_strip", "wt_chart", "wt_counter", "wt_step", "wt_next", "wt_back")
+    wt_out = [C[n] for n in names]
 
     def show(source, run_traces, bundled, round_index, step, on):
         v = walkthrough_values(_traces(source, run_traces, bundled), round_index, step, on)
-        return [v["wt_text"], v["wt_strip"], v["wt_chart"], v["wt_counter"], v["wt_step"]]
+        return [gr.update(interactive=v[n]) if n in ("wt_next", "wt_back") else v[n] for n in names]
 
     def on_source(source, run_traces, bundled, on):
         spec = _traces(source, run_traces, bundled).get("spec")
@@ -140,8 +160,14 @@ def listeners(C: dict, queue: str) -> None:
     C["wt_back"].click(lambda s, t, b, r, i, on: show(s, t, b, r, max(i - 1, 0), on),
                        wt_in + [C["wt_step"], C["classroom"]], wt_out, show_progress="hidden")
 
-    C["wt_tab"].select(lambda s, t, b, r, i, on: show(s, t, b, r, i, on), wt_in + [C["wt_step"], C["classroom"]],
-                       wt_out, show_progress="hidden")
+    # Opening the tab after a new race (a Run, an upload) walks that race from its default round.
+    def on_tab(source, run_traces, bundled, round_index, step, on, shown):
+        spec = _traces(source, run_traces, bundled).get("spec")
+        if source == CURRENT and race_key(spec) != shown:
+            return on_source(source, run_traces, bundled, on) + [race_key(spec)]
+        return [gr.skip()] + show(source, run_traces, bundled, round_index, step, on) + [shown]
+    C["wt_tab"].select(on_tab, wt_in + [C["wt_step"], C["classroom"], C["wt_shown"]],
+                       [C["wt_round"]] + wt_out + [C["wt_shown"]], show_progress="hidden")
 
     # Classroom mode: page CSS class (JS), chart fonts (re-render), the walkthrough tab first.
     # ... and the race's charts and inspector re-rendered at the new scale, which the race's own
@@ -173,12 +199,15 @@ def listeners(C: dict, queue: str) -> None:
     C["share"].click(on_share, [C[n] for n in classroom.SHARED_CONTROLS], C["link"], show_progress="hidden").then(
         None, C["link"], C["link"], js=classroom.LINK_JS)
 
-    def on_load(request: gr.Request):
+    def on_load(traces, request: gr.Request):
         params = dict(request.query_params) if request is not None else {}
         if not params:
             return {C["banner"]: gr.skip()}
         values, problems = classroom.restore(params)
         out = {C[name]: value for name, value in values.items()}
+        if values.get("player_round") is not None and (traces or {}).get("spec") is not None:
+            # the player opens on the link's round (of the race shown; after a Run, of the new race)
+            out[C["player"]] = player.player_html(traces["spec"], traces.get("plain"), start_round=values["player_round"])
         if set(values) & set(classroom.ADVANCED_CONTROLS):     # show the settings the link changed
             out[C["advanced"]] = gr.Accordion(open=True)
         # In the banner, not a toast: this event runs outside the queue, where toasts are not shown.
@@ -186,7 +215,7 @@ def listeners(C: dict, queue: str) -> None:
                             "machine (same seed and k → the same tokens)."
                             + ("  \nIgnored: " + "; ".join(problems) if problems else ""))
         return out
-    C["demo"].load(on_load, None, [C[n] for n in classroom.SHARED_CONTROLS] + [C["banner"], C["advanced"]],
+    C["demo"].load(on_load, C["traces"], [C[n] for n in classroom.SHARED_CONTROLS] + [C["banner"], C["advanced"], C["player"]],
                    show_progress="hidden",
                    queue=False)   # restoring a link is instant: no queue, no status shown
 

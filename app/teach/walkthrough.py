@@ -55,10 +55,12 @@ def rounds_with(trace, kind: str) -> list[int]:
 
 def default_round(trace) -> int:
     """The round a walkthrough starts on: the first rejection after an accepted draft (the richest
-    round to narrate), else the first rejection, else the first round with drafts."""
+    round to narrate; in a token tree's round if there is one), else the first rejection, else the
+    first round with drafts."""
     richer = [r for r in rounds_with(trace, "rejection") if trace.rounds[r].n_accepted >= 1]
-    if richer:
-        return richer[0]
+    trees = [r for r in richer if trace.rounds[r].tree]
+    if trees or richer:      # a token tree's round has the most to show: its own step
+        return (trees or richer)[0]
     for kind in ("rejection", "all_accepted"):
         found = rounds_with(trace, kind)
         if found:

@@ -1,0 +1,128 @@
+"""The round player and the walkthrough of this run in a real browser (Debian Chromium via
+Playwright, as tests/test_browser.py; issue 36): after a Run the player steps round by round, and
+the timeline, the inspector and both lanes show the round the trace holds; playing at the default
+pace takes at least half a second a round; a click on a timeline round moves the player; the
+walkthrough walks the same race, a token tree's round names its children in the order tried with
+r(x)/Σr, and at the last step Next does nothing. Screenshots: test-artifacts/player-*.png."""
+import re
+import time
+
+import pytest
+
+from specdec_core import Trace
+from specdec_core.trace.decisions import draft_decision, node_decision
+
+from tests.test_browser import ARTIFACTS, _set_number, browser, page, url  # noqa: F401 (fixtures)
+
+pytestmark = [pytest.mark.browser, pytest.mark.model]
+
+RUN_DONE = ("document.querySelector('#sd-banner [data-testid=\"markdown\"]').innerText.trim()"
+            ".startsWith('▶ Your run')")
+COPY_PROMPT = ("Summarize the following meeting notes in three bullet points, reusing their wording.\n\n"
+               "Meeting notes: The team agreed that the release will move to Friday. The team agreed that the "
+               "release notes must list every API change. Alice will update the release notes.")
+
+
+def _traces(page, tmp_path):
+    """The race's two trace files, downloaded from the page."""
+    out = {}
+    links = page.locator("#sd-files a.download-link")
+    for i in range(links.count()):
+        with page.expect_download() as dl:
+            links.nth(i).click()
+        path = tmp_path / dl.value.suggested_filename
+        dl.value.save_as(path)
+        t = Trace.load(path)
+        out["plain" if t.config.get("mode") == "autoregressive" else "spec"] = t
+    return out["spec"], out["plain"]
+
+
+def _player_round(page) -> int:
+    return int(page.locator("#sd-player").get_attribute("data-round"))
+
+
+def _lane(page, lane: str) -> int:
+    return int(page.locator(f'#sd-player .sd-pl-lane[data-lane="{lane}"] .sd-pl-n').inner_text())
+
+
+def test_the_player_steps_plays_and_leads_the_linked_views(page, tmp_path):
+    page.wait_for_selector("#sd-player .sd-pl-controls")
+    page.locator("#sd-prompt textarea").fill(COPY_PROMPT)
+    _set_number(page, "#sd-max-new", 40)
+    page.locator("#sd-run").click()
+    page.wait_for_function(RUN_DONE, timeout=300_000)
+    spec, plain = _traces(page, tmp_path)
+    assert len(spec.rounds) >= 5
+    page.locator("#sd-player").scroll_into_view_if_needed()
+    # Back to the first round, then three steps forward: round 3.
+    for _ in range(len(spec.rounds) + 1):
+        page.locator('#sd-player .sd-pl-btn[data-act="back"]').click()
+    page.locator('#sd-player .sd-pl-btn[data-act="fwd"]').click()          # round 0 done
+    for _ in range(3):
+        page.locator('#sd-player .sd-pl-btn[data-act="fwd"]').click()
+    assert _player_round(page) == 3
+    # both lanes: the tokens the trace holds after round 3, plain's by the same moment on its own clock
+    t3 = spec.rounds[3].t_end
+    assert _lane(page, "spec") == sum(len(r.committed) for r in spec.rounds[:4])
+    assert _lane(page, "plain") == sum(len(r.committed) for r in plain.rounds if r.t_end <= t3 + 1e-9)
+    # the round's guesses and their decisions, in the order tried
+    rnd = spec.rounds[3]
+    expected = ([node_decision(n) for n in rnd.tree] if rnd.tree else [draft_decision(t) for t in rnd.drafted])
+    card = page.locator('#sd-player .sd-pl-card[data-round="3"]')
+    assert card.locator(".sd-pl-g").evaluate_all("els => els.map(e => e.dataset.decision)") == expected
+    # the timeline highlights round 3; the inspector follows
+    assert page.locator("#sd-timeline .sd-round.sd-pl-current").get_attribute("data-round") == "3"
+    page.wait_for_function("Number(document.querySelector('#sd-round input[type=number]').value) === 3",
+                           timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "player-round3.png"), full_page=False)
+    # a click on round 1 in the timeline moves the player there
+    page.locator('#sd-timeline .sd-round[data-round="1"] .sd-rn').click()
+    page.wait_for_function("document.querySelector('#sd-player').dataset.round === '1'")
+    # playing at the default pace: at least half a second per round
+    page.locator('#sd-player .sd-pl-btn[data-act="play"]').click()
+    seen, start = [1], time.monotonic()
+    while len(seen) < 4 and time.monotonic() - start < 20:
+        r = _player_round(page)
+        if r != seen[-1]:
+            seen.append(r)
+        time.sleep(0.02)
+    elapsed = time.monotonic() - start
+    page.locator('#sd-player .sd-pl-btn[data-act="play"]').click()          # pause
+    assert seen == [1, 2, 3, 4] and elapsed >= 0.5 * 3, (seen, elapsed)
+
+
+def test_the_walkthrough_walks_this_race_and_ends(page, tmp_path):
+    page.wait_for_selector("#sd-player .sd-pl-controls")
+    page.locator("#sd-prompt textarea").fill(COPY_PROMPT)
+    _set_number(page, "#sd-max-new", 40)
+    page.locator("#sd-run").click()
+    page.wait_for_function(RUN_DONE, timeout=300_000)
+    spec, _ = _traces(page, tmp_path)
+    page.get_by_role("tab", name="Walkthrough").click()
+    page.wait_for_selector("#sd-wt-text")
+    # the default source is this page's race: its round list holds this race's rounds
+    page.wait_for_function(f"document.querySelector('#sd-wt-round input').value.startsWith('round ')")
+    trees = [r.index for r in spec.rounds if r.tree and any(n["decision"] == "rejected" for n in r.tree)]
+    if not trees:
+        pytest.skip("this race verified no token tree with a rejection: nothing tree-shaped to walk")  # reported
+    text = ""
+    for _ in range(12):
+        text = page.locator("#sd-wt-text").inner_text()
+        if "r(x)/Σr =" in text and "After" in text:
+            break
+        page.locator("#sd-wt-next").click()
+        page.wait_for_timeout(400)
+    assert "r(x)/Σr =" in text and re.search(r"After the committed text: .+?(; then .+)?", text)
+    page.screenshot(path=str(ARTIFACTS / "player-walkthrough-tree.png"), full_page=False)
+    # walk to the end: Next is disabled there and a click changes nothing
+    for _ in range(12):
+        if page.locator("#sd-wt-next").is_disabled():
+            break
+        page.locator("#sd-wt-next").click()
+        page.wait_for_timeout(400)
+    counter = page.locator("#sd-wt-counter").inner_text()
+    m = re.search(r"Step (\d+) of (\d+)", counter)
+    assert m and m.group(1) == m.group(2) and page.locator("#sd-wt-next").is_disabled()
+    page.locator("#sd-wt-next").click(force=True)
+    page.wait_for_timeout(500)
+    assert page.locator("#sd-wt-counter").inner_text() == counter
