@@ -168,8 +168,8 @@ def _guess_html(g: Guess, i: int, greedy: bool, chosen: bool) -> str:
     return (f'<div class="sd-pl-g" data-depth="{g.depth}" data-parent="{g.parent}" data-i="{i}" data-decision="{g.decision}">'
             f'<span class="sd-tok sd-pl-tok" data-cls="sd-{g.decision}">{html.escape(g.text)}</span>{src}'
             f'<span class="sd-pl-mark">{html.escape(d.mark)}</span>'
-            f'<span class="sd-pl-num">{html.escape(nums)}</span>'
-            f'<span class="sd-pl-test">{html.escape(test)}</span></div>')
+            f'<div class="sd-pl-line"><span class="sd-pl-num">{html.escape(nums)}</span> '
+            f'<span class="sd-pl-test">{html.escape(test)}</span></div></div>')
 
 
 def _card_html(c: Card) -> str:
@@ -238,12 +238,14 @@ def player_css() -> str:
         "border:1px solid var(--border-color-primary);background:var(--button-secondary-background-fill);cursor:pointer}",
         ".sd-pl-scrub{flex:1 1 160px;min-width:120px}",
         ".sd-pl-where{font-size:calc(14px * var(--sd-scale, 1));font-variant-numeric:tabular-nums}",
-        ".sd-pl-caption{font-size:calc(16px * var(--sd-scale, 1));margin:6px 0;min-height:2.6em}",
+        ".sd-pl-caption{font-size:calc(15px * var(--sd-scale, 1));margin:4px 0;min-height:2.6em;line-height:1.3}",
         ".sd-pl-cards{overflow-x:auto}",
-        ".sd-pl-card{display:flex;gap:10px;align-items:flex-start;padding:4px 0}",
-        ".sd-pl-col{display:flex;flex-direction:column;gap:4px;min-width:5.5em}",
+        ".sd-pl-card{display:flex;gap:10px;align-items:flex-start;padding:2px 0}",
+        ".sd-pl-col{display:flex;flex-direction:column;gap:2px;min-width:5.5em}",
         ".sd-pl-lv{font-size:calc(11px * var(--sd-scale, 1));color:#777}",
-        ".sd-pl-g{display:flex;flex-direction:column;font-size:calc(13px * var(--sd-scale, 1))}",
+        ".sd-pl-g{display:block;font-size:calc(13px * var(--sd-scale, 1));line-height:1.25}",
+        ".sd-pl-line{white-space:nowrap}",
+        ".sd-pl-mark{margin-left:3px}",
         ".sd-pl-g .sd-tok{font-family:ui-monospace,Menlo,monospace;font-size:calc(15px * var(--sd-scale, 1))}",
         ".sd-pl-num,.sd-pl-test{font-size:calc(11px * var(--sd-scale, 1));color:#555;font-variant-numeric:tabular-nums}",
         ".sd-pl-src{font-size:calc(10px * var(--sd-scale, 1));color:#777}",
@@ -253,7 +255,7 @@ def player_css() -> str:
         "font-size:calc(14px * var(--sd-scale, 1))}",
         ".sd-pl-lane{border-top:3px solid #56B4E9;padding-top:4px}",
         ".sd-pl-lane[data-lane=spec]{border-top-color:#0072B2}",
-        ".sd-pl-text{white-space:pre-wrap;max-height:9em;overflow-y:auto;line-height:1.45}",
+        ".sd-pl-text{white-space:pre-wrap;max-height:4.4em;overflow-y:auto;line-height:1.45}",
         ".sd-pl-text .sd-pl-new{background:#0072B233;border-radius:3px}",
         "#sd-timeline .sd-round.sd-pl-current{outline:3px solid #0072B2;outline-offset:1px;border-radius:4px}",
         "body.sd-classroom .sd-pl-caption{font-weight:600}",

@@ -9,7 +9,7 @@ from typing import Iterator, Optional
 from specdec_core.settings import shape_label
 from specdec_core.trace.decisions import DECISIONS, NEUTRAL_COLOUR
 from specdec_core.trace import cost_ratios, measured_speedup
-from specdec_core.trace.compare import no_draft_reason, speedup_why, timings_unstable
+from specdec_core.trace.compare import no_draft_reason, speedup_reasons, speedup_why, timings_unstable
 from specdec_core.trace import greedy_check as core_greedy_check
 
 from . import charts
@@ -133,7 +133,15 @@ def stats_markdown(spec, plain) -> str:
     p = plain.stats if plain is not None else {}
     ratios = cost_ratios(spec, plain) if spec is not None and plain is not None else {"c": None, "v": {}}
     k = spec.config.get("k") if spec is not None else None
-    v_at_k = ratios["v"].get(str(k)) if isinstance(k, int) else None
+    v_at_k, v_label = ratios["v"].get(str(k)) if isinstance(k, int) else None, f"v(k = {k}) (verify ÷ target step)"
+    if not isinstance(k, int) or v_at_k is None:
+        # Trees and shaped runs: v where the why-line reads it, on the line fitted to the passes.
+        reasons = speedup_reasons(spec, plain) if spec is not None and plain is not None else None
+        if reasons is not None and reasons.get("v") is not None:
+            at = reasons["shape"]["nodes"] if reasons.get("shape") else reasons["k"]
+            v_at_k, v_label = reasons["v"], f"v at {at:.1f} guesses per pass (verify ÷ target step, fitted line)"
+        elif not isinstance(k, int):
+            v_label = "v (verify ÷ target step)"
     shaped = spec is not None and any(r.tree or r.plan is not None for r in spec.rounds)
     best = None if shaped else charts.best_theoretical_k(spec, plain)
     per_pass = s["nodes_verified"] / s["rounds"] if s.get("rounds") else None
@@ -151,7 +159,7 @@ def stats_markdown(spec, plain) -> str:
         ("wall time (s)", s.get("wall_s"), p.get("wall_s"), ".2f"),
         ("prefill (s)", s.get("prefill_s"), p.get("prefill_s"), ".2f"),
         ("c (draft level ÷ target step)", ratios["c"], None, ".4f"),
-        (f"v(k = {k}) (verify ÷ target step)" if isinstance(k, int) else "v(k) (verify ÷ target step)", v_at_k, None, ".2f"),
+        (v_label, v_at_k, None, ".2f"),
     ]
     lines = ["| metric | speculative | plain |", "|---|---:|---:|"]
     for name, a, b, spec_ in rows:

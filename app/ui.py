@@ -112,15 +112,17 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) 
                                                 min_width=120)
                     gr.Examples([[p] for _, p in explain.EXAMPLES], inputs=[C["prompt"]],
                                 example_labels=[label for label, _ in explain.EXAMPLES], label="Example prompts")
+
                 with gr.Column(scale=3, min_width=420):
                     with gr.Row(equal_height=True):
                         C["plain_lane"] = gr.HTML(init["plain_lane"], elem_id="sd-plain")
                         C["spec_lane"] = gr.HTML(init["spec_lane"], elem_id="sd-spec")
                     C["verdict"] = gr.HTML(explain.gloss_verdict(init["verdict"]), elem_id="sd-verdict-box")
-                    # The round player: the race again, one round at a time (app/player.py, played in the browser).
-                    C["player"] = gr.HTML(init["player"], elem_id="sd-player-box", js_on_load=player.PLAYER_JS)
-                    C["player_round"] = gr.State(None)     # the round it rests on (the share link carries it)
             gr.HTML(explain.lesson_html())
+            # The round player: the race again, one round at a time (app/player.py, played in the browser).
+            gr.Markdown("### The race again, one round at a time", elem_id="sd-player-title")
+            C["player"] = gr.HTML(init["player"], elem_id="sd-player-box", js_on_load=player.PLAYER_JS)
+            C["player_round"] = gr.State(None)     # the round it rests on (the share link carries it)
             with gr.Accordion(ADVANCED, open=False, elem_id="sd-advanced") as C["advanced"]:
                 with gr.Row():
                     C["preset"] = gr.Dropdown(list(PRESETS), value="smollm2-135m", label="Model pair (preset)",
@@ -164,15 +166,18 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) 
                     gr.Markdown(explain.metrics_markdown())
 
             gr.Markdown("## Round inspector", elem_id="sd-inspector")
-            with gr.Row():
-                C["round"] = gr.Slider(0, max(init["round_max"], 1), value=init["round"], step=1,
-                                       label="Round", elem_id="sd-round")
-                C["position"] = gr.Dropdown(init["position_choices"], value=init["position"],
-                                            label="Draft position in this round", elem_id="sd-position")
-            C["round_plot"] = gr.Plot(scale_figure(init["round_plot"]), show_label=False, elem_classes="sd-plot", elem_id="sd-round-plot")
-            C["position_plot"] = gr.Plot(scale_figure(init["position_plot"]), show_label=False, elem_classes="sd-plot",
-                                         elem_id="sd-position-plot")
-            gr.Markdown(explain.gloss(explain.INSPECTOR_HELP))
+            # Folded in classroom mode (the round player shows the round at a readable size; teach/tab.py).
+            with gr.Accordion("One round in detail: its tree, p, q and u of each guess", open=True,
+                              elem_id="sd-inspector-box") as C["inspector_box"]:
+                with gr.Row():
+                    C["round"] = gr.Slider(0, max(init["round_max"], 1), value=init["round"], step=1,
+                                           label="Round", elem_id="sd-round")
+                    C["position"] = gr.Dropdown(init["position_choices"], value=init["position"],
+                                                label="Draft position in this round", elem_id="sd-position")
+                C["round_plot"] = gr.Plot(scale_figure(init["round_plot"]), show_label=False, elem_classes="sd-plot", elem_id="sd-round-plot")
+                C["position_plot"] = gr.Plot(scale_figure(init["position_plot"]), show_label=False, elem_classes="sd-plot",
+                                             elem_id="sd-position-plot")
+                gr.Markdown(explain.gloss(explain.INSPECTOR_HELP))
 
             gr.Markdown("## Charts")
             with gr.Row():

@@ -1,6 +1,7 @@
 """Printed measurements of the race under load, sequential vs interleaved lanes (not a test).
 
     .venv/bin/python -m tests.measure_race races [n_prompts] [--out DIR]
+    .venv/bin/python -m tests.measure_race paired [n_prompts] [--out DIR]
     .venv/bin/python -m tests.measure_race cli [n_prompts]
 
 races: on the held-out prompts (docs/bench/smollm2-135m-defaults-heldout73/prompts.json, every
@@ -11,8 +12,7 @@ as the page races it (an uncounted warm-up, then both lanes) under five conditio
   c       a switching load, sequential
   d       the same load, interleaved
 The load: LOAD_PROCS processes that multiply matrices (they load the cores and the memory bus), on
-and off every SWITCH_S seconds — started, paused (SIGSTOP), resumed (SIGCONT) and killed by this
-script by their process ids. The order of the conditions rotates from prompt to prompt. Writes
+and off every SWITCH_S seconds — started and killed by this script by their process ids. The order of the conditions rotates from prompt to prompt. Writes
 runs.json (speedups, tokens/s, the unstable-timings verdict and the paired statistics the rule
 reads) and report.md (per prompt and medians) into --out.
 cli: `python -m specdec_core PROMPT --compare-plain` on n prompts, quiet and under the same load,
@@ -38,31 +38,35 @@ BUSY = ("import numpy as np\na = np.random.rand(600, 600)\nwhile True:\n    a = 
 
 
 class SwitchingLoad:
-    """LOAD_PROCS busy processes, switched on and off every SWITCH_S seconds while `on`."""
+    """LOAD_PROCS busy processes, started for SWITCH_S seconds and ended for the next SWITCH_S, over
+    and over while `on` — started and ended (killed) by this script by their process ids, so when
+    the load is off nothing of it is left running."""
 
     def __init__(self):
-        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        self.procs = [subprocess.Popen([sys.executable, "-c", BUSY], env=env) for _ in range(LOAD_PROCS)]
-        self.pids = [p.pid for p in self.procs]
-        self._signal(signal.SIGSTOP)
+        self.env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
         self._switching = threading.Event()
         self._quit = False
+        self.procs: list = []
+        self.pids_seen: list = []
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _signal(self, sig) -> None:
-        for pid in self.pids:
-            os.kill(pid, sig)
+    def _start(self) -> None:
+        self.procs = [subprocess.Popen([sys.executable, "-c", BUSY], env=self.env) for _ in range(LOAD_PROCS)]
+        self.pids_seen += [p.pid for p in self.procs]
+
+    def _end(self) -> None:
+        for p in self.procs:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+        self.procs = []
 
     def _run(self) -> None:
-        running = False
         while not self._quit:
             if self._switching.is_set():
-                running = not running
-                self._signal(signal.SIGCONT if running else signal.SIGSTOP)
-            elif running:
-                running = False
-                self._signal(signal.SIGSTOP)
+                self._start()
+                time.sleep(SWITCH_S)
+                self._end()
             time.sleep(SWITCH_S)
 
     def on(self) -> None:
@@ -70,15 +74,13 @@ class SwitchingLoad:
 
     def off(self) -> None:
         self._switching.clear()
-        time.sleep(SWITCH_S + 0.2)     # the switcher has stopped them
-        self._signal(signal.SIGSTOP)
+        time.sleep(2 * SWITCH_S + 0.2)     # the switcher has ended its processes
 
     def close(self) -> None:
         self._quit = True
-        self._signal(signal.SIGCONT)
-        for p in self.procs:
-            p.kill()
-            p.wait()
+        self._switching.clear()
+        self._thread.join()
+        self._end()
 
 
 def prompts(n: int) -> list:
@@ -124,7 +126,6 @@ def races(n: int, out: Path) -> None:
     from specdec_core.trace.compare import measured_speedup, timings_unstable
     pair = load_pair("smollm2-135m")
     load = SwitchingLoad()
-    print(f"load pids {load.pids}", flush=True)
     conds = {"a1": (False, False), "b": (True, False), "a2": (False, False), "c": (False, True), "d": (True, True)}
     rows = []
     try:
@@ -216,6 +217,42 @@ def report(rows: list) -> str:
     return "\n".join(lines) + "\n"
 
 
+def paired(n: int, out: Path) -> None:
+    """Quiet and loaded interleaved races only (b, d), with each run's rounds against the plain
+    steps of their moment by m (costs.measured.paired_times: what the rule reads), so the rule's
+    constants can be checked again offline: paired.json."""
+    from specdec_core import load_pair
+    from specdec_core.costs import measured
+    from specdec_core.trace.compare import measured_speedup, timings_unstable
+    pair = load_pair("smollm2-135m")
+    load = SwitchingLoad()
+    rows = []
+    try:
+        for i, p in enumerate(prompts(n)):
+            ids = pair.encode_prompt(p["text"], chat=True)
+            row = {"name": p["name"]}
+            for cond in (["b", "d"] if i % 2 == 0 else ["d", "b"]):
+                if cond == "d":
+                    load.on()
+                spec, plain = race(pair, ids, True, "plain" if i % 2 == 0 else "speculative")
+                if cond == "d":
+                    load.off()
+                by_m, plain_rel = measured.paired_times(spec.rounds, plain.rounds)
+                row[cond] = {"speedup": measured_speedup(spec, plain), "unstable": timings_unstable(spec, plain),
+                             "by_m": {str(m): xs for m, xs in by_m.items()}, "plain_rel": plain_rel}
+            rows.append(row)
+            print(p["name"], " ".join(f"{c}={row[c]['speedup']:.2f}{'*' if row[c]['unstable'] else ''}" for c in "bd"),
+                  flush=True)
+    finally:
+        load.close()
+    (out / "paired.json").write_text(json.dumps({"settings": SETTINGS, "rows": rows}))
+    for c in "bd":
+        flagged = [r["name"] + ": " + r[c]["unstable"] for r in rows if r[c]["unstable"]]
+        print(f"{c}: {len(flagged)} of {len(rows)} flagged", *flagged, sep="\n  ")
+    print(f"median d ÷ b {statistics.median(r['d']['speedup'] / r['b']['speedup'] for r in rows):.3f}; "
+          f"medians b {statistics.median(r['b']['speedup'] for r in rows):.2f}, d {statistics.median(r['d']['speedup'] for r in rows):.2f}")
+
+
 def cli(n: int) -> None:
     load = SwitchingLoad()
     out = {}
@@ -244,4 +281,4 @@ if __name__ == "__main__":
     cmd = sys.argv[1]
     n = int(sys.argv[2]) if len(sys.argv) > 2 and not sys.argv[2].startswith("--") else 73
     out = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else Path("docs/bench/race-interleaved")
-    races(n, out) if cmd == "races" else cli(n)
+    {"races": lambda: races(n, out), "paired": lambda: paired(n, out), "cli": lambda: cli(n)}[cmd]()

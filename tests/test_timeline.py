@@ -246,3 +246,15 @@ def test_the_verdict_speaks_plainly_first_and_keeps_the_numbers_behind_details()
     assert "tok/s" in details and 'id="sd-why"' in details and "tok/s" not in html_text.split("<details")[0]
     assert race._fraction(0.09) == "about a tenth" and race._fraction(0.34) == "about a third"
     assert race._fraction(0.75) == "about 0.75" and race._fraction(None) is None
+
+
+def test_the_stats_table_prints_v_where_the_why_line_does():
+    """A tree run (issue 39: no panel shows "—" for a number another panel prints): the stats row
+    gives v at the run's mean guesses per pass, the number the why-line names."""
+    from specdec_core.trace.compare import speedup_reasons
+    from tests.test_player import lone_trace, tree_round
+    spec = lone_trace([tree_round(i, 0.1 + 0.4 * i) for i in range(4)], temperature=0.8)
+    plain = make_plain(list(range(40, 52)), temperature=0.8)
+    v = speedup_reasons(spec, plain)["v"]
+    md = race.stats_markdown(spec, plain)
+    assert f"| v at 5.0 guesses per pass (verify ÷ target step, fitted line) | {v:.2f} |" in md

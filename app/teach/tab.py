@@ -179,9 +179,9 @@ def listeners(C: dict, queue: str) -> None:
         scale = classroom.FONT_SCALE if on else 1.0
         plots = views.plots((run_traces or {}).get("spec"), (run_traces or {}).get("plain"), race_round or 0,
                             race_position)
-        # a projector shows the lesson: the timeline's reading guide (its legend stays), the stats table and
-        # the trace files fold, one click away
-        folds = [gr.Accordion(open=not on)] * 3
+        # a projector shows the lesson: the timeline's reading guide (its legend stays), the stats table,
+        # the trace files and the round inspector (the round player shows the round) fold, one click away
+        folds = [gr.Accordion(open=not on)] * 4
         traces = run_traces or {}
         teach = [figures.cost_chart(curve, traces.get("spec"), traces.get("plain"), scale),
                  figures.exactness_figure(result, scale), figures.exactness_figure(result, scale, broken=True)]
@@ -190,7 +190,7 @@ def listeners(C: dict, queue: str) -> None:
                 + teach)
     C["classroom"].change(on_classroom, [C["classroom"]] + wt_in + [C["wt_step"], C["round"], C["position"],
                                                                     C["cost_curve"], C["lab_result"]],
-                          [C["tabs"]] + wt_out + [C["scale"]] + race_plots + [C["timeline_help"], C["stats_box"], C["files_box"]]
+                          [C["tabs"]] + wt_out + [C["scale"]] + race_plots + [C["timeline_help"], C["stats_box"], C["files_box"], C["inspector_box"]]
                           + [C["cost_plot"], C["lab_plot"], C["lab_broken"]],
                           js=classroom.TOGGLE_JS, show_progress="hidden")
 

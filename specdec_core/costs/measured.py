@@ -27,6 +27,15 @@ one has unstable timings, and its speedup is not explained, when any of these ho
   differ by more than OWN_STEP_MAX (median ÷ median, at least MIN_ROUNDS of them).
 The v(m) bounds assume the target's pass dominates a round, as it does for real models; a toy model
 whose pass takes microseconds is bound by the round's bookkeeping and may trip them.
+
+Interleaved lanes (decoding.interleave: a round of one lane, then of the other) ran at the same
+moments, so load that comes and goes is in both clocks: spreads then say how busy the machine was,
+not whether the comparison holds. Their rule (`paired_instability`) judges each round against the
+plain steps of its own moment (`paired_times`: the median of the PAIR_WINDOW plain steps either
+side of the round's tokens) and flags only what cannot be: v(m) outside [V_MIN, m + 1] in those
+units (for an m that PAIRED_V_ROUNDS rounds verified, and over all drafting rounds against their
+mean m), a stall that hit one lane alone (`stall_share` above PAIRED_STALL_MAX), and the own-step
+check. Its calibration is beside its constants.
 """
 from __future__ import annotations
 
@@ -125,9 +134,17 @@ STALL_MAX = 1.25      # mean ÷ median of one kind of round's target times
 OWN_STEP_MAX = 1.5    # the speculative lane's plain steps vs plain's, median ÷ median, either way
 MIN_ROUNDS = 8        # spreads, stalls and step ratios are judged over at least this many rounds
 PAIR_WINDOW = 4       # interleaved lanes: plain steps either side of a round's tokens that pair with it
-PAIRED_STALL_MAX = 0.15   # interleaved lanes: share of a lane's time in stalls (stall_share)
+PAIRED_STALL_MAX = 0.35   # interleaved lanes: share of a lane's time in stalls (stall_share)
 STALL_FACTOR = 3.0        # interleaved lanes: a round past this many times the median one is a stall
-PAIRED_V_ROUNDS = 4       # interleaved lanes: v(m) is judged where at least this many rounds verified m
+PAIRED_V_ROUNDS = 8       # interleaved lanes: v(m) is judged where at least this many rounds verified m
+# Calibrated on the default pair (tree = auto, T 0.7 / top-p 0.9, 48 tokens) over 37 held-out prompts
+# (docs/bench/race-interleaved): quiet, interleaved lanes reached stall shares of 0.0 % and v(m)
+# within [0.98, 0.62·(m + 1)]; under a switching load (two busy processes on and off every 1.5 s) the
+# same races reached stall shares up to 21 % (plain) and 31 % (speculative) and single-m means of
+# v(1) = 2.65, v(2) = 3.63 from 4–7 rounds, while their speedups stayed as close to the quiet ones as
+# the unflagged runs' (run-to-run differences of the sampled text dominate): the first constants
+# (15 %, 4 rounds) flagged 9 of 37 such runs without a worse ratio among them, so the stall share
+# was raised above what the load produced and v(m) is judged from MIN_ROUNDS rounds and pooled.
 
 
 def _quantile(xs: list, q: float) -> float:
