@@ -156,7 +156,7 @@ def race_lanes(spec, plain) -> dict:
     pulls ahead although the two take turns; the timeline shows every speculative round so far."""
     t = race.race_clock(spec, plain)
     status = lambda tr: ("waiting" if tr is None else "finished" if tr.finished and (t is None or race.lane_clock(tr) <= t)
-                         else "racing")
+                         else "running")
     return {"plain_lane": plain_lane_html(plain, upto_t=t, status=status(plain)),
             "spec_lane": spec_lane_html(spec, upto_t=t, status=status(spec)),
             "timeline": timeline_html(spec)}
@@ -182,7 +182,7 @@ def decode_race(target_ref: str, draft_ref: str, device: str, prompt: str, chat:
                for lane in race.lane_order(run_number)}
     with closing(interleave(streams)) as turns:
         for lane, trace in turns:
-            yield (lane, "finished" if trace.finished else "racing", trace)
+            yield (lane, "finished" if trace.finished else "running", trace)
 
 
 def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,

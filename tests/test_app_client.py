@@ -58,7 +58,7 @@ def test_run_streams_updates_and_returns_valid_traces(finished_run):
     assert spec.finished and plain.finished and spec.output_ids == plain.output_ids
     assert len(spec.output_ids) == 12 and spec.config["draft"] == "ngram"
     # a streamed intermediate update showed a partial lane
-    partial = [u for u in updates if isinstance(u, (list, tuple)) and any("racing" in str(x) for x in u)]
+    partial = [u for u in updates if isinstance(u, (list, tuple)) and any("running" in str(x) for x in u)]
     assert partial
 
 

@@ -253,7 +253,7 @@ def test_defaults_on_a_typed_prompt_explain_their_verdict(page):
     if "No speculation in this run" in verdict:        # k = auto may decline every round: no claim then
         assert "every round was a plain target step" in verdict and not re.search(r"\d×\s*speedup", verdict)
     else:
-        why = page.locator("#sd-why").inner_text()
+        why = page.locator("#sd-why").text_content()
         # a busy machine's clocks may not explain the run: the why-line then says so (tests/test_honest.py)
         # trees (the default) are explained by their tokens and guesses per pass, chains by α
         assert why.startswith("Why:") and ("tokens per target pass" in why or "α =" in why or "too unstable" in why)

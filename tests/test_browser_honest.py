@@ -36,7 +36,7 @@ def test_a_race_on_an_unstable_clock_says_its_timings_cannot_explain_the_speedup
     page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Your run')", timeout=300_000)
     verdict = page.locator("#sd-verdict").inner_text()
     assert "speedup measured, but the timings are too unstable to explain it" in verdict
-    why = page.locator("#sd-why").inner_text()
+    why = page.locator("#sd-why").text_content()
     assert why.startswith("Why: not explained, the timings are too unstable:")
     assert "Limited most by" not in why and "accepted too rarely" not in why
     # the number that tripped the rule is on the page: a stall's share (×) or a v(m) out of its range

@@ -214,7 +214,7 @@ def test_the_page_shows_both_lanes_at_one_clock_so_the_faster_pulls_ahead():
     assert race.race_clock(spec, plain) == pytest.approx(0.35)
     lanes = handlers.race_lanes(spec, plain)
     assert count_in(lanes["spec_lane"]) == 10 and count_in(lanes["plain_lane"]) == 5
-    assert "racing" in lanes["plain_lane"]
+    assert "running" in lanes["plain_lane"]
     # Once the speculative lane has finished, the race's clock is plain's own: it catches up.
     spec.finished = True
     assert race.race_clock(spec, plain) == pytest.approx(0.6)
