@@ -275,6 +275,7 @@ def test_four_visitors_press_run_at_once_and_each_gets_their_own_answer(url, bro
         pg.wait_for_selector("#sd-timeline .sd-tok")
         pg.locator("#sd-prompt textarea").fill(text)
         _set_number(pg, "#sd-max-new", 8)
+        greedy(pg)                       # the page samples at T 0.7: compared with greedy decoding alone
         pages.append(pg)
     for pg in pages:
         pg.locator("#sd-run").click()

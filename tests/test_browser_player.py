@@ -12,7 +12,7 @@ import pytest
 from specdec_core import Trace
 from specdec_core.trace.decisions import draft_decision, node_decision
 
-from tests.test_browser import ARTIFACTS, _set_number, browser, page, url  # noqa: F401 (fixtures)
+from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, page, url  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
@@ -45,11 +45,14 @@ def _lane(page, lane: str) -> int:
     return int(page.locator(f'#sd-player .sd-pl-lane[data-lane="{lane}"] .sd-pl-n').inner_text())
 
 
-def _run_copy_prompt(page, tmp_path):
-    """Run the copy-heavy prompt (many rounds, token trees) and return its downloaded traces."""
+def _run_copy_prompt(page, tmp_path, tree=None):
+    """Run the copy-heavy prompt (many rounds, token trees) and return its downloaded traces;
+    `tree`: a fixed budget "N,D" (every round a token tree), else the page's default (auto)."""
     page.wait_for_selector("#sd-player .sd-pl-controls")
     page.locator("#sd-prompt textarea").fill(COPY_PROMPT)
     _set_number(page, "#sd-max-new", 40)
+    if tree is not None:
+        _choose(page, "#sd-tree", tree)
     page.locator("#sd-run").click()
     page.wait_for_function(RUN_DONE, timeout=300_000)
     return _traces(page, tmp_path)
@@ -97,13 +100,14 @@ def test_the_player_steps_plays_and_leads_the_linked_views(page, tmp_path):
 
 
 def test_the_walkthrough_walks_this_race_and_ends(page, tmp_path):
-    spec, _ = _run_copy_prompt(page, tmp_path)
+    # a fixed tree budget: under load the shape rule may choose chains only, and this walk needs a tree
+    spec, _ = _run_copy_prompt(page, tmp_path, tree="8,4")
     page.get_by_role("tab", name="Walkthrough").click()
     page.wait_for_selector("#sd-wt-text")
     # the default source is this page's race: its round list holds this race's rounds
     page.wait_for_function(f"document.querySelector('#sd-wt-round input').value.startsWith('round ')")
     trees = [r.index for r in spec.rounds if r.tree]
-    assert trees, "the copy-heavy race at the page's defaults verified no token tree"
+    assert trees, "the race verified no token tree"
     if "a tree of" not in page.locator("#sd-wt-round input").input_value():
         # the walkthrough opened on a chain round: pick the race's first tree round
         page.locator("#sd-wt-round input").click()
