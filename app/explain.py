@@ -39,11 +39,19 @@ FIRST_LOAD_NOTE = ("The first run loads the model pair: for the offline default 
                    "Hub models download on their first use.")
 
 FIRST_PAINT_RACES = 5   # app/record.py keeps the race with the median speedup of these
-RECORDED_BANNER = ("● **Recorded example** — a race recorded earlier on **{device}** with {target} + {draft}, "
-                   f"{{shape}} (of {FIRST_PAINT_RACES} recorded races, the one with the middle speedup), shown "
+RECORDED_BANNER = ("● **Recorded race** — raced earlier on **{machine}** with {target} + {draft}, {shape}, "
+                   f"T = {{temperature}} (of {FIRST_PAINT_RACES} races, the one with the middle speedup), shown "
                    "before any model loads. Press **Run** to race on this machine.")
+# The races the page opens on (app/record.py records them at the page's defaults): file stem, the
+# EXAMPLES entry raced, a short name. An everyday prompt where speculation wins little comes first
+# (it is the prompt box's default); a repetitive one where prompt lookup's copies win big follows.
+FIRST_PAINT = (("example", 0, "an everyday question"), ("example_copy", 1, "notes the answer repeats"))
+RECORDED_LABEL = "Recorded races: press one to show it"
+RECORDED_WHY = ("**Why one wins more:** the draft's guesses that the big model kept made **{kept_a} of {n_a}** "
+                "tokens for {name_a} but **{kept_b} of {n_b}** for {name_b}. The more often the draft guesses the "
+                "big model's next token, the fewer passes the big model runs.")
 RUN_BANNER = "▶ **Your run** on **{device}**: {target} + {draft}, {shape}, T = {temperature}."
-UPLOAD_BANNER = "⤒ **Loaded from file** ({files}): recorded on **{device}**, {target} + {draft}, {shape}."
+UPLOAD_BANNER = "⤒ **Loaded from file** ({files}): recorded on **{machine}**, {target} + {draft}, {shape}."
 
 RACE_HELP = ("Both lanes run the same model, device and sampler, after an uncounted warm-up, **taking turns a "
              "round at a time** (the lane behind in tokens goes next), so a busy machine slows both alike; each "

@@ -320,6 +320,20 @@ def upload(paths) -> dict:
     return out
 
 
+def show_recorded(stem: str) -> dict:
+    """Re-render every view from one of the bundled recorded races (views.recorded_races), with its
+    prompt in the prompt box so Run races it on this machine; no model involved."""
+    races = views.recorded_races()
+    if stem not in races:
+        raise UserError(f"there is no recorded race named {stem!r}")
+    spec, plain = races[stem]
+    out = views.views(spec, plain, "example")
+    out["traces"] = {"spec": spec, "plain": plain, "banner": out["banner"]}
+    out["files"] = views.write_files(spec, plain)
+    out["prompt"] = next(explain.EXAMPLES[i][1] for s, i, _ in explain.FIRST_PAINT if s == stem)
+    return out
+
+
 def inspect_round(traces: dict, round_index, position: Optional[int] = None) -> dict:
     spec = (traces or {}).get("spec")
     return views.inspector(spec, int(round_index or 0), position)

@@ -22,11 +22,7 @@ from specdec_core.decoding import warm_up
 from specdec_core.trace import measured_speedup
 
 from . import race
-from .explain import EXAMPLES, FIRST_PAINT_RACES
-
-# The races the page opens on, by file stem: an everyday prompt where speculation wins little and a
-# repetitive one where prompt lookup's copies make it win big (EXAMPLES index).
-FIRST_PAINT = (("example", 0), ("example_copy", 1))
+from .explain import EXAMPLES, FIRST_PAINT, FIRST_PAINT_RACES
 from .teach.walkthrough import rounds_with
 
 PROMPT, K, TEMPERATURE, MAX_NEW = "I saw a dog ride", 3, 0.6, 32
@@ -61,7 +57,7 @@ def record_race(pair, prompt: str, out: Path, stem: str) -> float:
 
 def record_first_paint(pair, out: Path) -> dict:
     """The two races the page opens on (explain.FIRST_PAINT): {stem: speedup kept}."""
-    return {stem: record_race(pair, EXAMPLES[i][1], out, stem) for stem, i in FIRST_PAINT}
+    return {stem: record_race(pair, EXAMPLES[i][1], out, stem) for stem, i, _ in FIRST_PAINT}
 
 
 def record_walkthrough(pair, out: Path, seeds=range(50)) -> int:

@@ -83,7 +83,7 @@ RESIZE_JS = "() => { for (const ms of [60, 400]) setTimeout(() => window.dispatc
 ADVANCED = "Advanced: model pair, drafter, drafting shape, k, sampler, device"
 
 
-def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) -> dict:
+def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict, recorded: dict) -> dict:
     """Create the page's components (inside a gr.Blocks context); returns them by name. The first
     screen is the lesson: prompt, Run, the two lanes and the verdict; the settings fold into the
     Advanced accordion, the three facts of explain.LESSON follow."""
@@ -93,7 +93,15 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict) 
     C["scale"] = gr.State(1.0)          # classroom mode's chart scale (the page's CSS scales the rest)
     gr.Markdown(explain.INTRO, elem_id="sd-intro")
     teach_tab.layout_controls(C)
-    C["banner"] = gr.Markdown(init["banner"], elem_id="sd-banner", elem_classes="sd-banner")
+    with gr.Row(equal_height=False, elem_id="sd-banner-row"):
+        with gr.Column(scale=3, min_width=320):
+            C["banner"] = gr.Markdown(init["banner"], elem_id="sd-banner", elem_classes="sd-banner")
+        # The recorded races the page opens on (explain.FIRST_PAINT): one is shown, the other a click
+        # away, each labelled with its speedup, and a sentence on why they differ.
+        with gr.Column(scale=2, min_width=300, visible=bool(recorded), elem_id="sd-recorded-box"):
+            C["recorded"] = gr.Radio(views.recorded_choices(recorded), value=next(iter(recorded), None),
+                                     label=explain.RECORDED_LABEL, elem_id="sd-recorded")
+            gr.Markdown(views.recorded_why(recorded), elem_id="sd-recorded-why")
     with gr.Tabs(selected="race") as C["tabs"]:
         with gr.Tab("Race", id="race") as C["race_tab"]:
             with gr.Row(equal_height=False, elem_id="sd-first"):
@@ -260,6 +268,16 @@ def listeners(C: dict) -> None:
             gr.Warning(str(e))
             return _updates(C, handlers.refused(str(e), traces, what="Not loaded", rerender=False))
 
+    def on_recorded(stem, traces, scale):
+        try:
+            vals = handlers.show_recorded(stem)
+        except handlers.UserError as e:
+            gr.Warning(str(e))
+            return _updates(C, handlers.refused(str(e), traces, what="Not shown", rerender=False))
+        out = _updates(C, vals, scale)
+        out[C["prompt"]] = vals["prompt"]
+        return out
+
     # The player rests on a round (a step, a scrub, a timeline click, or each round while playing):
     # the inspector and the tokens-vs-time chart's marker follow it.
     def on_player_round(traces, scale, evt: gr.EventData):
@@ -299,6 +317,10 @@ def listeners(C: dict) -> None:
     def on_pressed(request: gr.Request):
         C["sessions"].pressed(_session(request))
     C["run"].click(on_pressed, None, None, queue=False, api_visibility="private")
+    # A run (or a loaded file) replaces the recorded race: the switch lets go, so a click on either
+    # recorded race shows it again.
+    for event in (C["run"].click, C["greedy"].click, C["upload"].upload):
+        event(lambda: gr.Radio(value=None), None, C["recorded"], queue=False, api_visibility="private")
 
     # One click to the token-for-token check: greedy sampling, then the same Run.
     def on_greedy(request: gr.Request):
@@ -316,6 +338,8 @@ def listeners(C: dict) -> None:
                        [C["round"], C["position"], C["round_plot"], C["position_plot"], C[views.CHART_NAMES[2]],
                         C["player_round"]], show_progress="hidden", api_visibility="private", trigger_mode="always_last")
     C["upload"].upload(on_upload, [C["upload"], C["traces"], C["scale"]], view_outputs, api_name="upload")
+    C["recorded"].input(on_recorded, [C["recorded"], C["traces"], C["scale"]], view_outputs + [C["prompt"]],
+                        api_name="show_recorded")
     C["round"].input(on_round, [C["traces"], C["round"], C["scale"]],
                        [C["position"], C["round_plot"], C["position_plot"]], api_name="inspect_round",
                        show_progress="hidden", trigger_mode="always_last")
@@ -329,13 +353,14 @@ def listeners(C: dict) -> None:
 
 def build_demo() -> gr.Blocks:
     """The page: layout, then listeners; first paint from the recorded example traces."""
-    spec0, plain0 = views.load_example()
+    recorded = views.recorded_races()
+    spec0, plain0 = next(iter(recorded.values()), (None, None))
     init = views.views(spec0, plain0, "example")
     init_files = views.write_files(spec0, plain0) if spec0 or plain0 else None
     default = handlers.preset_fields("smollm2-135m")
     # Gradio copies returned files into its own cache: delete them hourly once a day old at most.
     with gr.Blocks(title=explain.TITLE, delete_cache=(3600, 24 * 3600)) as demo:
-        C = layout(init, init_files, default, spec0, plain0, teach_tab.load_bundled())
+        C = layout(init, init_files, default, spec0, plain0, teach_tab.load_bundled(), recorded)
         C["demo"] = demo
         C["sessions"] = handlers.RunSessions()
         listeners(C)

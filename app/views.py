@@ -14,6 +14,7 @@ from typing import Optional
 
 from specdec_core import Trace, data
 from specdec_core.settings import shape_label
+from specdec_core.trace import measured_speedup
 from specdec_core.trace.decisions import DECISIONS, draft_decision
 from specdec_core.trace.text import round_labels
 
@@ -32,6 +33,39 @@ def load_example(files: tuple[str, str] = EXAMPLE_FILES) -> tuple[Optional[Trace
         file = data.file("examples", name)
         out.append(Trace.from_json(file.read_bytes()) if file.is_file() else None)
     return out[0], out[1]
+
+
+def recorded_races() -> dict:
+    """The bundled races the page opens on (explain.FIRST_PAINT, recorded by app.record), in order:
+    {stem: (speculative, plain)}; a race whose files are missing is left out."""
+    out = {}
+    for stem, _, _ in explain.FIRST_PAINT:
+        spec, plain = load_example((f"{stem}_speculative.trace.json", f"{stem}_plain.trace.json"))
+        if spec is not None and plain is not None:
+            out[stem] = (spec, plain)
+    return out
+
+
+def recorded_choices(races: dict) -> list[tuple[str, str]]:
+    """The recorded-race switch's (label, stem) choices: the example's label and its speedup."""
+    names = {stem: explain.EXAMPLES[i][0] for stem, i, _ in explain.FIRST_PAINT}
+    out = []
+    for stem, (spec, plain) in races.items():
+        speedup = measured_speedup(spec, plain)
+        out.append((f"{names[stem]} · " + (f"{speedup:.2f}×" if speedup else "no speedup"), stem))
+    return out
+
+
+def recorded_why(races: dict) -> str:
+    """One sentence on why the recorded races' speedups differ, from their traces: how many of each
+    race's tokens were the draft's kept guesses ("" unless both races are bundled)."""
+    if len(races) < 2:
+        return ""
+    names = {stem: name for stem, _, name in explain.FIRST_PAINT}
+    (a, (spec_a, _)), (b, (spec_b, _)) = list(races.items())[:2]
+    kept = {stem: sum(r.n_accepted for r in spec.rounds) for stem, spec in ((a, spec_a), (b, spec_b))}
+    return explain.RECORDED_WHY.format(kept_a=kept[a], n_a=len(spec_a.output_ids), name_a=names[a],
+                                       kept_b=kept[b], n_b=len(spec_b.output_ids), name_b=names[b])
 
 
 def split_traces(traces) -> tuple[Optional[Trace], Optional[Trace]]:
@@ -74,7 +108,7 @@ def banner(spec, plain, kind: str, files: str = "") -> str:
     if t is None:
         return "No trace yet: press **Run**."
     cfg = t.config
-    fields = dict(device=cfg.get("device", "?"), target=cfg.get("target"), draft=(spec.config.get("draft") if spec else "—"),
+    fields = dict(device=cfg.get("device", "?"), machine=cfg.get("machine") or cfg.get("device", "?"), target=cfg.get("target"), draft=(spec.config.get("draft") if spec else "—"),
                   shape=(shape_label(spec.config.get("k"), spec.config.get("tree")) if spec else "plain"),
                   temperature=cfg.get("temperature"), files=files)
     template = {"example": explain.RECORDED_BANNER, "run": explain.RUN_BANNER, "upload": explain.UPLOAD_BANNER}[kind]

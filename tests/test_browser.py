@@ -86,10 +86,24 @@ def _choose(page, selector, value):
 
 
 def test_first_paint_is_the_recorded_example(page):
+    """The page opens on the first of two recorded races, each labelled with its speedup beside a
+    sentence on why they differ; a click on the other shows it, with its prompt in the prompt box."""
+    from app.explain import EXAMPLES, FIRST_PAINT
     page.wait_for_selector("#sd-timeline .sd-tok")
     banner = page.locator("#sd-banner").inner_text()
-    assert "Recorded example" in banner and "cpu" in banner
+    assert "Recorded race" in banner and "CPU" in banner and "T = 0.7" in banner
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 7")
+    options = page.locator("#sd-recorded label")
+    assert options.count() == 2 and all(options.nth(i).inner_text().strip().endswith("×") for i in range(2))
+    assert "Why one wins more" in page.locator("#sd-recorded-why").inner_text()
+    first_timeline = page.locator("#sd-timeline").inner_text()
+    options.nth(1).click()
+    copy_prompt = EXAMPLES[FIRST_PAINT[1][1]][1]
+    page.wait_for_function("p => document.querySelector('#sd-prompt textarea').value === p", arg=copy_prompt)
+    page.wait_for_function("t => document.querySelector('#sd-timeline').innerText !== t", arg=first_timeline)
+    assert "Recorded race" in page.locator("#sd-banner").inner_text()
+    speedup = options.nth(1).inner_text().strip().split(" · ")[-1].rstrip("×")
+    assert f"{speedup}× speedup" in page.locator("#sd-verdict").inner_text()
 
 
 def test_run_race_timeline_charts_inspector_download_upload(page):
@@ -208,7 +222,7 @@ def _banner_message(page) -> str:
 def test_malformed_upload_shows_an_error(page, tmp_path):
     page.wait_for_selector("#sd-timeline .sd-tok")
     before = _banner_message(page)
-    assert "Recorded example" in before
+    assert "Recorded race" in before
     bad = tmp_path / "not-a-trace.json"
     bad.write_text("{ nope")
     with page.expect_file_chooser() as fc:

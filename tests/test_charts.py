@@ -6,6 +6,7 @@ import pytest
 
 from specdec_core import TraceFormatError
 from specdec_core.costs import theory
+from specdec_core.trace import measured_speedup
 from specdec_core.trace.decisions import DECISIONS, DRAFT_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR
 
 from app import charts, views
@@ -145,8 +146,33 @@ def test_views_from_uploaded_files_and_bad_file(tmp_path):
 
 
 def test_example_assets_load_and_render():
-    spec, plain = views.load_example()
-    assert spec is not None and plain is not None and spec.config["k"] != 0 and plain.config["k"] == 0
-    v = views.views(spec, plain, "example")
-    assert "Recorded example" in v["banner"] and spec.config["device"] in v["banner"]
-    assert "sd-accepted" in v["timeline"] and "sd-rejected" in v["timeline"]
+    """The two recorded races the page opens on: bundled, recorded at the page's defaults (T 0.7,
+    top-p 0.9, seed 0, lanes interleaved) on a named machine; the switch's labels carry each race's
+    measured speedup and the sentence its kept guesses, all read from the traces."""
+    from app import explain, handlers
+    from app.ui import DEFAULT_SAMPLER
+    races = views.recorded_races()
+    assert list(races) == [stem for stem, _, _ in explain.FIRST_PAINT]
+    for stem, (spec, plain) in races.items():
+        assert spec.config["k"] != 0 and plain.config["mode"] == "autoregressive"
+        for t in (spec, plain):
+            assert (t.config["temperature"], t.config["top_p"], t.config["seed"]) == (
+                DEFAULT_SAMPLER["temperature"], DEFAULT_SAMPLER["top_p"], DEFAULT_SAMPLER["seed"])
+            assert t.config.get("interleaved") and t.config.get("machine")
+        v = views.views(spec, plain, "example")
+        assert "Recorded race" in v["banner"] and spec.config["machine"] in v["banner"]
+        assert "sd-accepted" in v["timeline"] and "sd-rejected" in v["timeline"]     # sampled: rejections
+        shown = handlers.show_recorded(stem)
+        assert shown["traces"]["spec"] is not None and shown["prompt"] == explain.EXAMPLES[
+            next(i for s, i, _ in explain.FIRST_PAINT if s == stem)][1]
+    (everyday, (spec_e, plain_e)), (copy, (spec_c, plain_c)) = races.items()
+    labels = dict((stem, label) for label, stem in views.recorded_choices(races))
+    assert labels[everyday].endswith(f"{measured_speedup(spec_e, plain_e):.2f}×")
+    assert labels[copy].endswith(f"{measured_speedup(spec_c, plain_c):.2f}×")
+    # the copy-heavy race wins more, because more of its tokens were the draft's kept guesses
+    assert measured_speedup(spec_c, plain_c) > measured_speedup(spec_e, plain_e)
+    kept = [sum(r.n_accepted for r in s.rounds) for s in (spec_e, spec_c)]
+    why = views.recorded_why(races)
+    assert f"**{kept[0]} of {len(spec_e.output_ids)}**" in why and f"**{kept[1]} of {len(spec_c.output_ids)}**" in why
+    with pytest.raises(handlers.UserError):
+        handlers.show_recorded("no-such-race")

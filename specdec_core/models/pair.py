@@ -128,10 +128,12 @@ class ModelPair:
 
         from ..version import __version__
         from ..trace.tokens import encode_vocab
+        from .machine import describe
         return {"kernels": self.kernels(None if mode == "autoregressive" else drafter),
                 "target": self.target_name, "draft": None if mode == "autoregressive" else drafter.name,
                 "k": k, "temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p,
                 "seed": seed, "max_new_tokens": max_new_tokens, "device": str(self.input_device),
+                "machine": describe(self.input_device),
                 "dtype": str(self.dtype).replace("torch.", ""), "mode": mode,
                 "eos_ids": sorted(self.eos_ids),
                 "versions": {"specdec_core": __version__, "torch": torch.__version__,

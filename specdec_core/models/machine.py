@@ -1,0 +1,33 @@
+"""One line naming the machine a decode ran on, for a trace's config ("machine"): a recorded race
+says where its clocks were read (a 2-core CPU and an H100 give different speedups for one model)."""
+from __future__ import annotations
+
+import os
+import platform
+from functools import lru_cache
+
+import torch
+
+
+@lru_cache(maxsize=None)
+def _cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else platform's; "" when unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or ""
+
+
+def describe(device) -> str:
+    """'NVIDIA H100 80GB HBM3' on CUDA; on CPU '<cores>-core <arch> CPU (<model>)' with the cores
+    torch may use (what bounds its speed), e.g. '2-core x86_64 CPU (Intel(R) Xeon(R) …)'."""
+    device = torch.device(device)
+    if device.type == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_name(device)
+    cores = torch.get_num_threads() or os.cpu_count() or 1
+    model = _cpu_model()
+    return f"{cores}-core {platform.machine() or 'unknown'} CPU" + (f" ({model})" if model else "")
