@@ -39,9 +39,8 @@ FIRST_LOAD_NOTE = ("The first run loads the model pair: for the offline default 
                    "Hub models download on their first use.")
 
 FIRST_PAINT_RACES = 5   # app/record.py keeps the race with the median speedup of these
-RECORDED_BANNER = ("● **Recorded race** — raced earlier on **{machine}** with {target} + {draft}, {shape}, "
-                   f"T = {{temperature}} (of {FIRST_PAINT_RACES} races, the one with the middle speedup), shown "
-                   "before any model loads. Press **Run** to race on this machine.")
+RECORDED_BANNER = ("● **Recorded race** on **{machine}**: {target} + {draft}, {shape}, T = {temperature} (the "
+                   f"middle speedup of {FIRST_PAINT_RACES} races). Press **Run** to race on this machine.")
 # The races the page opens on (app/record.py records them at the page's defaults): file stem, the
 # EXAMPLES entry raced, a short name. An everyday prompt where speculation wins little comes first
 # (it is the prompt box's default); a repetitive one where prompt lookup's copies win big follows.
