@@ -18,7 +18,8 @@ from specdec_core import decoding
 from specdec_core.models import is_loaded
 from specdec_core.models.presets import LOOKUP_PREFIX
 from specdec_core.errors import DecodeError
-from specdec_core.settings import RANGES, SettingsError, check_prompt_text, check_settings, check_shape, check_tree
+from specdec_core.decoding.plan import parse_plan
+from specdec_core.settings import RANGES, SettingsError, check_prompt_text, check_settings
 
 from . import deploy, explain, race, views
 from .gpu import gpu
@@ -110,13 +111,11 @@ def parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed, tree="aut
     """The page's fields through the core's one settings check, with the page's caps. The shape:
     k "auto" leaves it to `tree`; a number k is a chain of k (refused beside a tree budget)."""
     try:
-        tree_t = check_tree(tree)
-        k_auto = isinstance(k, str) and k.strip().lower() == "auto"
-        k, tree_t = check_shape(None if k_auto and tree_t is not None else k, tree_t)
-        s = check_settings(k if tree_t is None else 1, temperature, top_k, top_p, max_new_tokens, seed, page=True)
+        plan = parse_plan(k, tree, page=True)
+        s = check_settings(plan.settings_k, temperature, top_k, top_p, max_new_tokens, seed, page=True)
     except SettingsError as e:
         raise UserError(str(e)) from None
-    return {"k": k if tree_t is None else None, "tree": tree_t, **s.decode_kwargs()}
+    return {**plan.keywords(), **s.decode_kwargs()}
 
 
 def pair_args(preset: str, target: str, draft: str, drafter: str) -> tuple[str, str]:

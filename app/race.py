@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from typing import Iterator, Optional
 
-from specdec_core.settings import shape_label
+from specdec_core.decoding.plan import Plan
 from specdec_core.trace.decisions import DECISIONS, NEUTRAL_COLOUR
 from specdec_core.trace import cost_ratios, measured_speedup
 from specdec_core.trace.compare import no_draft_reason, speedup_reasons, speedup_why, timings_unstable
@@ -146,7 +146,7 @@ def stats_markdown(spec, plain) -> str:
     best = None if shaped else charts.best_theoretical_k(spec, plain)
     per_pass = s["nodes_verified"] / s["rounds"] if s.get("rounds") else None
     rows = [
-        ("drafting shape", shape_label(k, spec.config.get("tree")) if spec is not None else None, None, "s"),
+        ("drafting shape", Plan.from_config(spec.config).label() if spec is not None else None, None, "s"),
         ("new tokens", s.get("new_tokens"), p.get("new_tokens"), "d"),
         ("rounds (target passes)", s.get("rounds"), p.get("rounds"), "d"),
         ("acceptance rate", s.get("acceptance_rate"), None, ".3f"),

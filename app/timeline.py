@@ -13,7 +13,7 @@ from typing import Optional
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, INK_COLOUR, MUTED_COLOUR, NEUTRAL_COLOUR,
                                           PLAIN_COLOUR, TARGET_COLOUR, correction_decision, draft_decision,
                                           visible_whitespace)
-from specdec_core.settings import shape_label
+from specdec_core.decoding.plan import Plan
 from specdec_core.trace.text import display_texts, round_texts
 
 _STYLE_CSS = {  # the non-colour cue of each legend style
@@ -279,5 +279,5 @@ def plain_lane_html(trace, **kw) -> str:
 
 def spec_lane_html(trace, **kw) -> str:
     cfg = trace.config if trace is not None else None
-    title = "Speculative decoding" + (f" ({shape_label(cfg.get('k'), cfg.get('tree'))})" if cfg else "")
+    title = "Speculative decoding" + (f" ({Plan.from_config(cfg).label()})" if cfg else "")
     return lane_html(trace, title, colour=TARGET_COLOUR, **kw)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 from specdec_core import Trace, data
-from specdec_core.settings import shape_label
+from specdec_core.decoding.plan import Plan
 from specdec_core.trace import measured_speedup
 from specdec_core.trace.decisions import DECISIONS, draft_decision
 from specdec_core.trace.text import round_labels
@@ -109,7 +109,7 @@ def banner(spec, plain, kind: str, files: str = "") -> str:
         return "No trace yet: press **Run**."
     cfg = t.config
     fields = dict(device=cfg.get("device", "?"), machine=cfg.get("machine") or cfg.get("device", "?"), target=cfg.get("target"), draft=(spec.config.get("draft") if spec else "—"),
-                  shape=(shape_label(spec.config.get("k"), spec.config.get("tree")) if spec else "plain"),
+                  shape=(Plan.from_config(spec.config).label() if spec else "plain"),
                   temperature=cfg.get("temperature"), files=files)
     template = {"example": explain.RECORDED_BANNER, "run": explain.RUN_BANNER, "upload": explain.UPLOAD_BANNER}[kind]
     return template.format(**fields)

@@ -3,7 +3,8 @@
 `RANGES` is the one table of what each setting may be: the core's check, the page's fields (their
 labels and hints) and the share link all read it. Values may arrive as numbers (API) or as text
 (CLI arguments, UI fields); `check_settings` turns them into a `Settings` or raises `SettingsError`
-(a ValueError) with one line that names the field and its allowed range.
+(a ValueError) with one line that names the field and its allowed range. The drafting shape (k with
+tree) is checked as a whole by decoding/plan.py's parse_plan, against the same table.
 """
 from __future__ import annotations
 
@@ -153,57 +154,6 @@ def check_k(k, allow_plain: bool = False, page: bool = False) -> Union[int, str]
         return "auto"
     r = RANGES["k"]
     return (Range(r.name, r.label, 0, r.hi, True, r.note) if allow_plain else r).check(k, page)
-
-
-def check_tree(tree) -> Union[str, tuple, None]:
-    """tree: "auto" (the shape rule), None / "none" (a chain), or a budget (nodes, depth) given as a
-    pair or as text "N,D" -> "auto", None or (nodes, depth) inside RANGES; else SettingsError."""
-    if tree is None or (isinstance(tree, str) and tree.strip().lower() in ("none", "")):
-        return None
-    if isinstance(tree, str) and tree.strip().lower() == "auto":
-        return "auto"
-    parts = re.split(r"\s*[,x×]\s*", tree.strip()) if isinstance(tree, str) else tree
-    if isinstance(parts, (list, tuple)) and len(parts) == 2:
-        return RANGES["tree_nodes"].check(parts[0]), RANGES["tree_depth"].check(parts[1])
-    raise SettingsError(f'tree must be "auto", "none" or a budget "nodes,depth" (nodes from 1 to 64, '
-                        f"depth from 1 to 16); got {tree!r}")
-
-
-def check_shape(k=None, tree="auto") -> tuple:
-    """(k, tree) of a speculative decode, checked: tree "auto" (the default) unless k is given; k=N
-    alone is a chain of N (tree None); k="auto" with tree None the shape rule as a chain; tree a
-    budget (nodes, depth) with no k. Raises SettingsError for both k and a tree budget."""
-    if k is not None and not (isinstance(k, str) and not k.strip()):
-        k = check_k(k)
-        tree = None if tree == "auto" or (isinstance(tree, str) and tree.strip().lower() == "auto") else tree
-    else:
-        k = None
-    tree = check_tree(tree)
-    if tree is not None and k is not None:
-        raise SettingsError('give k (a chain) or tree (a token tree), not both: k=N alone is a chain of N, '
-                            'tree="auto" or tree=(nodes, depth) a tree')
-    return ("auto" if tree is None and k is None else k), tree
-
-
-def check_draft_limit(k, tree, limit: Optional[int], drafter: str) -> None:
-    """A drafter that drafts at most `limit` tokens per round (a block drafter's slots; None: no
-    limit) refuses a chain k or a tree depth beyond it (checked (k, tree), as check_shape gives)."""
-    if limit is None:
-        return
-    asked = tree[1] if isinstance(tree, tuple) else k if isinstance(k, int) else None
-    if asked is not None and asked > limit:
-        what = f"tree depth {asked}" if isinstance(tree, tuple) else f"k = {asked}"
-        raise SettingsError(f"{what} is too long for the {drafter}: it drafts at most {limit} tokens per "
-                            f"round (one slot each); use k ≤ {limit}, a tree depth ≤ {limit}, or auto")
-
-
-def shape_label(k, tree) -> str:
-    """How the page and the CLI name a checked (k, tree): 'tree = auto', 'tree = 12,4', 'chain k = 4'."""
-    if tree == "auto":
-        return "tree = auto"
-    if tree is not None:
-        return f"tree = {tree[0]},{tree[1]}"
-    return f"chain k = {k}"
 
 
 def check_settings(k=4, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=64, seed=0, *,

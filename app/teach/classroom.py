@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import urlencode
 
-from specdec_core.settings import RANGES, SettingsError, check_k, check_prompt_text, check_tree
+from specdec_core.decoding.plan import parse_plan
+from specdec_core.settings import RANGES, SettingsError, check_k, check_prompt_text
 
 from .. import handlers
 
@@ -34,8 +35,7 @@ def _k(text: str) -> str:
 
 def _tree(text: str) -> str:
     """tree=auto|none|N,D: the drafting-shape control's text."""
-    tree = check_tree(text)
-    return "none" if tree is None else tree if tree == "auto" else f"{tree[0]},{tree[1]}"
+    return parse_plan(tree=text).tree_text
 
 
 def _choice(choices) -> Callable[[str], str]:

@@ -211,9 +211,9 @@ def parse_args(argv=None):
 
 
 def parse_trees(text: str) -> list:
-    """'8,4;12,5' -> [(8, 4), (12, 5)], each checked by settings.check_tree."""
-    from ..settings import check_tree
-    return [check_tree(part) for part in text.split(";") if part.strip()]
+    """'8,4;12,5' -> [(8, 4), (12, 5)], each checked as the tree keyword (decoding.plan.parse_plan)."""
+    from ..decoding.plan import parse_plan
+    return [parse_plan(tree=part).keywords()["tree"] for part in text.split(";") if part.strip()]
 
 
 def parse_sweep(text: str) -> list[int]:

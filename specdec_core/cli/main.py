@@ -9,7 +9,8 @@ import argparse
 import os
 import sys
 
-from ..settings import SettingsError, check_settings, check_shape, shape_label
+from ..decoding.plan import Plan, parse_plan
+from ..settings import SettingsError, check_settings
 from .render import comparison_lines, legend_line, render_tokens, round_pieces, stats_lines
 
 
@@ -48,11 +49,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     if args.show is None and not args.prompt:
         ap.error("give a prompt, or --show FILE")
-    if args.show is None:   # the one settings check (settings.py), as the API and the app use it
+    if args.show is None:   # the one settings check (plan.py, settings.py), as the API and the app use it
         try:
-            args.k, args.tree = check_shape(args.k, args.tree)
-            args.settings = check_settings(args.k if args.tree is None else 1, args.temperature, args.top_k,
-                                           args.top_p, args.max_new_tokens, args.seed)
+            args.plan = parse_plan(args.k, args.tree)
+            args.settings = check_settings(args.plan.settings_k, args.temperature, args.top_k, args.top_p,
+                                           args.max_new_tokens, args.seed)
         except SettingsError as e:
             ap.error(str(e))
     if args.color is None:
@@ -66,7 +67,7 @@ def show(path: str, colour: bool) -> None:
     trace = Trace.load(path)
     cfg = trace.config
     kernels = (cfg.get("kernels") or {}).get("target")   # optional: older traces lack it
-    shape = shape_label(cfg["k"], cfg.get("tree")) if cfg.get("mode") != "autoregressive" else "plain"
+    shape = Plan.from_config(cfg).label() if cfg.get("mode") != "autoregressive" else "plain"
     print(f"trace {path}: {cfg['target']} + {cfg.get('draft')} · {shape} · T={cfg['temperature']} "
           f"· {cfg.get('device', '?')}" + (f" · kernels: {kernels}" if kernels else ""))
     print(legend_line(colour))
@@ -83,13 +84,13 @@ def run(args) -> None:
                      trust_remote_code=args.trust_remote_code, fast_path=args.fast_path)
     ids = pair.encode_prompt(args.prompt, chat=args.chat)
     settings = args.settings.decode_kwargs()
-    k = args.k if args.tree is None else None
+    shape = args.plan.keywords()   # k and tree as the API takes them
     # Warm-up outside any timing (both code paths, the run's shape), so no lane pays one-time costs.
-    warm_up(pair, ids, k, tree=args.tree, **settings)
-    print(f"{pair.target_name} + {pair.draft_name} · {shape_label(args.k, args.tree)} · {pair.input_device} · "
+    warm_up(pair, ids, **shape, **settings)
+    print(f"{pair.target_name} + {pair.draft_name} · {args.plan.label()} · {pair.input_device} · "
           f"{str(pair.dtype).replace('torch.', '')} · kernels: {pair.kernels()['target']}")
     print(legend_line(args.color))
-    lanes = {"speculative": stream_speculative(pair, ids, k, tree=args.tree, **settings)}
+    lanes = {"speculative": stream_speculative(pair, ids, **shape, **settings)}
     if args.compare_plain:   # plain decoding takes turns with it, a round each: both see the same machine
         lanes["plain"] = stream_autoregressive(pair, ids, **settings)
     done = {}

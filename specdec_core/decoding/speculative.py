@@ -25,12 +25,13 @@ from ..drafters.base import Drafter, chain_tree, empty_proposal, fit_vocab, tapp
 from ..errors import DecodeError
 from ..registry import REGISTRY
 from ..sampling import SamplingConfig, warp_probs
-from ..settings import RANGES, SettingsError, check_draft_limit, check_fits_context, check_settings, check_shape
+from ..settings import RANGES, SettingsError, check_fits_context, check_settings
 from ..trace.record import Round, Trace
+from .plan import Plan, parse_plan
 from .recording import record_round, source_of, sync_output
 from .rule import accept_tree
 from .shape import ShapeRule
-from .tree import Shape, fanout, keep_path, verify_tree
+from .tree import Shape, keep_path, verify_tree
 
 if TYPE_CHECKING:
     from ..models import ModelPair
@@ -226,33 +227,28 @@ def stream_speculative(pair, prompt_ids, k: Union[int, str, None] = None, *, tre
     dicts: tree or rule rounds); replaying it with the same seed reproduces that run's tokens.
     Time spent by the consumer between yields is excluded from the trace's timings.
     """
-    k, tree = check_shape(k, tree)
-    yield from _run(pair, prompt_ids, k, tree=tree, temperature=temperature, top_k=top_k, top_p=top_p,
+    yield from _run(pair, prompt_ids, parse_plan(k, tree), temperature=temperature, top_k=top_k, top_p=top_p,
                     max_new_tokens=max_new_tokens, seed=seed, drafter=drafter, mode="speculative",
                     k_schedule=k_schedule)
 
 
-def _run(pair, prompt_ids, k, *, mode, tree=None, k_schedule=None, **settings) -> Iterator[Trace]:
-    """The round loop shared by speculative and plain decoding. The pair's models are held in
-    the registry while it runs (never evicted mid-decode)."""
+def _run(pair, prompt_ids, plan: Plan, *, mode, k_schedule=None, **settings) -> Iterator[Trace]:
+    """The round loop shared by speculative and plain decoding (plan: what each round drafts). The
+    pair's models are held in the registry while it runs (never evicted mid-decode)."""
     with REGISTRY.holding(pair.target, pair.draft_model):
         # A drafter with a fixed number of slots (the block drafter) refuses longer chains and
         # trees before anything runs.
         drafter = settings.pop("drafter", None) or pair.new_drafter()
-        check_draft_limit(k, tree, drafter.max_k, drafter.name)
-        st = start_decode(pair, prompt_ids, "auto" if tree == "auto" else 1 if tree is not None else k,
-                          mode=mode, drafter=drafter, **settings)
-        if isinstance(tree, tuple):      # config.k of a fixed tree: its node budget per round
-            st.trace.config["k"] = tree[0]
-        st.trace.config["tree"] = list(tree) if isinstance(tree, tuple) else tree
-        k = st.trace.config["k"]          # normalised by check_settings ("4" -> 4)
+        plan.check_drafter(drafter.max_k, drafter.name)
+        st = start_decode(pair, prompt_ids, plan.settings_k, mode=mode, drafter=drafter, **settings)
+        st.trace.config.update(plan.to_config())   # the plan, as the k and tree keys readers know
         schedule = _check_schedule(k_schedule)
         if schedule is not None:
             st.trace.config["k_schedule"] = schedule
         # The shape rule (tree = "auto", or k = "auto" as a chain): its state lives in this decode.
-        rule = (ShapeRule.for_decode(pair, chain=tree is None, one_pass=st.drafter.one_pass)
-                if k == "auto" else None)
-        fixed = fanout(*tree) if isinstance(tree, tuple) else None
+        rule = (ShapeRule.for_decode(pair, chain=not plan.branches, one_pass=st.drafter.one_pass)
+                if plan.auto else None)
+        fixed = None if plan.auto else plan.fixed_shape()
         while not st.done:
             keep, levels, reason, use_rule = None, None, None, None
             if schedule is not None and len(st.trace.rounds) < len(schedule):   # a recorded schedule
@@ -265,7 +261,7 @@ def _run(pair, prompt_ids, k, *, mode, tree=None, k_schedule=None, **settings) -
             elif rule is not None:
                 shape, use_rule = rule.plan(), rule
             else:
-                shape = fixed if fixed is not None else k
+                shape = fixed
             decode_round(st, shape, rule=use_rule, keep=keep, levels=levels, k_reason=reason)
             t_pause = time.perf_counter()
             sync_output(st)

@@ -11,7 +11,7 @@ from .speculative import speculative_generate
 
 def warm_up(pair, prompt_ids, k: Union[int, str, None] = 2, tree=None, **settings) -> None:
     """Decode 2 plain and 3 speculative tokens of prompt_ids [T] with `settings` and the run's
-    shape (k, tree: a tree round's mask and kernels warm up too); nothing is kept."""
+    shape (k, tree: the public keywords, as `Plan.keywords()` gives them; a tree round's mask and
+    kernels warm up too); nothing is kept."""
     autoregressive_generate(pair, prompt_ids, **dict(settings, max_new_tokens=2))
-    shape = dict(tree=tree) if tree is not None else {}
-    speculative_generate(pair, prompt_ids, k if tree is None else None, **shape, **dict(settings, max_new_tokens=3))
+    speculative_generate(pair, prompt_ids, k, tree=tree, **dict(settings, max_new_tokens=3))
