@@ -49,7 +49,7 @@ RECORDED_LABEL = "Recorded races: press one to show it"
 RECORDED_WHY = ("**Why one wins more:** the draft's guesses that the big model kept made **{kept_a} of {n_a}** "
                 "tokens for {name_a} but **{kept_b} of {n_b}** for {name_b}. The more often the draft guesses the "
                 "big model's next token, the fewer passes the big model runs.")
-RUN_BANNER = "▶ **Your run** on **{device}**: {target} + {draft}, {shape}, T = {temperature}."
+RUN_BANNER = "▶ **Your run** on **{machine}**: {target} + {draft}, {shape}, T = {temperature}."
 UPLOAD_BANNER = "⤒ **Loaded from file** ({files}): recorded on **{machine}**, {target} + {draft}, {shape}."
 
 RACE_HELP = ("Both lanes run the same model, device and sampler, after an uncounted warm-up, **taking turns a "

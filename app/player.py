@@ -156,7 +156,7 @@ def _guess_html(g: Guess, i: int, greedy: bool, chosen: bool) -> str:
     d = DECISIONS[g.decision]
     nums = " ".join(x for x in (f"p {g.p:.2f}" if g.p is not None else "", f"q {g.q:.2f}" if g.q is not None else "") if x)
     if g.decision == "discarded":
-        test = "not reached: never checked"
+        test = "never checked"
     elif greedy:
         test = "kept if it is the target's top token"
     elif g.u is not None and g.threshold is not None:
@@ -240,8 +240,11 @@ def player_css() -> str:
         ".sd-pl-where{font-size:calc(14px * var(--sd-scale, 1));font-variant-numeric:tabular-nums}",
         ".sd-pl-caption{font-size:calc(15px * var(--sd-scale, 1));margin:4px 0;min-height:2.6em;line-height:1.3}",
         ".sd-pl-cards{overflow-x:auto}",
-        ".sd-pl-card{display:flex;gap:10px;align-items:flex-start;padding:2px 0}",
-        ".sd-pl-col{display:flex;flex-direction:column;gap:2px;min-width:5.5em}",
+        # a column is as wide as its widest guess (never squeezed under its neighbour's text); a big
+        # tree's card scrolls instead of pushing the lanes off the screen
+        ".sd-pl-card{display:flex;gap:14px;align-items:flex-start;padding:2px 0;"
+        "max-height:calc(17em * var(--sd-scale, 1));overflow-y:auto}",
+        ".sd-pl-col{display:flex;flex-direction:column;gap:2px;min-width:5.5em;flex:0 0 auto}",
         ".sd-pl-lv{font-size:calc(11px * var(--sd-scale, 1));color:#777}",
         ".sd-pl-g{display:block;font-size:calc(13px * var(--sd-scale, 1));line-height:1.25}",
         ".sd-pl-line{white-space:nowrap}",

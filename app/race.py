@@ -65,8 +65,13 @@ def plain_words(spec, plain) -> str:
     how many tokens were the draft's kept guesses, and what guessing cost — no symbols."""
     n, passes, steps = len(spec.output_ids), spec.stats["rounds"], plain.stats["rounds"]
     kept = sum(r.n_accepted for r in spec.rounds)
-    text = (f"the big model ran {passes} passes instead of {steps}: {kept} of the {n} tokens were the draft's "
-            f"guesses that it kept, the other {n - kept} it wrote itself")
+    kept_text = f"{kept} of the {n} tokens were the draft's guesses that it kept, the other {n - kept} it wrote itself"
+    if len(plain.output_ids) == n:
+        text = f"the big model ran {passes} passes instead of {steps}: {kept_text}"
+    else:
+        # Sampled lanes may stop at different lengths: compare passes per token, not the two totals.
+        text = (f"the big model ran {passes} passes for {n} tokens, where plain decoding runs one per token "
+                f"({steps} for its {len(plain.output_ids)}): {kept_text}")
     cost = _fraction(cost_ratios(spec, plain)["c"])
     return text + (f"; each guessing step cost {cost} of a pass." if cost else ".")
 

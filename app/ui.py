@@ -94,14 +94,14 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict, 
     gr.Markdown(explain.INTRO, elem_id="sd-intro")
     teach_tab.layout_controls(C)
     with gr.Row(equal_height=False, elem_id="sd-banner-row"):
+        # The recorded races the page opens on (explain.FIRST_PAINT): one is shown, the other a click
+        # away, each labelled with its speedup, and a sentence under the banner on why they differ.
         with gr.Column(scale=3, min_width=320):
             C["banner"] = gr.Markdown(init["banner"], elem_id="sd-banner", elem_classes="sd-banner")
-        # The recorded races the page opens on (explain.FIRST_PAINT): one is shown, the other a click
-        # away, each labelled with its speedup, and a sentence on why they differ.
+            gr.Markdown(views.recorded_why(recorded), elem_id="sd-recorded-why", visible=bool(recorded))
         with gr.Column(scale=2, min_width=300, visible=bool(recorded), elem_id="sd-recorded-box"):
             C["recorded"] = gr.Radio(views.recorded_choices(recorded), value=next(iter(recorded), None),
                                      label=explain.RECORDED_LABEL, elem_id="sd-recorded")
-            gr.Markdown(views.recorded_why(recorded), elem_id="sd-recorded-why")
     with gr.Tabs(selected="race") as C["tabs"]:
         with gr.Tab("Race", id="race") as C["race_tab"]:
             with gr.Row(equal_height=False, elem_id="sd-first"):

@@ -46,7 +46,7 @@ def test_run_streams_updates_and_returns_valid_traces(finished_run):
     updates, final = finished_run
     assert len(updates) >= 4          # lanes start, stream, finish: more than one update
     banner, plain_lane, spec_lane, verdict, timeline = final[:5]
-    assert "Your run" in banner and "cpu" in banner
+    assert "Your run" in banner and "CPU" in banner
     assert "finished" in plain_lane and "finished" in spec_lane
     assert 'class="sd-count">12<' in plain_lane and 'class="sd-count">12<' in spec_lane
     assert "speedup" in verdict and "identical token for token" in verdict   # T = 0: same text

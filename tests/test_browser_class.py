@@ -43,6 +43,10 @@ def test_the_first_screen_is_the_lesson(browser, url, width, height):  # noqa: F
         for selector in ("#sd-prompt textarea", "#sd-run", "#sd-stop"):
             box = _box(page, selector)
             assert box and box["y"] >= 0 and box["y"] + box["height"] <= height, (selector, box)
+        # both recorded races on the first screen, each labelled with its speedup
+        box = _box(page, "#sd-recorded")
+        assert box and box["y"] + box["height"] <= height, ("#sd-recorded", box)
+        assert page.locator("#sd-recorded label").count() == 2
         for lane in ("#sd-lane-plain", "#sd-lane-spec"):
             box = _box(page, lane)
             # the lane's heading, numbers and the start of its text are on the first screen

@@ -246,6 +246,10 @@ def test_the_verdict_speaks_plainly_first_and_keeps_the_numbers_behind_details()
     assert "tok/s" in details and 'id="sd-why"' in details and "tok/s" not in html_text.split("<details")[0]
     assert race._fraction(0.09) == "about a tenth" and race._fraction(0.34) == "about a third"
     assert race._fraction(0.75) == "about 0.75" and race._fraction(None) is None
+    # sampled lanes that stop at different lengths: passes per token, not "3 instead of 9"
+    longer = make_plain(spec.output_ids + [5, 6, 7], temperature=0.0)
+    assert race.plain_words(spec, longer).startswith(
+        "the big model ran 3 passes for 6 tokens, where plain decoding runs one per token (9 for its 9): 3 of the 6")
 
 
 def test_the_stats_table_prints_v_where_the_why_line_does():
