@@ -13,7 +13,8 @@ TITLE = "Speculative decoding, explained live"
 INTRO = """\
 # Speculative decoding, explained live
 A small **draft** guesses the next few tokens; the large **target** checks all the guesses in **one** pass
-and keeps those it agrees with. Same text as the target alone, fewer target passes. Press **Run**.
+and keeps those it agrees with: fewer target passes for text the target alone could have written (word for
+word with the greedy button; when the page samples, as likely as the target's own). Press **Run**.
 """
 
 # The lesson in three facts, on the first two screens (ui.py): what the two models are and how big,
@@ -28,10 +29,11 @@ LESSON = (
      "step. A pass over the text plus 4 guesses reads them **once**: about one step, and it answers “what comes "
      "next?” after every guess at once."),
     ("What happens to a wrong guess",
-     "A guess is kept with probability p/q (always when the target likes it at least as much as the draft). The "
-     "first rejected guess is **replaced by a token drawn from what the target wanted and the draft did not "
-     "offer**, norm(max(0, p − q)), and later guesses are dropped: the text stays exactly as likely as the "
-     "target's alone."),
+     "A guess is kept with probability p/q — p how much the target wants the token, q how much the draft did "
+     "(always kept when p ≥ q). The first rejected guess is **replaced by a token drawn from what the target "
+     "wanted and the draft did not offer**, norm(max(0, p − q)), and later guesses are dropped: the text stays "
+     "exactly as likely as the target's alone. A token tree tries alternatives for one position in turn, each "
+     "against what the target still wants there, r(x)/Σr."),
 )
 
 FIRST_LOAD_NOTE = ("The first run loads the model pair: for the offline default pair about **25 s** "

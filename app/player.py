@@ -101,6 +101,10 @@ def _decide_caption(c: Card) -> str:
         return f"No guesses this round: the target writes one token itself, “{c.last_text}” (a plain step)."
     parts = [f"Kept {len(kept)} of {len(c.guesses)} guess{'es' if len(c.guesses) != 1 else ''}"
              + (f" ({_quote(kept)})" if kept else "")]
+    if any(sum(g.depth == d for g in c.guesses) > 1 for d in range(1, c.depth + 1)):
+        # a tree: guesses that share a position are alternatives, not a sentence; say so before naming them
+        parts[0] = ("A token tree: guesses in one column are alternatives for the same position, tried top to "
+                    "bottom, each kept if u < r(x)/Σr (what the target still wants there). " + parts[0])
     if rejected:
         parts.append(f"rejected {_quote(rejected)}")
     if c.last == "resampled":

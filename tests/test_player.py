@@ -88,7 +88,9 @@ def test_a_tree_round_grows_level_by_level_and_tries_children_in_order():
     assert fs[0].caption == "The draft guesses: 2 alternatives for token 1 ahead, “A”, “B” (level 1 of 2)."
     assert fs[1].caption == "The draft guesses: 3 alternatives for token 2 ahead, “C”, “D”, “E” (level 2 of 2)."
     assert fs[2].caption.startswith("The target checks all 5 guesses in one pass")
-    assert fs[3].caption == ("Kept 2 of 5 guesses (“B”, “D”); rejected “A”, “C”; the kept line ends there, so the "
+    assert fs[3].caption == ("A token tree: guesses in one column are alternatives for the same position, tried "
+                             "top to bottom, each kept if u < r(x)/Σr (what the target still wants there). "
+                             "Kept 2 of 5 guesses (“B”, “D”); rejected “A”, “C”; the kept line ends there, so the "
                              "target adds a bonus token of its own, “F”: 3 tokens from one pass.")
     c = player.card(spec, spec.rounds[0])
     assert c.chosen and [g.depth for g in c.guesses] == [1, 1, 2, 2, 2]
