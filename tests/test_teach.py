@@ -298,3 +298,9 @@ def test_a_tree_round_walks_its_children_in_order_with_r_over_sum_r():
     assert "`B`: p = 0.300, r(x)/Σr = 0.600, u = 0.400 → ✓ accepted" in accept["text"]
     assert "r/Σr = 0.60" in accept["strip"] and "r/Σr = 0.50" in accept["strip"]
     assert "bonus" in steps and "rejection" not in steps    # the round ended with a bonus after D
+    # the accept step's chart tests the same numbers: regions [0, 0.6) for B and [0, 0.5) for D
+    from app.teach import figures
+    fig = figures.accept_line(spec, 0)
+    assert "u < r(x)/Σr" in fig.layout.title.text
+    regions = {tr.y[0]: tr.x[1] for tr in fig.data if tr.name and tr.name.startswith("accept region")}
+    assert sorted(round(x, 3) for x in regions.values()) == [0.5, 0.6]
