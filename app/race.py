@@ -4,7 +4,7 @@ Pure functions of Trace objects (no model, no Gradio)."""
 from __future__ import annotations
 
 import html
-from typing import Iterator, Optional
+from typing import Optional
 
 from specdec_core.decoding.plan import Plan
 from specdec_core.trace.decisions import DECISIONS, NEUTRAL_COLOUR
@@ -13,7 +13,6 @@ from specdec_core.trace.compare import no_draft_reason, speedup_reasons, speedup
 from specdec_core.trace import greedy_check as core_greedy_check
 
 from . import charts
-from .timeline import plain_lane_html, spec_lane_html
 
 LANES = ("plain", "speculative")
 

@@ -94,7 +94,6 @@ RANGES = {r.name: r for r in (
     Range("tree_nodes", "tree nodes", 1, 64, True),
     Range("tree_depth", "tree depth", 1, 16, True),
 )}
-TREE_WORDS = ("auto", "none")   # tree = "auto" (the shape rule), "none" (a chain), or "N,D"
 MAX_NEW_TOKENS_CAP = int(RANGES["max_new_tokens"].hi)
 
 
