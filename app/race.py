@@ -51,12 +51,14 @@ def greedy_check(spec, plain) -> Optional[dict]:
 
 
 def _fraction(x: Optional[float]) -> Optional[str]:
-    """A cost in plain words: 0.09 → "about a tenth", 0.3 → "about a third", 0.6 → "about 0.60"."""
+    """A cost in plain words: 0.09 → "about a tenth", 0.3 → "about a third", 0.13 → "about an
+    eighth", and a share where no everyday fraction fits: 0.08 → "about 8%", 0.75 → "about 75%"."""
     if x is None or x <= 0:
         return None
-    words = {2: "a half", 3: "a third", 4: "a quarter", 5: "a fifth", 10: "a tenth", 20: "a twentieth"}
+    words = {2: "a half", 3: "a third", 4: "a quarter", 5: "a fifth", 6: "a sixth", 8: "an eighth", 10: "a tenth",
+             20: "a twentieth"}
     n = min(words, key=lambda n: abs(1 / n - x))
-    return f"about {words[n]}" if abs(1 / n - x) / x < 0.25 else f"about {x:.2f}"
+    return f"about {words[n]}" if abs(1 / n - x) / x < 0.2 else f"about {x:.0%}"
 
 
 def plain_words(spec, plain) -> str:

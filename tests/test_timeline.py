@@ -245,7 +245,8 @@ def test_the_verdict_speaks_plainly_first_and_keeps_the_numbers_behind_details()
     details = html_text.split('<details class="sd-details">')[1]
     assert "tok/s" in details and 'id="sd-why"' in details and "tok/s" not in html_text.split("<details")[0]
     assert race._fraction(0.09) == "about a tenth" and race._fraction(0.34) == "about a third"
-    assert race._fraction(0.75) == "about 0.75" and race._fraction(None) is None
+    assert race._fraction(0.75) == "about 75%" and race._fraction(None) is None
+    assert race._fraction(0.1327) == "about an eighth" and race._fraction(0.08) == "about 8%"
     # sampled lanes that stop at different lengths: passes per token, not "3 instead of 9"
     longer = make_plain(spec.output_ids + [5, 6, 7], temperature=0.0)
     assert race.plain_words(spec, longer).startswith(
