@@ -8,7 +8,7 @@ from typing import Optional
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specdec_core.costs import measured, theory
+from specdec_core import run_costs, theory
 from specdec_core.trace.decisions import (INK_COLOUR, DECISIONS, DRAFT_COLOUR, FAINT_COLOUR, MUTED_COLOUR, NEUTRAL_COLOUR,
                                           PLAIN_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           draft_decision, visible_whitespace)
@@ -74,7 +74,7 @@ def _source_alphas(trace) -> dict:
     by_source: dict = {}
     for r in trace.rounds:
         by_source.setdefault(r.draft_source, []).append(r)
-    return {src: a for src, rounds in by_source.items() if (a := measured.alpha(measured.round_sums(rounds))) is not None}
+    return {src: a for src, rounds in by_source.items() if (a := run_costs.alpha(run_costs.round_sums(rounds))) is not None}
 
 
 def acceptance_by_position(trace) -> go.Figure:

@@ -19,9 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec_core.errors import ModelLoadError
-from specdec_core.models.presets import LOOKUP_PREFIX
-from specdec_core.models.refs import ref_kind
+from specdec_core import DraftSpec, ModelLoadError, ref_kind
 
 
 
@@ -45,12 +43,14 @@ class Policy:
                    trace_max_runs=int(os.environ.get("SPECDEC_TRACE_MAX_RUNS", 100)))
 
 
-def check_model_refs(policy: Policy, refs: list[str]) -> None:
+def check_model_refs(policy: Policy, refs: list) -> None:
     """Raise ModelLoadError for a model reference that names nothing loadable (models.refs) or
-    that the page may not load (a local folder unless the operator allows them)."""
+    that the page may not load (a local folder unless the operator allows them). refs: target
+    references (text) and DraftSpecs."""
     for ref in refs:
         if ref_kind(ref) == "local" and not policy.allow_local_paths:
-            raise ModelLoadError(f"{ref.removeprefix(LOOKUP_PREFIX)[:80]!r} is a local path: this page loads "
+            shown = ref.ref if isinstance(ref, DraftSpec) else ref
+            raise ModelLoadError(f"{shown[:80]!r} is a local path: this page loads "
                                  "presets and Hugging Face ids only (the operator can allow local folders "
                                  "with SPECDEC_ALLOW_LOCAL_PATHS=1)")
 

@@ -11,15 +11,9 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
-from specdec_core import (PRESETS, ModelLoadError, TraceFormatError, interleave, load_pair, stream_autoregressive,
-                          stream_speculative)
-
-from specdec_core import decoding
-from specdec_core.models import is_loaded
-from specdec_core.models.presets import LOOKUP_PREFIX
-from specdec_core.errors import DecodeError
-from specdec_core.decoding.plan import parse_plan
-from specdec_core.settings import RANGES, SettingsError, check_prompt_text, check_settings
+from specdec_core import (PRESETS, RANGES, DecodeError, DraftSpec, ModelLoadError, Request, SettingsError,
+                          TraceFormatError, check_prompt_text, interleave, is_loaded, load_pair, parse_draft,
+                          parse_request, stream_decode, warm_up)
 
 from . import deploy, explain, race, views
 from .gpu import gpu
@@ -88,11 +82,10 @@ def preset_fields(preset: str) -> dict:
     p = PRESETS.get(preset)
     if p is None:
         return {}
-    if p.draft == "ngram":
+    if p.draft.kind == "ngram":
         return {"target": preset, "draft": "target-layers:2", "drafter": NGRAM_CHOICE}
-    if p.draft.startswith(LOOKUP_PREFIX):
-        return {"target": preset, "draft": p.draft[len(LOOKUP_PREFIX):], "drafter": COMBINED_CHOICE}
-    return {"target": preset, "draft": p.draft, "drafter": MODEL_CHOICE}
+    drafter = COMBINED_CHOICE if p.draft.lookup else MODEL_CHOICE
+    return {"target": preset, "draft": p.draft.with_lookup(False).name, "drafter": drafter}
 
 
 TREE_CHOICES = ["auto", "none", "4,4", "8,4", "12,5", "24,6"]
@@ -107,33 +100,38 @@ def field_hint(name: str) -> str:
     return hint + "; a number: a chain of k drafts per round (with shape auto or none)" if name == "k" else hint
 
 
-def parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed, tree="auto") -> dict:
-    """The page's fields through the core's one settings check, with the page's caps. The shape:
-    k "auto" leaves it to `tree`; a number k is a chain of k (refused beside a tree budget)."""
+def parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed, tree="auto") -> Request:
+    """The page's fields through the core's one check of a request (parse_request), with the page's
+    caps; every decode of the action takes the Request as it is. The shape: k "auto" leaves it to
+    `tree`; a number k is a chain of k (refused beside a tree budget)."""
     try:
-        plan = parse_plan(k, tree, page=True)
-        s = check_settings(plan.settings_k, temperature, top_k, top_p, max_new_tokens, seed, page=True)
+        return parse_request(k, tree, temperature, top_k, top_p, max_new_tokens, seed, page=True)
     except SettingsError as e:
         raise UserError(str(e)) from None
-    return {**plan.keywords(), **s.decode_kwargs()}
 
 
-def pair_args(preset: str, target: str, draft: str, drafter: str) -> tuple[str, str]:
+def pair_args(preset: str, target: str, draft: str, drafter: str) -> tuple[str, DraftSpec]:
+    """The page's target, draft and drafter fields -> (target reference, DraftSpec): the drafter
+    choice says whether prompt lookup goes first; the draft field names the model draft."""
     target = (target or "").strip() or preset
     if drafter == NGRAM_CHOICE:
-        return target, "ngram"
+        return target, DraftSpec("ngram")
     draft = (draft or "").strip()
     if not draft:
         raise UserError(explain.ERRORS["no_draft"])
-    if drafter == COMBINED_CHOICE and not draft.startswith(LOOKUP_PREFIX):
-        return target, LOOKUP_PREFIX + draft
-    return target, draft
+    try:
+        spec = parse_draft(draft)
+    except ModelLoadError as e:
+        raise UserError(str(e)) from None
+    return target, spec.with_lookup(True) if drafter == COMBINED_CHOICE else spec
 
 
-def load(target: str, draft: str, device: str, progress, notify) -> object:
+def load(target: str, draft, device: str, progress, notify) -> object:
     """Load the pair under the deployment policy: never a model's own code (trust_remote_code is
-    never passed), local folders only when allowed, models up to the size cap."""
+    never passed), local folders only when allowed, models up to the size cap. draft: a DraftSpec
+    or its text."""
     policy = deploy.Policy.from_env()
+    draft = parse_draft(draft)
     deploy.check_model_refs(policy, [target, draft])
     if not is_loaded(target, device):
         notify(explain.FIRST_LOAD_NOTE.replace("**", ""))      # a toast shows text, not markdown
@@ -142,11 +140,6 @@ def load(target: str, draft: str, device: str, progress, notify) -> object:
                      progress=lambda frac, desc: progress(frac, desc=desc))
     progress(1.0, desc="model pair ready")
     return pair
-
-
-def warm_up(pair, ids, k, settings, tree=None) -> None:
-    """Uncounted warm-up of both code paths (specdec_core.decoding.warm_up)."""
-    decoding.warm_up(pair, ids, k, tree=tree, **settings)
 
 
 def race_lanes(spec, plain) -> dict:
@@ -162,7 +155,7 @@ def race_lanes(spec, plain) -> dict:
 
 
 @gpu
-def decode_race(target_ref: str, draft_ref: str, device: str, prompt: str, chat: bool, settings: dict,
+def decode_race(target_ref: str, draft_ref: DraftSpec, device: str, prompt: str, chat: bool, request: Request,
                 run_number: int, progress, notify) -> Iterator[tuple]:
     """All the model work of one Run, and nothing else (on a ZeroGPU Space `spaces.GPU` holds a
     GPU for exactly this): load, encode, warm up, then both lanes interleaved a round at a time
@@ -172,12 +165,9 @@ def decode_race(target_ref: str, draft_ref: str, device: str, prompt: str, chat:
     yield: within one round."""
     pair = load(target_ref, draft_ref, device, progress, notify)
     ids = pair.encode_prompt(prompt, chat=chat)
-    settings = dict(settings)
-    k, tree = settings.pop("k"), settings.pop("tree", None)
-    warm_up(pair, ids, k, settings, tree)
+    warm_up(pair, ids, request)
     yield ("racing", None, None)
-    streams = {lane: (stream_autoregressive(pair, ids, **settings) if lane == "plain"
-                      else stream_speculative(pair, ids, k, tree=tree, **settings))
+    streams = {lane: stream_decode(pair, ids, request.plain() if lane == "plain" else request)
                for lane in race.lane_order(run_number)}
     with closing(interleave(streams)) as turns:
         for lane, trace in turns:
@@ -196,13 +186,13 @@ def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, to
         check_prompt_text(prompt)
     except SettingsError as e:
         raise UserError(str(e)) from None
-    settings = parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed, tree)
+    request = parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed, tree)
     target_ref, draft_ref = pair_args(preset, target, draft, drafter)
     # Only the banner changes until the race starts: a run refused while loading leaves the
     # previous results on the page (see `refused`).
     yield {"banner": f"▶ **Loading {target_ref} + {draft_ref}** and warming up (not timed)…"}
     done, last = {"plain": None, "speculative": None}, 0.0
-    race_steps = decode_race(target_ref, draft_ref, device or "auto", prompt, bool(chat), settings, run_number,
+    race_steps = decode_race(target_ref, draft_ref, device or "auto", prompt, bool(chat), request, run_number,
                              progress, notify)
     try:
         for lane, status, trace in race_steps:

@@ -17,7 +17,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from specdec_core.drafters.base import node_depths
+from specdec_core.trace.trees import node_depths
 from specdec_core.trace.decisions import DECISIONS, correction_decision, draft_decision, node_decision, visible_whitespace
 from specdec_core.trace.text import display_texts
 from specdec_core.trace.trees import chosen, keep_thresholds

@@ -15,10 +15,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from specdec_core import (autoregressive_generate, interleave, load_pair, speculative_generate, stream_autoregressive,
-                          stream_speculative)
-from specdec_core.data import file as data_file
-from specdec_core.decoding import warm_up
+from specdec_core import (autoregressive_generate, interleave, load_pair, parse_request, speculative_generate,
+                          stream_decode, warm_up)
+from specdec_core import data
 from specdec_core.trace import measured_speedup
 
 from . import race
@@ -40,11 +39,11 @@ def record_race(pair, prompt: str, out: Path, stem: str) -> float:
     """Race `prompt` FIRST_PAINT_RACES times as the app's race does (an uncounted warm-up, then the
     lanes interleaved a round at a time, who moves first alternating: race.lane_order) at the page's
     defaults; keep the race with the median speedup as <stem>_speculative / <stem>_plain.trace.json."""
-    settings = page_defaults()
+    request = parse_request(**page_defaults())      # tree = auto, the page's default
     ids = pair.encode_prompt(prompt, chat=True)
-    warm_up(pair, ids, None, tree="auto", **settings)
-    decode = {"plain": lambda: stream_autoregressive(pair, ids, **settings),
-              "speculative": lambda: stream_speculative(pair, ids, **settings)}
+    warm_up(pair, ids, request)
+    decode = {"plain": lambda: stream_decode(pair, ids, request.plain()),
+              "speculative": lambda: stream_decode(pair, ids, request)}
     races = []
     for i in range(FIRST_PAINT_RACES):
         lanes = dict(interleave({lane: decode[lane]() for lane in race.lane_order(i)}))
@@ -78,7 +77,7 @@ def record_walkthrough(pair, out: Path, seeds=range(50)) -> int:
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=str(data_file("examples")))
+    p.add_argument("--out", default=str(data.file("examples")))
     p.add_argument("--only", choices=["first-paint", "walkthrough"], default=None)
     a = p.parse_args()
     pair = load_pair("smollm2-135m")

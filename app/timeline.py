@@ -13,7 +13,7 @@ from typing import Optional
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, INK_COLOUR, MUTED_COLOUR, NEUTRAL_COLOUR,
                                           PLAIN_COLOUR, TARGET_COLOUR, correction_decision, draft_decision,
                                           visible_whitespace)
-from specdec_core.decoding.plan import Plan
+from specdec_core import Plan
 from specdec_core.trace.text import display_texts, round_texts
 
 _STYLE_CSS = {  # the non-colour cue of each legend style

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specdec_core.drafters.base import node_depths, sibling_ranks
+from specdec_core.trace.trees import node_depths, sibling_ranks
 from specdec_core.trace.decisions import (DECISIONS, FAINT_COLOUR, INK_COLOUR, MUTED_COLOUR, correction_decision,
                                           node_decision, visible_whitespace)
 from specdec_core.trace.text import display_texts, round_labels

@@ -12,8 +12,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from specdec_core import Trace, data
-from specdec_core.decoding.plan import Plan
+from specdec_core import Plan, Trace, data
 from specdec_core.trace import measured_speedup
 from specdec_core.trace.decisions import DECISIONS, draft_decision
 from specdec_core.trace.text import round_labels

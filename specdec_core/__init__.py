@@ -6,15 +6,45 @@
 Layers (docs/ARCHITECTURE.md): models/ (pairs, loading) → kernels/ (CPU fast path) → drafters/ →
 decoding/ (round loop, token trees, shape rule) → trace/ (the record every view reads); costs/ (measured and
 predicted costs); bench/, lab/ and cli/ sit on top.
+
+The names below are the public API, and the whole of what the app uses besides `specdec_core.trace`
+(tests/test_structure.py keeps it so): load a pair, check a request once, decode (a lane, a race of
+lanes taking turns), sweep k, the exactness lab's draws, a target pass's costs, and the cost model.
 """
 from .version import __version__
 
+from . import data, glossary
+from .bench.sweep import K_VALUES, best_k_text, k_label, k_name, summarise as summarise_sweep, sweep_runs
+from .costs import measured as run_costs, theory
+from .costs.measure import cost_curve
 from .decoding import (autoregressive_generate, interleave, speculative_generate, stream_autoregressive,
-                       stream_speculative)
-from .errors import ModelLoadError
-from .models import PRESETS, ModelPair, load_pair
+                       stream_decode, stream_speculative, warm_up)
+from .decoding.exactness import (chi_square, first_token_distributions, sample_plain, sample_speculative,
+                                 sample_tree_first)
+from .decoding.plan import Plan, Request, parse_plan, parse_request
+from .decoding.rule import accept_drafts
+from .errors import DecodeError, ModelLoadError
+from .models import PRESETS, DraftSpec, ModelPair, is_loaded, load_pair, parse_draft, ref_kind
+from .settings import RANGES, SettingsError, check_k, check_prompt_text
 from .trace import Trace, TraceFormatError
 
-__all__ = ["__version__", "load_pair", "ModelPair", "PRESETS", "speculative_generate", "stream_speculative",
-           "autoregressive_generate", "stream_autoregressive", "interleave", "Trace", "TraceFormatError",
-           "ModelLoadError"]
+__all__ = [
+    "__version__",
+    # a pair and what drafts for it
+    "load_pair", "ModelPair", "PRESETS", "is_loaded", "DraftSpec", "parse_draft", "ref_kind",
+    # a request, checked once
+    "Plan", "Request", "parse_plan", "parse_request", "RANGES", "SettingsError", "check_k",
+    "check_prompt_text",
+    # decoding: one lane, and lanes taking turns
+    "speculative_generate", "stream_speculative", "autoregressive_generate", "stream_autoregressive",
+    "stream_decode", "interleave", "warm_up",
+    # the k sweep
+    "K_VALUES", "sweep_runs", "summarise_sweep", "best_k_text", "k_label", "k_name",
+    # the exactness lab's draws
+    "first_token_distributions", "sample_plain", "sample_speculative", "sample_tree_first", "chi_square",
+    "accept_drafts",
+    # costs: a target pass measured, a run's costs (α, c, v(m)), the theory
+    "cost_curve", "run_costs", "theory",
+    # traces, errors, words and bundled files
+    "Trace", "TraceFormatError", "ModelLoadError", "DecodeError", "glossary", "data",
+]

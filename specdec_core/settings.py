@@ -2,9 +2,10 @@
 
 `RANGES` is the one table of what each setting may be: the core's check, the page's fields (their
 labels and hints) and the share link all read it. Values may arrive as numbers (API) or as text
-(CLI arguments, UI fields); `check_settings` turns them into a `Settings` or raises `SettingsError`
-(a ValueError) with one line that names the field and its allowed range. The drafting shape (k with
-tree) is checked as a whole by decoding/plan.py's parse_plan, against the same table.
+(CLI arguments, UI fields); the checks here turn them into numbers or raise `SettingsError`
+(a ValueError) with one line that names the field and its allowed range. A whole decode request
+(the drafting plan with the sampling settings) is checked once, by decoding/plan.py's
+parse_request, against this table.
 """
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from .sampling import SamplingConfig
 
 PROMPT_CHARS_CAP = 100_000  # refused before tokenizing: no model here has a context this long
 _ALLOWED_CONTROLS = {"\t", "\n", "\r"}
@@ -28,7 +28,7 @@ class Range:
     """What one setting may be: a number (an integer when `integer`) from lo to hi, `lo_open` when
     lo itself is excluded; `page_hi` a lower cap on the page (shared by many visitors) than in the
     API and CLI; `note` what special values mean."""
-    name: str                      # keyword of check_settings
+    name: str                      # keyword of parse_request
     label: str                     # how the page and every message call it
     lo: float
     hi: Optional[float]            # None: no upper bound
@@ -97,25 +97,6 @@ RANGES = {r.name: r for r in (
 MAX_NEW_TOKENS_CAP = int(RANGES["max_new_tokens"].hi)
 
 
-@dataclass(frozen=True)
-class Settings:
-    k: Union[int, str]           # draft tokens per round (0 = plain decoding) or "auto"
-    temperature: float
-    top_k: int
-    top_p: float
-    max_new_tokens: int
-    seed: Optional[int]
-
-    @property
-    def sampling(self) -> SamplingConfig:
-        return SamplingConfig(self.temperature, self.top_k, self.top_p)
-
-    def decode_kwargs(self) -> dict:
-        """The keyword arguments of speculative_generate / autoregressive_generate (without k)."""
-        return dict(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p,
-                    max_new_tokens=self.max_new_tokens, seed=self.seed)
-
-
 def check_prompt_text(text) -> str:
     """A prompt a person typed: non-empty, valid Unicode text (no lone surrogates from undecodable
     bytes), no control characters but tab and newlines, at most PROMPT_CHARS_CAP characters."""
@@ -153,14 +134,3 @@ def check_k(k, allow_plain: bool = False, page: bool = False) -> Union[int, str]
         return "auto"
     r = RANGES["k"]
     return (Range(r.name, r.label, 0, r.hi, True, r.note) if allow_plain else r).check(k, page)
-
-
-def check_settings(k=4, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=64, seed=0, *,
-                   allow_plain: bool = False, page: bool = False) -> Settings:
-    """Validate and normalise decode settings against RANGES (the page's caps when `page`).
-    Raises SettingsError naming the field and its allowed range."""
-    no_seed = seed is None or (isinstance(seed, str) and not seed.strip())
-    return Settings(check_k(k, allow_plain, page), RANGES["temperature"].check(temperature, page),
-                    RANGES["top_k"].check(top_k, page), RANGES["top_p"].check(top_p, page),
-                    RANGES["max_new_tokens"].check(max_new_tokens, page),
-                    None if no_seed else RANGES["seed"].check(seed, page))

@@ -19,7 +19,7 @@ import time
 import torch
 
 from specdec_core import data, load_pair, speculative_generate
-from specdec_core.decoding import start_decode
+from specdec_core.decoding import parse_request, start_decode
 from specdec_core.sampling import SamplingConfig
 
 
@@ -36,7 +36,7 @@ def cost(repeats: int = 30, k: int = 4) -> None:
     with torch.inference_mode():
         for r in range(repeats):
             for prompt in ids:
-                states = {n: start_decode(p, prompt, k, max_new_tokens=8) for n, p in pairs.items()}
+                states = {n: start_decode(p, prompt, parse_request(k, max_new_tokens=8)) for n, p in pairs.items()}
                 st = states["block"]
                 t0 = time.perf_counter()
                 st.pair.target(st.committed[None, -1:], past_key_values=st.cache, use_cache=True)

@@ -22,7 +22,7 @@ import time
 import torch
 
 from specdec_core import data, load_pair, speculative_generate
-from specdec_core.decoding import start_decode
+from specdec_core.decoding import parse_request, start_decode
 from specdec_core.drafters.head_tree import _offer
 from specdec_core.sampling import SamplingConfig
 
@@ -82,7 +82,7 @@ def cost_table(pair, reps: int = 15) -> None:
     """Head calls on a real state (a held-out prompt + 48 tokens committed), interleaved."""
     ids = heldout(pair, 1)[0]
     out = tree_generate_ids(pair, ids, 4, 1, max_new_tokens=48).ids
-    st = start_decode(pair, ids + out, 4, max_new_tokens=8)
+    st = start_decode(pair, ids + out, parse_request(4, max_new_tokens=8))
     drafter = st.drafter.model                                    # the FeatureDrafter
     drafter._catch_up(st.committed)
     head, n_true, dev = drafter.head, drafter.n_true, drafter.device

@@ -103,9 +103,14 @@ def test_page_policy_accepts_the_built_in_drafters(monkeypatch):
     """The public page's policy (deploy.check_model_refs, through models.refs.ref_kind) loads the
     built-in drafters, the block drafter and its prompt-lookup combination included."""
     from app import deploy
+    from specdec_core import ModelLoadError, parse_draft
     monkeypatch.delenv("SPECDEC_ALLOW_LOCAL_PATHS", raising=False)
-    deploy.check_model_refs(deploy.Policy.from_env(), ["smollm2-135m", "ngram", "distilled", "block",
-                                                        "lookup+distilled", "lookup+block", "target-layers:2"])
+    policy = deploy.Policy.from_env()
+    drafts = ["ngram", "distilled", "block", "lookup+distilled", "lookup+block", "target-layers:2"]
+    deploy.check_model_refs(policy, ["smollm2-135m", *map(parse_draft, drafts)])
+    for local in ("distilled:/tmp/head", "lookup+block:./blocks", "lookup+../model"):   # a head's or a model's folder
+        with pytest.raises(ModelLoadError, match="is a local path"):
+            deploy.check_model_refs(policy, [parse_draft(local)])
 
 
 # Issue 27's table of what a new user typed, one case per row: (row, kwargs for ui_run, message).

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from specdec_core import autoregressive_generate
-from specdec_core.decoding import rule, start_decode
+from specdec_core.decoding import parse_request, rule, start_decode
 from specdec_core.decoding.exactness import chi_square
 from .conftest import tree_generate_ids
 from specdec_core.drafters.head_tree import score_logprobs
@@ -29,7 +29,7 @@ def pair(request):
 
 def fresh_round(pair, prompt=PROMPT):
     """A drafter prefilled on `prompt`, its head caught up: (drafter, committed)."""
-    st = start_decode(pair, prompt, 3, max_new_tokens=8)
+    st = start_decode(pair, prompt, parse_request(3, max_new_tokens=8))
     st.drafter._catch_up(st.committed)
     return st.drafter, st.committed
 

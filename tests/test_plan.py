@@ -119,7 +119,6 @@ def test_texts_and_keywords():
                                           "chain k = auto", "tree = auto"]
     assert [p.tree_text for p in PLANS[1:]] == ["none", "none", "none", "8,3", "none", "auto"]
     assert TREE_8_3.keywords() == {"k": None, "tree": (8, 3)} and CHAIN4.keywords() == {"k": 4, "tree": None}
-    assert [p.settings_k for p in PLANS] == [0, 1, 4, 40, 1, "auto", "auto"]
     assert [p.auto for p in PLANS] == [False] * 5 + [True] * 2
     assert [p.branches for p in PLANS] == [False, False, False, False, True, False, True]
     with pytest.raises(ValueError):

@@ -6,7 +6,9 @@ import re
 import pytest
 
 from specdec_core import ModelPair, autoregressive_generate, speculative_generate
-from specdec_core.settings import K_CAP, MAX_NEW_TOKENS_CAP, SettingsError, check_settings
+from specdec_core.decoding.plan import AUTO_CHAIN, AUTO_TREE, CHAIN, PLAIN_PLAN, Plan, parse_request
+from specdec_core.sampling import SamplingConfig
+from specdec_core.settings import K_CAP, MAX_NEW_TOKENS_CAP, SettingsError
 
 from .conftest import tiny_llama
 
@@ -38,26 +40,32 @@ from .conftest import tiny_llama
 ])
 def test_bad_settings_are_refused_with_one_line(kwargs, message):
     with pytest.raises(SettingsError, match=re.escape(message)) as e:
-        check_settings(**kwargs)
+        parse_request(**kwargs)
     assert "\n" not in str(e.value)
     assert isinstance(e.value, ValueError)
 
 
 def test_text_fields_are_normalised():
-    s = check_settings(k="auto", temperature="0.7", top_k="40", top_p="0.9", max_new_tokens="12", seed="3")
-    assert (s.k, s.temperature, s.top_k, s.top_p, s.max_new_tokens, s.seed) == ("auto", 0.7, 40, 0.9, 12, 3)
-    assert check_settings(k="4").k == 4 and check_settings(k=4.0).k == 4
-    assert check_settings(seed="").seed is None and check_settings(seed=None).seed is None
-    assert check_settings(k=0, allow_plain=True).k == 0
-    assert check_settings(seed=str(2**63 - 1)).seed == 2**63 - 1        # exact: not through a float
-    assert check_settings(max_new_tokens=4096).max_new_tokens == 4096
+    r = parse_request(k="auto", temperature="0.7", top_k="40", top_p="0.9", max_new_tokens="12", seed="3")
+    assert (r.plan, r.sampling, r.max_new_tokens, r.seed) == (Plan(AUTO_CHAIN), SamplingConfig(0.7, 40, 0.9), 12, 3)
+    assert parse_request(k="4").plan == parse_request(k=4.0).plan == Plan(CHAIN, k=4)
+    assert parse_request().plan == Plan(AUTO_TREE)                       # the default: tree = auto
+    assert parse_request(seed="").seed is None and parse_request(seed=None).seed is None
+    assert parse_request(k=0, plain=True).plan == PLAIN_PLAN             # a plain request ignores k
+    assert parse_request(seed=str(2**63 - 1)).seed == 2**63 - 1        # exact: not through a float
+    assert parse_request(max_new_tokens=4096).max_new_tokens == 4096
+    # the keywords a request gives parse back to it (the share link, the CLI)
+    for r in (parse_request(k=3, temperature=0.7, seed=None), parse_request(tree="8,3", top_p=0.9),
+              parse_request(plain=True, max_new_tokens=9)):
+        assert parse_request(**r.keywords(), plain=r.plan == PLAIN_PLAN) == r
+    assert r.plain() == r and parse_request(k=2).plain().plan == PLAIN_PLAN
 
 
 def test_the_page_has_its_own_caps_in_the_same_table():
-    assert check_settings(max_new_tokens=256, page=True).max_new_tokens == 256
+    assert parse_request(max_new_tokens=256, page=True).max_new_tokens == 256
     with pytest.raises(SettingsError, match=r"max new tokens must be an integer from 1 to 256 on this page "
                                             r"\(the API and CLI allow up to 4,096\); got 100,000"):
-        check_settings(max_new_tokens=100000, page=True)
+        parse_request(max_new_tokens=100000, page=True)
     # every page hint is the table's range
     from app.handlers import field_hint
     assert field_hint("temperature") == "from 0 to 10 (0 = greedy)"

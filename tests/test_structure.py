@@ -73,3 +73,48 @@ def test_specdec_core_has_no_import_cycle():
     graph = import_graph()
     assert len(graph) > 50 and "specdec_core.trace.record" in graph["specdec_core.trace"]
     assert cycles(graph) == []
+
+
+def app_imports() -> list:
+    """(file, module, names) for every import of specdec_core in app/ and app.py, lazy ones too."""
+    app_root = ROOT.parent
+    found = []
+    for path in [app_root / "app.py", *sorted((app_root / "app").rglob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found += [(path.name, a.name, ()) for a in node.names if a.name.split(".")[0] == "specdec_core"]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "specdec_core":
+                found.append((path.name, node.module, tuple(a.name for a in node.names)))
+    return found
+
+
+def api_violations(imports: list) -> list:
+    """Imports that reach past the public API: the app may import the names of specdec_core.__all__
+    and anything of specdec_core.trace (the record it renders), nothing else of the core."""
+    bad = []
+    for file, module, names in imports:
+        if module == "specdec_core.trace" or module.startswith("specdec_core.trace."):
+            continue
+        if module == "specdec_core" and names and all(n in specdec_core.__all__ for n in names):
+            continue
+        bad.append(f"{file}: from {module} import {', '.join(names) or '*'}")
+    return bad
+
+
+def test_the_api_check_catches_a_reach_past_the_api():
+    assert api_violations([("x.py", "specdec_core.decoding.rule", ("accept_tree",)),
+                           ("y.py", "specdec_core", ("start_decode",)), ("z.py", "specdec_core.costs", ())]) == [
+        "x.py: from specdec_core.decoding.rule import accept_tree", "y.py: from specdec_core import start_decode",
+        "z.py: from specdec_core.costs import *"]
+    assert api_violations([("a.py", "specdec_core", ("load_pair", "Request")),
+                           ("b.py", "specdec_core.trace.trees", ("node_depths",))]) == []
+
+
+def test_the_app_uses_only_the_public_api_and_the_trace():
+    """The seam (issue 37): the app calls specdec_core's public API and reads traces; it never
+    reaches into the decoder, the drafters, the settings or the cost modules directly."""
+    imports = app_imports()
+    assert len(imports) > 20
+    assert api_violations(imports) == []
+    for name in specdec_core.__all__:
+        assert hasattr(specdec_core, name), name

@@ -213,11 +213,11 @@ def head_pair():
 def test_head_tree_is_its_chain_plus_ranked_siblings(head_pair):
     """Default shape (frontier 1, every candidate kept): the top-1 chain first (depth-first order),
     each chain node's width − 1 next guesses as leaves after its chain child."""
-    from specdec_core.decoding import start_decode
+    from specdec_core.decoding import parse_request, start_decode
     greedy = SamplingConfig(0.0)
     chains = []
     for width, parents in ((1, [-1, 0, 1]), (3, [-1, 0, 1, 1, 1, 0, 0, -1, -1])):
-        st = start_decode(head_pair, PROMPT, 3, max_new_tokens=8)
+        st = start_decode(head_pair, PROMPT, parse_request(3, max_new_tokens=8))
         tree = st.drafter.propose_tree(st.committed, 3, width, SamplingConfig(0.7, 0, 0.9), None)
         chains.append(tree.ids[:3].tolist())
         assert tree.parents == parents
@@ -225,7 +225,7 @@ def test_head_tree_is_its_chain_plus_ranked_siblings(head_pair):
             if kids:
                 q = tree.q_raw[kids[0]]
                 assert q[tree.ids[kids]].tolist() == q.topk(width).values.tolist()
-    st = start_decode(head_pair, PROMPT, 3, max_new_tokens=8)
+    st = start_decode(head_pair, PROMPT, parse_request(3, max_new_tokens=8))
     assert chains[0] == chains[1] == st.drafter.propose(st.committed, 3, greedy, None).ids.tolist()
 
 
@@ -349,11 +349,11 @@ def test_default_pair_first_token_is_exact(preset_pair, monkeypatch):
     """The shipped head's tree (depth 2, width 4) on the real target at T 0.7, top-p 0.9: the first
     token of 1000 rule draws follows the target's p (chi-square over the vocabulary, pooled); the
     rule that keeps rejected children fails it."""
-    from specdec_core.decoding import start_decode
+    from specdec_core.decoding import parse_request, start_decode
     from specdec_core.drafters.base import fit_vocab
     from specdec_core.sampling import warp_probs
     ids = preset_pair.encode_prompt("Give me three tips for staying focused while studying.")
-    st = start_decode(preset_pair, ids, 2, temperature=0.7, top_p=0.9, max_new_tokens=8)
+    st = start_decode(preset_pair, ids, parse_request(2, temperature=0.7, top_p=0.9, max_new_tokens=8))
     with torch.inference_mode():
         tree = st.drafter.model.propose_tree(st.committed, 2, 4, st.cfg, st.generator)
         logits, _ = verify_tree(preset_pair.target, st.cache, st.committed[-1:], tree)

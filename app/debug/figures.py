@@ -8,8 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specdec_core.bench.sweep import k_label, k_name
-from specdec_core.costs.theory import K_HORIZON
+from specdec_core import k_label, k_name, theory
 from specdec_core.trace import cost_ratios, measured_speedup, mismatch
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           correction_decision, draft_decision)
@@ -144,7 +143,7 @@ def sweep_figure(summary: Optional[dict]) -> go.Figure:
     fig.update_yaxes(title_text="acceptance rate", range=[0, 1.05], secondary_y=True)
     # k in order (plain's absent, the shape rule's chain and tree last) whichever runs came first
     fig.update_xaxes(type="category", categoryorder="array",
-                     categoryarray=[str(k) for k in range(1, K_HORIZON + 1)] + ["chain auto", "tree auto"])
+                     categoryarray=[str(k) for k in range(1, theory.K_HORIZON + 1)] + ["chain auto", "tree auto"])
     return fig
 
 

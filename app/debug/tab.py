@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from specdec_core.bench.sweep import best_k_text, summarise
+from specdec_core import best_k_text, summarise_sweep as summarise
 from specdec_core.trace import mismatch
 
 from .. import charts, handlers, views

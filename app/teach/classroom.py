@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import urlencode
 
-from specdec_core.decoding.plan import parse_plan
-from specdec_core.settings import RANGES, SettingsError, check_k, check_prompt_text
+from specdec_core import RANGES, SettingsError, check_k, check_prompt_text, parse_plan
 
 from .. import handlers
 

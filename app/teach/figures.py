@@ -7,8 +7,7 @@ from typing import Optional
 
 import plotly.graph_objects as go
 
-from specdec_core.costs import theory
-from specdec_core.costs.measured import round_target_s
+from specdec_core import run_costs, theory
 from specdec_core.trace import cost_ratios
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, FAINT_COLOUR, NEUTRAL_COLOUR, PLAIN_COLOUR,
                                           RESIDUAL_COLOUR, TARGET_COLOUR, THEORY_COLOUR, draft_decision)
@@ -34,7 +33,7 @@ def plain_steps(spec, plain, round_index: int) -> go.Figure:
         return _empty(fig, "no plain lane: run a race")
     rounds = plain.rounds[:24]
     fig.add_bar(x=[f"{i}: {_label(round_labels(plain, r)[1])}" for i, r in enumerate(rounds, 1)],
-                y=[1e3 * round_target_s(r) for r in rounds], marker_color=PLAIN_COLOUR, name="one pass = one token",
+                y=[1e3 * run_costs.round_target_s(r) for r in rounds], marker_color=PLAIN_COLOUR, name="one pass = one token",
                 hovertemplate="%{x}: %{y:.1f} ms<extra></extra>")
     if plain.stats["step_s"]:
         fig.add_hline(y=1e3 * plain.stats["step_s"], line=dict(color=THEORY_COLOUR, dash="dash"),
@@ -61,7 +60,7 @@ def verify_cost(spec, plain, round_index: int) -> go.Figure:
     n = len(rnd.drafted) + 1
     fig = _layout(go.Figure(), f"One pass over {n} tokens vs {n} separate passes", "", "time (ms)")
     step = plain.stats["step_s"] if plain is not None else None
-    xs, ys, colours = [f"this verify pass ({n} tokens)"], [1e3 * round_target_s(rnd)], [TARGET_COLOUR]
+    xs, ys, colours = [f"this verify pass ({n} tokens)"], [1e3 * run_costs.round_target_s(rnd)], [TARGET_COLOUR]
     if step:
         xs = ["one plain step (1 token)"] + xs + [f"{n} plain steps ({n} tokens)"]
         ys = [1e3 * step] + ys + [1e3 * n * step]

@@ -11,10 +11,8 @@ from typing import Iterator, Optional
 
 import torch
 
-from specdec_core.costs.measure import cost_curve
-from specdec_core.decoding.exactness import (chi_square, first_token_distributions, sample_plain,
-                                             sample_speculative, sample_tree_first)
-from specdec_core.decoding.rule import accept_drafts
+from specdec_core import (accept_drafts, chi_square, cost_curve, first_token_distributions, sample_plain,
+                          sample_speculative, sample_tree_first)
 from specdec_core.trace.text import lone
 
 from .. import handlers

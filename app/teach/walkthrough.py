@@ -5,8 +5,7 @@ from __future__ import annotations
 import html
 from typing import Optional
 
-from specdec_core.costs.measured import round_target_s
-from specdec_core.costs import theory
+from specdec_core import run_costs, theory
 from specdec_core.trace import cost_ratios, measured_speedup, run_theory
 from specdec_core.trace.decisions import correction_decision, draft_decision, visible_whitespace
 from specdec_core.trace.text import TokenText, display_texts, round_texts, text_before
@@ -170,8 +169,8 @@ def round_facts(spec, plain, round_index: int, weight_bytes: Optional[int] = Non
         "draft_ms": _fmt(rnd.draft_s * 1e3, ".1f"), "c": _fmt(ratios["c"]),
         "step_ms": _fmt(step_s * 1e3 if step_s else None, ".1f"),
         "weights": (f"≈ {weight_bytes / 1e6:.0f} MB of weight matrices" if weight_bytes else "every weight matrix"),
-        "n_questions": k + 1, "last_d": _d(k), "verify_ms": _fmt(round_target_s(rnd) * 1e3, ".1f"),
-        "v": _fmt(round_target_s(rnd) / step_s if step_s else None),
+        "n_questions": k + 1, "last_d": _d(k), "verify_ms": _fmt(run_costs.round_target_s(rnd) * 1e3, ".1f"),
+        "v": _fmt(run_costs.round_target_s(rnd) / step_s if step_s else None),
         "accept_lines": _accept_lines(rnd, labels, greedy),
         "rejected": _tok(labels[n_rej]) if rej else "—", "rejected_pos": (n_rej + 1) if rej else "—",
         "rejected_u": _fmt(rej.u, ".3f") if rej else "—",

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import statistics
 from contextlib import closing
+from dataclasses import replace
 from typing import Iterator, Optional, Sequence, Union
 
 from ..costs import measured, theory
-from ..decoding.autoregressive import stream_autoregressive
 from ..decoding.interleave import interleave
-from ..decoding.speculative import stream_speculative
+from ..decoding.plan import Request, parse_plan
+from ..decoding.speculative import stream_decode
 from ..decoding.warmup import warm_up
 from ..trace.compare import one_pass
 
@@ -21,21 +22,21 @@ K_VALUES: tuple = (*range(1, theory.K_HORIZON + 1), "auto", "tree")
 SHAPED = ("auto", "tree")        # the sweep's entries whose rounds vary in shape (after the ints)
 
 
-def sweep_runs(pair, prompt_ids, ks: Sequence[Union[int, str]] = K_VALUES, repeats: int = 3,
-               **settings) -> Iterator[dict]:
+def sweep_runs(pair, prompt_ids, request: Request, ks: Sequence[Union[int, str]] = K_VALUES,
+               repeats: int = 3) -> Iterator[dict]:
     """Yields {"k", "rep", "trace", "done", "total"} after every round of every run: each repeat runs
     plain (k = 0) and every k once as lanes taking turns a round at a time (decoding.interleave: all
     of a repeat's lanes see the same machine), the order of their first turns rotating between
     repeats. A run is over when its trace is finished; "done" counts the runs over so far. An
-    uncounted warm-up comes first. Closing the generator ends every lane after its current round."""
-    warm_up(pair, prompt_ids, 2, **settings)
+    uncounted warm-up comes first. request: the sampling settings and length (its plan is replaced
+    by each k's). Closing the generator ends every lane after its current round."""
+    plans = {k: parse_plan(tree="auto") if k == "tree" else parse_plan(k) for k in ks}
+    warm_up(pair, prompt_ids, replace(request, plan=parse_plan(2)))
     order = [0] + list(ks)
     total, done = repeats * len(order), 0
     for rep in range(repeats):
         shift = rep % len(order)
-        lanes = {k: (stream_autoregressive(pair, prompt_ids, **settings) if k == 0
-                     else stream_speculative(pair, prompt_ids, tree="auto", **settings) if k == "tree"
-                     else stream_speculative(pair, prompt_ids, k, **settings))
+        lanes = {k: stream_decode(pair, prompt_ids, request.plain() if k == 0 else replace(request, plan=plans[k]))
                  for k in order[shift:] + order[:shift]}
         with closing(interleave({str(k): stream for k, stream in lanes.items()})) as turns:
             for name, trace in turns:

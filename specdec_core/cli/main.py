@@ -9,8 +9,8 @@ import argparse
 import os
 import sys
 
-from ..decoding.plan import Plan, parse_plan
-from ..settings import SettingsError, check_settings
+from ..decoding.plan import Plan, parse_request
+from ..settings import SettingsError
 from .render import comparison_lines, legend_line, render_tokens, round_pieces, stats_lines
 
 
@@ -51,9 +51,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         ap.error("give a prompt, or --show FILE")
     if args.show is None:   # the one settings check (plan.py, settings.py), as the API and the app use it
         try:
-            args.plan = parse_plan(args.k, args.tree)
-            args.settings = check_settings(args.plan.settings_k, args.temperature, args.top_k, args.top_p,
-                                           args.max_new_tokens, args.seed)
+            args.request = parse_request(args.k, args.tree, args.temperature, args.top_k, args.top_p,
+                                         args.max_new_tokens, args.seed)
         except SettingsError as e:
             ap.error(str(e))
     if args.color is None:
@@ -76,23 +75,21 @@ def show(path: str, colour: bool) -> None:
 
 
 def run(args) -> None:
-    from .. import interleave, load_pair, stream_autoregressive, stream_speculative
-    from ..decoding import warm_up
+    from .. import interleave, load_pair, stream_decode, warm_up
 
     print(f"loading {args.target} (draft: {args.draft or 'preset default'}) ...", file=sys.stderr)
     pair = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype,
                      trust_remote_code=args.trust_remote_code, fast_path=args.fast_path)
     ids = pair.encode_prompt(args.prompt, chat=args.chat)
-    settings = args.settings.decode_kwargs()
-    shape = args.plan.keywords()   # k and tree as the API takes them
+    request = args.request
     # Warm-up outside any timing (both code paths, the run's shape), so no lane pays one-time costs.
-    warm_up(pair, ids, **shape, **settings)
-    print(f"{pair.target_name} + {pair.draft_name} · {args.plan.label()} · {pair.input_device} · "
+    warm_up(pair, ids, request)
+    print(f"{pair.target_name} + {pair.draft_name} · {request.plan.label()} · {pair.input_device} · "
           f"{str(pair.dtype).replace('torch.', '')} · kernels: {pair.kernels()['target']}")
     print(legend_line(args.color))
-    lanes = {"speculative": stream_speculative(pair, ids, **shape, **settings)}
+    lanes = {"speculative": stream_decode(pair, ids, request)}
     if args.compare_plain:   # plain decoding takes turns with it, a round each: both see the same machine
-        lanes["plain"] = stream_autoregressive(pair, ids, **settings)
+        lanes["plain"] = stream_decode(pair, ids, request.plain())
     done = {}
     for lane, trace in interleave(lanes):
         done[lane] = trace

@@ -7,18 +7,17 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..drafters.base import Drafter
-from .plan import PLAIN_PLAN
-from .speculative import _run
+from .plan import parse_request
+from .speculative import stream_decode
 from ..trace.record import Trace
 
 
 def stream_autoregressive(pair, prompt_ids, *, temperature=0.0, top_k=0, top_p=1.0,
                           max_new_tokens=64, seed=0) -> Iterator[Trace]:
     """Yield the Trace after every token; the last one yielded is the final Trace (k = 0)."""
-    yield from _run(pair, prompt_ids, PLAIN_PLAN, temperature=temperature, top_k=top_k, top_p=top_p,
-                    max_new_tokens=max_new_tokens, seed=seed,
-                    drafter=Drafter(pair.vocab_size, pair.input_device), mode="autoregressive")
+    request = parse_request(temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens,
+                            seed=seed, plain=True)
+    yield from stream_decode(pair, prompt_ids, request)
 
 
 def autoregressive_generate(pair, prompt_ids, **settings) -> Trace:

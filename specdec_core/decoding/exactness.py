@@ -16,6 +16,7 @@ import torch
 from ..drafters.base import fit_vocab
 from ..sampling import warp_probs
 from .rule import accept_drafts, correction_distribution, keeps_guess
+from .plan import parse_request
 from .speculative import start_decode
 
 
@@ -26,8 +27,8 @@ def first_token_distributions(pair, prompt_ids, temperature: float = 1.0, top_k:
 
     The decoder's own prefill and drafter give them, as in round 0 of a decode with k = 1. Raises
     ValueError when the drafter proposes nothing there (prompt lookup without a match)."""
-    st = start_decode(pair, prompt_ids, 1, temperature=temperature, top_k=top_k, top_p=top_p,
-                      max_new_tokens=2, seed=0)
+    request = parse_request(1, None, temperature, top_k, top_p, max_new_tokens=2, seed=0)
+    st = start_decode(pair, prompt_ids, request, drafter=pair.new_drafter())
     proposal = st.drafter.propose(st.committed, 1, st.cfg, st.generator)
     if len(proposal.ids) == 0:
         raise ValueError("the drafter proposes nothing after this prompt: pick a model draft")

@@ -1,8 +1,10 @@
-"""What a decode drafts each round: one frozen Plan for the public keywords k and tree (issue 37).
+"""What a decode is asked for, checked once: the Plan (what each round drafts) and the Request (the
+plan with how tokens are drawn and how many).
 
 The API, the CLI flags, the page's fields and the share link all say the drafting shape with two
-keywords, k and tree. `parse_plan` is the one place they become a Plan, checked against
-settings.RANGES; a trace's config keeps the plan as the same two keys it always had (`to_config`,
+keywords, k and tree. `parse_plan` is the one place they become a Plan, and `parse_request` the one
+place a whole request's keywords are checked (against settings.RANGES); the decoder takes the
+Request as it is. A trace's config keeps the plan as the same two keys it always had (`to_config`,
 `from_config`), so the schema is unchanged and files written before the Plan read back.
 
     plain       no drafts: one target step a round (autoregressive decoding; config k = 0)
@@ -14,9 +16,10 @@ settings.RANGES; a trace's config keeps the plan as the same two keys it always 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Union
 
+from ..sampling import SamplingConfig
 from ..settings import RANGES, SettingsError, check_k
 from .tree import Shape, fanout
 
@@ -40,13 +43,6 @@ class Plan:
     def branches(self) -> bool:
         """Rounds may draft a branching tree (else chains only)."""
         return self.kind in (TREE, AUTO_TREE)
-
-    @property
-    def settings_k(self) -> Union[int, str]:
-        """The k that check_settings and start_decode take: a chain's k, "auto" for the rule, 0 for
-        plain; 1 for a fixed tree, whose budget parse_plan checked as nodes and depth (a node
-        budget may pass k's cap), and which to_config then records as config k."""
-        return {PLAIN: 0, CHAIN: self.k, TREE: 1}.get(self.kind, "auto")
 
     def to_config(self) -> dict:
         """The trace config's k and tree keys (trace/schema.json, as written before the Plan): k is a
@@ -153,3 +149,38 @@ def parse_plan(k=None, tree="auto", *, page: bool = False) -> Plan:
 
 
 PLAIN_PLAN = Plan(PLAIN)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One decode as asked for, checked once by parse_request: what each round drafts, how every
+    token is drawn, how many; the decoder, the trace config and the share link read it as it is."""
+    plan: Plan
+    sampling: SamplingConfig
+    max_new_tokens: int
+    seed: Optional[int]          # None: a fresh random seed
+
+    def plain(self) -> "Request":
+        """The same request decoded plainly (the race's other lane)."""
+        return replace(self, plan=PLAIN_PLAN)
+
+    def keywords(self) -> dict:
+        """The public keywords that parse back to this request (speculative_generate's; k and tree
+        left out of a plain request's)."""
+        cfg = self.sampling
+        shape = {} if self.plan.kind == PLAIN else self.plan.keywords()
+        return {**shape, "temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p,
+                "max_new_tokens": self.max_new_tokens, "seed": self.seed}
+
+
+def parse_request(k=None, tree="auto", temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=64, seed=0, *,
+                  plain: bool = False, page: bool = False) -> Request:
+    """The public keywords (numbers or text) -> a Request, else SettingsError naming the field and its
+    range (the page's caps when `page`). `plain`: a plain decode, k and tree ignored. seed None or
+    empty text: a fresh random seed."""
+    plan = PLAIN_PLAN if plain else parse_plan(k, tree, page=page)
+    no_seed = seed is None or (isinstance(seed, str) and not seed.strip())
+    sampling = SamplingConfig(RANGES["temperature"].check(temperature, page), RANGES["top_k"].check(top_k, page),
+                              RANGES["top_p"].check(top_p, page))
+    return Request(plan, sampling, RANGES["max_new_tokens"].check(max_new_tokens, page),
+                   None if no_seed else RANGES["seed"].check(seed, page))

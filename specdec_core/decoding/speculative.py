@@ -25,9 +25,9 @@ from ..drafters.base import Drafter, chain_tree, empty_proposal, fit_vocab, tapp
 from ..errors import DecodeError
 from ..registry import REGISTRY
 from ..sampling import SamplingConfig, warp_probs
-from ..settings import RANGES, SettingsError, check_fits_context, check_settings
+from ..settings import RANGES, SettingsError, check_fits_context, check_k
 from ..trace.record import Round, Trace
-from .plan import Plan, parse_plan
+from .plan import PLAIN, Request, parse_request
 from .recording import record_round, source_of, sync_output
 from .rule import accept_tree
 from .shape import ShapeRule
@@ -61,14 +61,14 @@ class DecodeState:
 
 
 @torch.inference_mode()
-def start_decode(pair, prompt_ids, k, *, temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=64,
-                 seed=0, drafter: Optional[Drafter] = None, mode="speculative") -> DecodeState:
-    """Prefill target and drafter on the prompt; return the state the rounds run on."""
+def start_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafter] = None,
+                 k_schedule: Optional[list] = None) -> DecodeState:
+    """Prefill target and drafter on prompt_ids [T] for a checked Request (parse_request; a plain
+    plan: autoregressive decoding); return the state the rounds run on."""
     if len(prompt_ids) == 0:
         raise SettingsError("the prompt is empty: give at least one token")
-    settings = check_settings(k, temperature, top_k, top_p, max_new_tokens, seed,
-                              allow_plain=mode == "autoregressive")
-    k, max_new_tokens, seed, cfg = settings.k, settings.max_new_tokens, settings.seed, settings.sampling
+    mode = "autoregressive" if request.plan.kind == PLAIN else "speculative"
+    cfg, max_new_tokens, seed = request.sampling, request.max_new_tokens, request.seed
     check_fits_context(len(prompt_ids), max_new_tokens, pair.context_length)
     device = pair.input_device
     prompt = torch.as_tensor(list(prompt_ids), dtype=torch.long, device=device)
@@ -79,12 +79,15 @@ def start_decode(pair, prompt_ids, k, *, temperature=0.0, top_k=0, top_p=1.0, ma
     if not cfg.greedy:  # greedy never touches an RNG
         generator = torch.Generator(device=device)
         generator.manual_seed(int(seed) if seed is not None else torch.seed())
-    trace = Trace(config=pair.trace_config(k=k, drafter=drafter, cfg=cfg, seed=seed,
-                                           max_new_tokens=max_new_tokens, mode=mode),
+    config = pair.trace_config(plan=request.plan, drafter=drafter, cfg=cfg, seed=seed,
+                               max_new_tokens=max_new_tokens, mode=mode)
+    if k_schedule is not None:
+        config["k_schedule"] = k_schedule
+    trace = Trace(config=config,
                   prompt={"text": pair.decode(prompt.tolist()), "ids": prompt.tolist()}, token_bytes={})
     st = DecodeState(pair, cfg, drafter, DynamicCache(config=pair.target.config), prompt, generator,
                      trace, max_new_tokens)
-    if k == "auto":   # the shape rule's cost priors: measured once per target, before the clock starts
+    if request.plan.auto:   # the shape rule's cost priors: measured once per target, before the clock starts
         pass_costs(pair.target, pair.vocab_size)
     st.t0 = time.perf_counter()
     now = time.time()
@@ -227,24 +230,26 @@ def stream_speculative(pair, prompt_ids, k: Union[int, str, None] = None, *, tre
     dicts: tree or rule rounds); replaying it with the same seed reproduces that run's tokens.
     Time spent by the consumer between yields is excluded from the trace's timings.
     """
-    yield from _run(pair, prompt_ids, parse_plan(k, tree), temperature=temperature, top_k=top_k, top_p=top_p,
-                    max_new_tokens=max_new_tokens, seed=seed, drafter=drafter, mode="speculative",
-                    k_schedule=k_schedule)
+    request = parse_request(k, tree, temperature, top_k, top_p, max_new_tokens, seed)
+    yield from stream_decode(pair, prompt_ids, request, drafter=drafter, k_schedule=k_schedule)
 
 
-def _run(pair, prompt_ids, plan: Plan, *, mode, k_schedule=None, **settings) -> Iterator[Trace]:
-    """The round loop shared by speculative and plain decoding (plan: what each round drafts). The
-    pair's models are held in the registry while it runs (never evicted mid-decode)."""
+def stream_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafter] = None,
+                  k_schedule: Optional[Sequence] = None) -> Iterator[Trace]:
+    """The round loop for a checked Request (parse_request), speculative or plain (request.plan
+    PLAIN: one target step a round, no drafter), yielding the Trace after every round. The pair's
+    models are held in the registry while it runs (never evicted mid-decode)."""
+    plan = request.plan
     with REGISTRY.holding(pair.target, pair.draft_model):
-        # A drafter with a fixed number of slots (the block drafter) refuses longer chains and
-        # trees before anything runs.
-        drafter = settings.pop("drafter", None) or pair.new_drafter()
-        plan.check_drafter(drafter.max_k, drafter.name)
-        st = start_decode(pair, prompt_ids, plan.settings_k, mode=mode, drafter=drafter, **settings)
-        st.trace.config.update(plan.to_config())   # the plan, as the k and tree keys readers know
+        if plan.kind == PLAIN:
+            drafter = Drafter(pair.vocab_size, pair.input_device)    # proposes nothing
+        else:
+            # A drafter with a fixed number of slots (the block drafter) refuses longer chains and
+            # trees before anything runs.
+            drafter = drafter or pair.new_drafter()
+            plan.check_drafter(drafter.max_k, drafter.name)
         schedule = _check_schedule(k_schedule)
-        if schedule is not None:
-            st.trace.config["k_schedule"] = schedule
+        st = start_decode(pair, prompt_ids, request, drafter=drafter, k_schedule=schedule)
         # The shape rule (tree = "auto", or k = "auto" as a chain): its state lives in this decode.
         rule = (ShapeRule.for_decode(pair, chain=not plan.branches, one_pass=st.drafter.one_pass)
                 if plan.auto else None)
@@ -284,7 +289,7 @@ def _check_schedule(k_schedule) -> Optional[list]:
             except (KeyError, TypeError, ValueError) as e:
                 raise SettingsError(f"k_schedule: a round entry must hold depth, width, frontier, nodes and keep ({e})") from None
         else:
-            out.append(check_settings(k=entry, allow_plain=True).k)
+            out.append(check_k(entry, allow_plain=True))
     return out
 
 

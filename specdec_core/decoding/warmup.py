@@ -3,15 +3,15 @@ paint): a short plain decode and a short speculative one, so first-call allocati
 and kernel selection fall outside every clock."""
 from __future__ import annotations
 
-from typing import Union
+from dataclasses import replace
 
-from .autoregressive import autoregressive_generate
-from .speculative import speculative_generate
+from .plan import Request
+from .speculative import stream_decode
 
 
-def warm_up(pair, prompt_ids, k: Union[int, str, None] = 2, tree=None, **settings) -> None:
-    """Decode 2 plain and 3 speculative tokens of prompt_ids [T] with `settings` and the run's
-    shape (k, tree: the public keywords, as `Plan.keywords()` gives them; a tree round's mask and
-    kernels warm up too); nothing is kept."""
-    autoregressive_generate(pair, prompt_ids, **dict(settings, max_new_tokens=2))
-    speculative_generate(pair, prompt_ids, k, tree=tree, **dict(settings, max_new_tokens=3))
+def warm_up(pair, prompt_ids, request: Request) -> None:
+    """Decode 2 plain and 3 speculative tokens of prompt_ids [T] with the run's Request (its shape
+    too: a tree round's mask and kernels warm up); nothing is kept."""
+    for short in (replace(request.plain(), max_new_tokens=2), replace(request, max_new_tokens=3)):
+        for _ in stream_decode(pair, prompt_ids, short):
+            pass

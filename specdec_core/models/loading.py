@@ -18,7 +18,8 @@ from ..registry import REGISTRY
 from . import embedded
 from .pair import ModelPair, model_name
 from .refs import ref_kind
-from .presets import BLOCK, DEFAULT_PRESET, DISTILLED, LAYERS_PREFIX, LOOKUP_PREFIX, NGRAM, PRESETS
+from .draft_spec import DISTILLED, HEADS, LAYERS, NGRAM, DraftSpec, parse_draft
+from .presets import DEFAULT_PRESET, PRESETS
 
 def resolve_device(device: str = "auto") -> str:
     if device == "auto":
@@ -203,61 +204,50 @@ def draft_from_target_layers(target, n_layers: int):
     return draft.eval()
 
 
-def load_pair(target: str = DEFAULT_PRESET, draft: Optional[str] = None, device: str = "auto",
+def load_pair(target: str = DEFAULT_PRESET, draft: Union[str, DraftSpec, None] = None, device: str = "auto",
               dtype="auto", *, trust_remote_code: bool = False, progress=None,
               fast_path: Optional[bool] = None, max_params: Optional[int] = None) -> ModelPair:
-    """Load a pair: target is a preset name, HF id or local dir; draft likewise, or "ngram",
-    or "target-layers:N". draft=None takes the preset's draft, and the n-gram drafter otherwise.
-    fast_path: prepacked CPU kernels for every model of the pair (None: SPECDEC_FAST_PATH, on by
-    default; a no-op with a note in the trace config on GPU or where the ops are missing).
-    max_params: refuse a target or draft model larger than this (estimated from its config,
-    before its weights are read; the app sets it for public deployments)."""
+    """Load a pair: target is a preset name, HF id or local dir; draft a DraftSpec or its text
+    (models/draft_spec.py: a model id or dir, "ngram", "target-layers:N", "distilled[:DIR]",
+    "block[:DIR]", "lookup+<draft>"). draft=None takes the preset's draft, and the n-gram drafter
+    otherwise. fast_path: prepacked CPU kernels for every model of the pair (None:
+    SPECDEC_FAST_PATH, on by default; a no-op with a note in the trace config on GPU or where the ops
+    are missing). max_params: refuse a target or draft model larger than this (estimated from its
+    config, before its weights are read; the app sets it for public deployments)."""
     fast = fastpath.resolve(fast_path)
-    for ref in (target, draft):
-        if ref is not None:
-            ref_kind(ref)      # one line for a name that cannot be a model, before anything loads
     preset = PRESETS.get(target)
+    spec = parse_draft(draft) if draft is not None else (preset.draft if preset else DraftSpec(NGRAM))
+    for ref in (target, spec):
+        ref_kind(ref)      # one line for a name that cannot be a model, before anything loads
     target_ref = preset.target if preset else target
-    draft_ref = draft if draft is not None else (preset.draft if preset else NGRAM)
-    # "lookup+<draft>": prompt lookup first, <draft> where the text does not repeat (combined.py).
-    lookup = draft_ref.startswith(LOOKUP_PREFIX)
-    if lookup:
-        draft_ref = draft_ref[len(LOOKUP_PREFIX):]
-        if draft_ref in (NGRAM, ""):
-            raise ModelLoadError(f"'{LOOKUP_PREFIX}' needs a model draft after it (e.g. {LOOKUP_PREFIX}{DISTILLED}); "
-                                 f"prompt lookup alone is '{NGRAM}'")
-    if draft_ref in PRESETS:
-        draft_ref = PRESETS[draft_ref].target
     model, tokenizer = load_model(target_ref, device, dtype, trust_remote_code=trust_remote_code,
                                   progress=progress, fast_path=fast, max_params=max_params)
     target_name = target if preset else target_ref
-    head_kind = next((h for h in (DISTILLED, BLOCK) if draft_ref == h or draft_ref.startswith(h + ":")), None)
-    if head_kind:
+    draft_name = None
+    if spec.kind in HEADS:
         # a factory, not a model: the feature head and the block drafter need the target's features
         from ..drafters import block_head, feature_head
-        path = draft_ref[len(head_kind) + 1:]
-        factory = (feature_head if head_kind == DISTILLED else block_head).drafter_factory
-        draft_model = factory(model, os.path.expanduser(path) if path else None)
-    elif draft_ref == NGRAM:
+        factory = (feature_head if spec.kind == DISTILLED else block_head).drafter_factory
+        draft_model = factory(model, os.path.expanduser(spec.ref) if spec.ref else None)
+    elif spec.kind == NGRAM:
         draft_model = None
-    elif draft_ref.startswith(LAYERS_PREFIX):
-        try:
-            n = int(draft_ref[len(LAYERS_PREFIX):])
-        except ValueError:
-            raise ModelLoadError(f"bad draft {draft_ref!r}: use {LAYERS_PREFIX}N with an integer N") from None
-        draft_model = draft_from_target_layers(model, n)
+    elif spec.kind == LAYERS:
+        draft_model = draft_from_target_layers(model, spec.layers)
     else:
-        draft_model, draft_tok = load_model(draft_ref, device, dtype, trust_remote_code=trust_remote_code,
+        model_ref = PRESETS[spec.ref].target if spec.ref in PRESETS else spec.ref
+        draft_model, draft_tok = load_model(model_ref, device, dtype, trust_remote_code=trust_remote_code,
                                             progress=progress, fast_path=fast, max_params=max_params)
         if str(draft_model.device) != str(model.get_input_embeddings().weight.device):
             draft_model = draft_model.to(model.get_input_embeddings().weight.device)
-        check_tokenizers(tokenizer, draft_tok, target_name, draft_ref)
+        check_tokenizers(tokenizer, draft_tok, target_name, model_ref)
+        draft_name = model_ref
     pair = ModelPair.from_models(model, draft_model, tokenizer, fast_path=False)   # applied above
     pair.target_name = target_name
-    if isinstance(draft_model, torch.nn.Module) and not draft_ref.startswith(LAYERS_PREFIX):
-        pair.draft_name = draft_ref
-    if lookup:
+    if draft_name is not None:
+        pair.draft_name = draft_name
+    if spec.lookup:
+        # prompt lookup first, the spec's drafter where the text does not repeat (combined.py)
         from ..drafters.combined import combined_factory
         pair.make_drafter = combined_factory(pair.make_drafter)
-        pair.draft_name = LOOKUP_PREFIX + draft_ref
+        pair.draft_name = spec.name
     return pair

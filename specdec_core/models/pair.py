@@ -11,7 +11,7 @@ from ..errors import ModelLoadError
 from ..kernels import fastpath
 from ..settings import check_prompt_text
 from .text import decode_with_spans, token_bytes
-from .presets import NGRAM
+from .draft_spec import NGRAM
 
 DrafterFactory = Callable[["ModelPair"], Drafter]
 
@@ -123,7 +123,7 @@ class ModelPair:
             out["draft"] = drafter.kernels
         return out
 
-    def trace_config(self, *, k, drafter, cfg, seed, max_new_tokens, mode) -> dict:
+    def trace_config(self, *, plan, drafter, cfg, seed, max_new_tokens, mode) -> dict:
         import transformers
 
         from ..version import __version__
@@ -131,7 +131,7 @@ class ModelPair:
         from .machine import describe
         return {"kernels": self.kernels(None if mode == "autoregressive" else drafter),
                 "target": self.target_name, "draft": None if mode == "autoregressive" else drafter.name,
-                "k": k, "temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p,
+                **plan.to_config(), "temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p,
                 "seed": seed, "max_new_tokens": max_new_tokens, "device": str(self.input_device),
                 "machine": describe(self.input_device),
                 "dtype": str(self.dtype).replace("torch.", ""), "mode": mode,

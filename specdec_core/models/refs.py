@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Union
 
 from ..errors import ModelLoadError
-from .presets import BLOCK, DISTILLED, LAYERS_PREFIX, LOOKUP_PREFIX, NGRAM, PRESETS
+from .draft_spec import HEADS, MODEL, DraftSpec
+from .presets import PRESETS
 
 MAX_REF_CHARS = 256     # longer than any Hugging Face id (96 + 1 + 96) or sensible folder name
 # Hugging Face ids: "name" or "org/name", letters, digits, "-", "_", ".", each part ≤ 96 characters.
@@ -30,22 +32,25 @@ def _exists(ref: str) -> bool:
         return False
 
 
-def ref_kind(ref: str) -> str:
-    """'builtin' (preset, ngram, distilled, block, target-layers:N), 'local' (a path, distilled:DIR,
-    block:DIR) or
-    'hub' (a Hugging Face id); raises ModelLoadError for anything else."""
+def ref_kind(ref: Union[str, DraftSpec]) -> str:
+    """A target reference or a DraftSpec -> 'builtin' (a preset; ngram, the shipped heads,
+    target-layers:N), 'local' (a folder, a head's folder) or 'hub' (a Hugging Face id); raises
+    ModelLoadError for anything else."""
+    if isinstance(ref, DraftSpec):
+        if ref.kind in HEADS:
+            return "local" if ref.ref else "builtin"
+        return ref_kind(ref.ref) if ref.kind == MODEL else "builtin"
     ref = (ref or "").strip()
-    ref = ref[len(LOOKUP_PREFIX):] if ref.startswith(LOOKUP_PREFIX) else ref
     if not ref:
         raise ModelLoadError(f"the model field is empty: give {ACCEPTED}")
     if len(ref) > MAX_REF_CHARS:
         raise ModelLoadError(f"the model name is {len(ref):,} characters long (at most {MAX_REF_CHARS}): "
                              f"give {ACCEPTED}")
-    if ref in PRESETS or ref in (NGRAM, DISTILLED, BLOCK) or ref.startswith(LAYERS_PREFIX):
+    if ref in PRESETS:
         return "builtin"
     if re.match(r"^(?!file:)[a-z]+://", ref):
         raise ModelLoadError(f"{ref[:60]!r} is a web address: give the model's Hugging Face id (org/name) instead")
-    if ref.startswith((DISTILLED + ":", BLOCK + ":")) or _looks_like_path(ref):
+    if _looks_like_path(ref):
         return "local"
     if _exists(ref):
         return "local"
