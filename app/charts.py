@@ -13,7 +13,7 @@ from specdec_core.trace.decisions import (INK_COLOUR, DECISIONS, DRAFT_COLOUR, F
                                           PLAIN_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           draft_decision, visible_whitespace)
 from specdec_core.trace import measured_speedup, run_theory, timings_unstable
-from specdec_core.trace.text import display_texts, round_labels
+from specdec_core.trace.token_text import display_texts, round_labels
 
 from .scale import LEGEND_FONT, NARROW_PX, set_width
 from .tree_view import tree_figure
@@ -70,7 +70,7 @@ def _varied_note(trace) -> Optional[str]:
 
 
 def _source_alphas(trace) -> dict:
-    """α (costs.measured's definition) of the rounds of each draft source."""
+    """α (costs.run_costs's definition) of the rounds of each draft source."""
     by_source: dict = {}
     for r in trace.rounds:
         by_source.setdefault(r.draft_source, []).append(r)

@@ -6,7 +6,7 @@ import re
 
 from specdec_core import glossary
 from specdec_core.trace import SCHEMA_ID
-from specdec_core.trace.record import READABLE
+from specdec_core.trace.schema import READABLE
 
 TITLE = "Speculative decoding, explained live"
 
@@ -40,10 +40,10 @@ FIRST_LOAD_NOTE = ("The first run loads the model pair: for the offline default 
                    "the very first time (the GGUF is converted once and cached), then under 2 s. "
                    "Hub models download on their first use.")
 
-FIRST_PAINT_RACES = 5   # app/record.py keeps the race with the median speedup of these
+FIRST_PAINT_RACES = 5   # app/record_examples.py keeps the race with the median speedup of these
 RECORDED_BANNER = ("● **Recorded race** on **{machine}**: {target} + {draft}, {shape}, T = {temperature} (the "
                    f"middle speedup of {FIRST_PAINT_RACES} races). Press **Run** to race on this machine.")
-# The races the page opens on (app/record.py records them at the page's defaults): file stem, the
+# The races the page opens on (app/record_examples.py records them at the page's defaults): file stem, the
 # EXAMPLES entry raced, a short name. An everyday prompt where speculation wins little comes first
 # (it is the prompt box's default); a repetitive one where prompt lookup's copies win big follows.
 FIRST_PAINT = (("example", 0, "an everyday question"), ("example_copy", 1, "notes the answer repeats"))
@@ -114,7 +114,7 @@ WALKTHROUGH = [
 ]
 
 # Example prompts: (label, prompt). The first is the page's default prompt and the recorded first
-# paint (app/record.py): a general question. Copy-heavy ones reuse the prompt's text (prompt lookup
+# paint (app/record_examples.py): a general question. Copy-heavy ones reuse the prompt's text (prompt lookup
 # shines), easy ones follow rigid patterns, hard ones are creative.
 EXAMPLES = [
     ("general · a question", "Why do cats purr? Answer in three sentences."),

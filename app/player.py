@@ -19,7 +19,7 @@ from typing import Optional
 
 from specdec_core.trace.trees import node_depths
 from specdec_core.trace.decisions import DECISIONS, correction_decision, draft_decision, node_decision, visible_whitespace
-from specdec_core.trace.text import display_texts
+from specdec_core.trace.token_text import display_texts
 from specdec_core.trace.trees import chosen, keep_thresholds
 
 from .timeline import committed_texts

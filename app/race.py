@@ -99,7 +99,7 @@ def verdict_html(spec, plain) -> str:
                 f'<span>every round was a plain target step ({html.escape(no_draft_reason(spec))}), so both '
                 f'lanes did the same work; {rates} = {_fmt(s)}× is timing noise, not a speedup</span>')
     elif timings_unstable(spec, plain):
-        # The clocks contradict themselves (costs.measured's rule): report the ratio, explain nothing;
+        # The clocks contradict themselves (costs.run_costs's rule): report the ratio, explain nothing;
         # the why-line names the number that tripped the rule.
         head = (f'<span class="sd-speedup sd-unstable" style="color:{NEUTRAL_COLOUR}">{_fmt(s)}× speedup measured, '
                 f'but the timings are too unstable to explain it</span> '

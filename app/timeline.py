@@ -1,7 +1,7 @@
 """Trace -> HTML: the token timeline (every decision visible), the race lanes and the legend.
 
 Pure functions of a Trace; colours, labels and marks come from specdec_core.trace.decisions only,
-token texts from specdec_core.trace.text (the whole decode; a split character's bytes as a dotted
+token texts from specdec_core.trace.token_text (the whole decode; a split character's bytes as a dotted
 cue, never "�"). Every token text is made visibly-whitespaced and HTML-escaped before it reaches the page.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, INK_COLOUR, M
                                           PLAIN_COLOUR, TARGET_COLOUR, correction_decision, draft_decision,
                                           visible_whitespace)
 from specdec_core import Plan
-from specdec_core.trace.text import display_texts, round_texts
+from specdec_core.trace.token_text import display_texts, round_texts
 
 _STYLE_CSS = {  # the non-colour cue of each legend style
     "plain": "",
@@ -78,7 +78,7 @@ class Piece:
     tooltip: str
     eos: bool = False
     position: int = 0       # 1-based draft position (0: the correction token)
-    part: str = ""          # bytes of a split character this token carries: "⟨F0 9F⟩" (trace.text)
+    part: str = ""          # bytes of a split character this token carries: "⟨F0 9F⟩" (trace.token_text)
     note: str = ""          # which bytes of which character (tooltip)
 
 
@@ -147,7 +147,7 @@ def round_pieces(trace, rnd, last_eos: bool = False) -> list[Piece]:
 
 
 def _piece(shown, decision: str, round_index: int, tooltip: str, position: int = 0) -> Piece:
-    """A Piece from a token's display text (trace.text.TokenText): its characters, byte cue, note."""
+    """A Piece from a token's display text (trace.token_text.TokenText): its characters, byte cue, note."""
     return Piece(shown.text, decision, round_index, tooltip + (f"\n{shown.note}" if shown.note else ""),
                  position=position, part=shown.part, note=shown.note)
 

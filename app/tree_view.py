@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from specdec_core.trace.trees import node_depths, sibling_ranks
 from specdec_core.trace.decisions import (DECISIONS, FAINT_COLOUR, INK_COLOUR, MUTED_COLOUR, correction_decision,
                                           node_decision, visible_whitespace)
-from specdec_core.trace.text import display_texts, round_labels
+from specdec_core.trace.token_text import display_texts, round_labels
 
 ORDINAL = {1: "1st", 2: "2nd", 3: "3rd"}
 

@@ -15,7 +15,7 @@ from typing import Optional
 from specdec_core import Plan, Trace, data
 from specdec_core.trace import measured_speedup
 from specdec_core.trace.decisions import DECISIONS, draft_decision
-from specdec_core.trace.text import round_labels
+from specdec_core.trace.token_text import round_labels
 
 from . import charts, explain, player, race
 from .timeline import plain_lane_html, spec_lane_html, timeline_html
@@ -35,7 +35,7 @@ def load_example(files: tuple[str, str] = EXAMPLE_FILES) -> tuple[Optional[Trace
 
 
 def recorded_races() -> dict:
-    """The bundled races the page opens on (explain.FIRST_PAINT, recorded by app.record), in order:
+    """The bundled races the page opens on (explain.FIRST_PAINT, recorded by app.record_examples), in order:
     {stem: (speculative, plain)}; a race whose files are missing is left out."""
     out = {}
     for stem, _, _ in explain.FIRST_PAINT:

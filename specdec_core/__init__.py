@@ -15,8 +15,8 @@ from .version import __version__
 
 from . import data, glossary
 from .bench.sweep import K_VALUES, best_k_text, k_label, k_name, summarise as summarise_sweep, sweep_runs
-from .costs import measured as run_costs, theory
-from .costs.measure import cost_curve
+from .costs import run_costs, theory
+from .costs.machine_costs import cost_curve
 from .decoding import (autoregressive_generate, interleave, speculative_generate, stream_autoregressive,
                        stream_decode, stream_speculative, warm_up)
 from .decoding.exactness import (chi_square, first_token_distributions, sample_plain, sample_speculative,

@@ -45,7 +45,7 @@ def fake_clock(monkeypatch):
     one tick each, so the shape rule's decisions depend on the model's numbers only, never on the
     load of the machine. Its cost priors (the pass costs measured once per target) read the same
     clock: a pass over any number of tokens is one round's target time, two ticks."""
-    from specdec_core.costs import measure
+    from specdec_core.costs import machine_costs as measure
     from specdec_core.decoding import speculative
     ticks = iter(range(10**9))
     clock = SimpleNamespace(perf_counter=lambda: 0.01 * next(ticks), time=speculative.time.time)

@@ -89,19 +89,19 @@ def prompts(n: int) -> list:
 
 
 def paired_stats(spec, plain) -> dict:
-    """What the unstable-timings rule reads for interleaved lanes (costs.measured.paired_times)."""
-    from specdec_core.costs import measured
-    by_m, plain_rel = measured.paired_times(spec.rounds, plain.rounds)
+    """What the unstable-timings rule reads for interleaved lanes (costs.run_costs.paired_times)."""
+    from specdec_core.costs import run_costs
+    by_m, plain_rel = run_costs.paired_times(spec.rounds, plain.rounds)
     m = max((m for m in by_m if m), key=lambda m: (len(by_m[m]), m), default=None)
-    q = measured._quantile
+    q = run_costs._quantile
     stat = lambda xs: ({"spread": q(xs, .9) / q(xs, .1), "stall": statistics.fmean(xs) / statistics.median(xs),
-                        "stall_share": measured.stall_share(xs)} if len(xs) >= measured.MIN_ROUNDS else None)
+                        "stall_share": run_costs.stall_share(xs)} if len(xs) >= run_costs.MIN_ROUNDS else None)
     own = by_m.get(0, [])
     vs = {k: statistics.fmean(xs) for k, xs in by_m.items() if k > 0 and xs}
     return {"plain": stat(plain_rel), "spec": stat(by_m[m]) if m is not None else None, "m": m,
             "v_low": min(vs.values(), default=None), "v_high_share": max((x / (k + 1) for k, x in vs.items()), default=None),
             "own": statistics.median(own) / statistics.median(plain_rel)
-            if len(own) >= measured.MIN_ROUNDS and len(plain_rel) >= measured.MIN_ROUNDS else None}
+            if len(own) >= run_costs.MIN_ROUNDS and len(plain_rel) >= run_costs.MIN_ROUNDS else None}
 
 
 def race(pair, ids, interleaved: bool, first: str) -> tuple:
@@ -211,7 +211,7 @@ def report(rows: list) -> str:
                      f"{mx('spec', 'spread'):.2f} | {mx('spec', 'stall'):.2f} | {mx('spec', 'stall_share'):.1%} | {min(lows, default=float('nan')):.2f} | {max(highs, default=float('nan')):.2f} | "
                      + (f"{min(own):.2f}–{max(own):.2f}" if own else "—") + " |")
     lines.append("")
-    lines.append("Each round's target time against the plain steps of its moment (costs.measured.paired_times): its "
+    lines.append("Each round's target time against the plain steps of its moment (costs.run_costs.paired_times): its "
                  "spread (p90 ÷ p10) and mean ÷ median are reported, not judged, for interleaved lanes; the stall share "
                  "(time beyond 3× the median round) is judged.")
     return "\n".join(lines) + "\n"
@@ -219,10 +219,10 @@ def report(rows: list) -> str:
 
 def paired(n: int, out: Path) -> None:
     """Quiet and loaded interleaved races only (b, d), with each run's rounds against the plain
-    steps of their moment by m (costs.measured.paired_times: what the rule reads), so the rule's
+    steps of their moment by m (costs.run_costs.paired_times: what the rule reads), so the rule's
     constants can be checked again offline: paired.json."""
     from specdec_core import load_pair
-    from specdec_core.costs import measured
+    from specdec_core.costs import run_costs
     from specdec_core.trace.compare import measured_speedup, timings_unstable
     pair = load_pair("smollm2-135m")
     load = SwitchingLoad()
@@ -237,7 +237,7 @@ def paired(n: int, out: Path) -> None:
                 spec, plain = race(pair, ids, True, "plain" if i % 2 == 0 else "speculative")
                 if cond == "d":
                     load.off()
-                by_m, plain_rel = measured.paired_times(spec.rounds, plain.rounds)
+                by_m, plain_rel = run_costs.paired_times(spec.rounds, plain.rounds)
                 row[cond] = {"speedup": measured_speedup(spec, plain), "unstable": timings_unstable(spec, plain),
                              "by_m": {str(m): xs for m, xs in by_m.items()}, "plain_rel": plain_rel}
             rows.append(row)

@@ -10,7 +10,7 @@ import torch
 
 from specdec_core import (ModelPair, Trace, autoregressive_generate, interleave, speculative_generate,
                           stream_autoregressive, stream_speculative)
-from specdec_core.costs import measured
+from specdec_core.costs import run_costs
 from specdec_core.drafters.base import Drafter, Proposal
 from specdec_core.registry import REGISTRY
 from specdec_core.trace.compare import timings_unstable
@@ -172,7 +172,7 @@ def test_a_switching_load_trips_the_per_lane_rule_but_not_the_paired_one():
     assert "plain steps vary 2.7× in time" in timings_unstable(spec, plain)   # 2.5 · 1.03 / 0.97, interpolated
     spec, plain = interleaved(spec, plain)
     assert timings_unstable(spec, plain) is None
-    by_m, plain_rel = measured.paired_times(spec.rounds, plain.rounds)
+    by_m, plain_rel = run_costs.paired_times(spec.rounds, plain.rounds)
     assert all(0.4 < x < 3 for x in by_m[2])
 
 

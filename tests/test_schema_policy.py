@@ -28,7 +28,7 @@ def test_traces_from_before_the_regroup_still_load_and_render():
 def test_traces_from_before_spans_read_as_recorded():
     """Written before output.spans / token_bytes existed (an emoji answer: its tokens read "�"
     alone): they load, every view reads the recorded token texts, nothing is invented."""
-    from specdec_core.trace.text import display_texts
+    from specdec_core.trace.token_text import display_texts
     spec = Trace.load(DATA / "trace_v1_before_spans.speculative.json")
     plain = Trace.load(DATA / "trace_v1_before_spans.plain.json")
     assert "spans" not in spec.output and spec.token_bytes is None

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from specdec_core import ModelPair, Trace, autoregressive_generate, speculative_generate
-from specdec_core.costs import measured as M
+from specdec_core.costs import run_costs as M
 from specdec_core.costs.theory import verify_cost
 from specdec_core.decoding.shape import ShapeRule, confidences
 from specdec_core.drafters.base import TokenTree
@@ -122,7 +122,7 @@ def test_calibration_follows_what_was_committed():
 
 
 def _round():
-    from specdec_core.trace.record import Correction, Round
+    from specdec_core.trace.schema import Correction, Round
     return Round(0, 0.0, 0.02, 0.0, 0.02, 0.0, 0, [], 0, Correction("bonus", 1, "x"), [1])
 
 
@@ -135,7 +135,7 @@ def test_a_sampled_chain_is_judged_before_its_draws():
 
 
 def test_the_rule_reads_the_runs_own_costs(default_pair, fake_clock):
-    """Each round's recorded slope and c are costs.measured's v(m) and c over the rounds before it
+    """Each round's recorded slope and c are costs.run_costs's v(m) and c over the rounds before it
     (the page's definitions), fitted by costs.theory.verify_cost; its inputs are in the trace."""
     ids = default_pair.encode_prompt("List the days of the week, then list them again in the same order.")
     trace = speculative_generate(default_pair, ids, max_new_tokens=24)

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from specdec_core import Trace, TraceFormatError, stream_speculative
-from specdec_core.models.text import _byte_level_alphabet, decode_with_spans, token_bytes
-from specdec_core.trace.text import display_texts, output_reading
+from specdec_core.models.detokenize import _byte_level_alphabet, decode_with_spans, token_bytes
+from specdec_core.trace.token_text import display_texts, output_reading
 
 PROMPT = "كيف حالك؟ 😀 Réponds en arabe et avec des emoji 🎉🚀"
 MIXED = "كيف حالك؟ 😀 Réponds en arabe 🎉 👩🏼‍💻 日本語"

@@ -119,7 +119,7 @@ def test_the_verdict_explains_itself_from_the_two_traces():
 def test_stats_are_computed_once_per_trace_state(monkeypatch):
     """A finished trace computes its statistics once; a streaming one recomputes when it gains a round."""
     from specdec_core.decoding.speculative import stream_speculative
-    from specdec_core.trace import record
+    from specdec_core.trace import schema as record
     calls = []
     real = record.compute_stats
     monkeypatch.setattr(record, "compute_stats", lambda t: calls.append(len(t.rounds)) or real(t))

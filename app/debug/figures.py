@@ -12,7 +12,7 @@ from specdec_core import k_label, k_name, theory
 from specdec_core.trace import cost_ratios, measured_speedup, mismatch
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           correction_decision, draft_decision)
-from specdec_core.trace.text import round_texts
+from specdec_core.trace.token_text import round_texts
 
 from ..charts import _empty, _label, _layout
 

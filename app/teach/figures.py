@@ -11,7 +11,7 @@ from specdec_core import run_costs, theory
 from specdec_core.trace import cost_ratios
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, FAINT_COLOUR, NEUTRAL_COLOUR, PLAIN_COLOUR,
                                           RESIDUAL_COLOUR, TARGET_COLOUR, THEORY_COLOUR, draft_decision)
-from specdec_core.trace.text import display_texts, round_labels
+from specdec_core.trace.token_text import display_texts, round_labels
 from specdec_core.trace.trees import chosen, keep_thresholds, main_line
 
 from .. import charts

@@ -13,7 +13,7 @@ import torch
 
 from specdec_core import (accept_drafts, chi_square, cost_curve, first_token_distributions, sample_plain,
                           sample_speculative, sample_tree_first)
-from specdec_core.trace.text import lone
+from specdec_core.trace.token_text import lone
 
 from .. import handlers
 from ..gpu import gpu
@@ -57,7 +57,7 @@ def lab_distributions(target_ref: str, draft_ref: str, device: str, prompt: str,
 
 
 def _token_label(pair):
-    """A token alone as every view shows it (trace.text.lone): bytes of a split character as ⟨D9⟩, never "�"."""
+    """A token alone as every view shows it (trace.token_text.lone): bytes of a split character as ⟨D9⟩, never "�"."""
     def label(token_id: int) -> str:
         text, raw = pair.token_text(token_id), pair.token_bytes(token_id)
         split = {str(token_id): raw.hex().upper()} if raw is not None and "\ufffd" in text else None
@@ -67,7 +67,7 @@ def _token_label(pair):
 
 @gpu
 def measured_cost_curve(target_ref: str, draft_ref: str, device: str, progress, notify) -> dict:
-    """costs.measure.cost_curve of the target (measured once per loaded target, then cached)."""
+    """costs.machine_costs.cost_curve of the target (measured once per loaded target, then cached)."""
     pair = handlers.load(target_ref, draft_ref, device, progress, notify)
     return cost_curve(pair.target, pair.vocab_size, progress=lambda f, d: progress(f, desc=d))
 

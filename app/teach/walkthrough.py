@@ -8,7 +8,7 @@ from typing import Optional
 from specdec_core import run_costs, theory
 from specdec_core.trace import cost_ratios, measured_speedup, run_theory
 from specdec_core.trace.decisions import correction_decision, draft_decision, visible_whitespace
-from specdec_core.trace.text import TokenText, display_texts, round_texts, text_before
+from specdec_core.trace.token_text import TokenText, display_texts, round_texts, text_before
 from specdec_core.trace.trees import chosen, keep_thresholds, main_line
 
 from .. import race

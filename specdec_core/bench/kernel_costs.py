@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ..costs.measure import measure_pass_costs, step_breakdown, step_vs_floor
+from ..costs.machine_costs import measure_pass_costs, step_breakdown, step_vs_floor
 from ..kernels.fastpath import kernels_of
 
 

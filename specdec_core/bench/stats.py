@@ -3,7 +3,7 @@
 Conventions (README "Statistics"): tokens/s of a lane on a prompt set = Σ tokens / Σ median
 wall seconds over its prompts (wall = outside clock around the whole call, prefill included).
 The theory is checked on decode time only (trace wall − prefill), because E[τ]/(k·c + v(k)) models
-rounds, not the prefill. α, c and v(m) are costs.measured's (one definition: a round's target time
+rounds, not the prefill. α, c and v(m) are costs.run_costs's (one definition: a round's target time
 is its clock minus its draft time), pooled over repeats (and prompts for the overall row).
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from statistics import median
 from typing import Optional
 
-from ..costs import measured
+from ..costs import run_costs
 from ..costs.theory import draft_cost, expected_tokens, fit
 from ..trace.compare import one_pass
 
@@ -23,12 +23,12 @@ def _div(a, b) -> Optional[float]:
 
 def run_sums(trace) -> dict:
     """Additive per-run quantities of one of our traces (so repeats and prompts can be pooled);
-    "costs" holds the round sums α, c and v(m) are defined on (costs.measured)."""
+    "costs" holds the round sums α, c and v(m) are defined on (costs.run_costs)."""
     s = trace.stats
     return {"tokens": s["new_tokens"], "rounds": s["rounds"], "decode_s": s["wall_s"] - s["prefill_s"],
             "prefill_s": s["prefill_s"], "trace_wall_s": s["wall_s"], "draft_s": s["draft_s"],
             "verify_s": s["verify_s"], "overhead_s": s["overhead_s"],
-            "drafted": s["drafted"], "accepted": s["accepted"], "costs": measured.round_sums(trace.rounds),
+            "drafted": s["drafted"], "accepted": s["accepted"], "costs": run_costs.round_sums(trace.rounds),
             "nodes": s["nodes_verified"], "tree_rounds": s["tree_rounds"], "one_pass": int(one_pass(trace)),
             "m_list": [r.n_verified for r in trace.rounds],
             "k_list": [r.k for r in trace.rounds], "decisions": [(r.k_policy or {}).get("kind", "fixed") for r in trace.rounds]}
@@ -36,7 +36,7 @@ def run_sums(trace) -> dict:
 
 def pool(sums: list) -> dict:
     """Add up run_sums dicts."""
-    out = {"costs": measured.RoundSums(), "m_list": [], "k_list": [], "decisions": []}
+    out = {"costs": run_costs.RoundSums(), "m_list": [], "k_list": [], "decisions": []}
     for s in sums:
         for key, val in s.items():
             if isinstance(val, list):
@@ -50,7 +50,7 @@ def pool(sums: list) -> dict:
 
 def theory_row(spec: dict, plain: dict, k) -> dict:
     """α, c, v(k), measured decode speedup and the predictions for pooled spec vs plain sums."""
-    m = measured.measured(spec["costs"], plain["costs"])
+    m = run_costs.measured(spec["costs"], plain["costs"])
     step_s, alpha, c, v = m.step_s, m.alpha, m.c, m.v
     meas = _div(_div(plain.get("decode_s"), plain.get("tokens")), _div(spec.get("decode_s"), spec.get("tokens")))
     row = {"alpha": alpha, "c": c, "v": {str(m): v[m] for m in sorted(v)}, "step_s": step_s,

@@ -11,7 +11,7 @@ from contextlib import closing
 from dataclasses import replace
 from typing import Iterator, Optional, Sequence, Union
 
-from ..costs import measured, theory
+from ..costs import run_costs, theory
 from ..decoding.interleave import interleave
 from ..decoding.plan import Request, parse_plan
 from ..decoding.speculative import stream_decode
@@ -53,7 +53,7 @@ def _median(xs):
 def summarise(runs: list[dict]) -> dict:
     """Per k: median / min / max tokens per second, median acceptance rate, α and measured speedup
     (÷ plain's median); the theory's predicted tokens/s for k = 1..K_HORIZON from α, c and v(k)
-    (costs.measured, pooled over every speculative run against the plain runs, on the one smooth
+    (costs.run_costs, pooled over every speculative run against the plain runs, on the one smooth
     theory costs.theory.fit); the best k measured and predicted, and the ks whose min–max overlaps the
     best's (the runner-up, plain). {"rows": [...], "theory": {k: tok/s}, "best_measured",
     "within_noise": [k, ...], "best_theory", "alpha", "c", "slope"}."""
@@ -73,10 +73,10 @@ def summarise(runs: list[dict]) -> dict:
                              r["k"] if r["k"] not in SHAPED else 0))
     # The chain theory rests on the chain runs: a tree's tokens per pass are not E[τ].
     spec = [t for k, ts in by_k.items() if k not in (0, "tree") for t in ts]
-    # α, c and v(m) as costs.measured defines them, pooled over every run of the sweep; the theory
+    # α, c and v(m) as costs.run_costs defines them, pooled over every run of the sweep; the theory
     # is the one smooth model (costs.theory.fit: v(k) on a line fitted to the measured passes).
-    pooled = lambda traces: sum((measured.round_sums(t.rounds) for t in traces), measured.RoundSums())
-    m = measured.measured(pooled(spec), pooled(plain))
+    pooled = lambda traces: sum((run_costs.round_sums(t.rounds) for t in traces), run_costs.RoundSums())
+    m = run_costs.measured(pooled(spec), pooled(plain))
     model = theory.fit(m.alpha, m.c, m.v, m.rounds, any(one_pass(t) for t in spec))
     predicted: dict = {}
     if model is not None and plain_tps:

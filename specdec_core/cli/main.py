@@ -61,7 +61,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def show(path: str, colour: bool) -> None:
-    from ..trace.record import Trace
+    from ..trace.schema import Trace
 
     trace = Trace.load(path)
     cfg = trace.config
@@ -110,7 +110,7 @@ def run(args) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     from ..errors import ModelLoadError
-    from ..trace.record import TraceFormatError
+    from ..trace.schema import TraceFormatError
     try:
         show(args.show, args.color) if args.show else run(args)
     except (ValueError, ModelLoadError, TraceFormatError, OSError) as e:

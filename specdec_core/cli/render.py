@@ -5,7 +5,7 @@ from .. import glossary
 from ..trace.decisions import DECISIONS, correction_decision, draft_decision, visible_whitespace
 from ..trace import Trace, greedy_check, measured_speedup
 from ..trace.compare import speedup_why
-from ..trace.text import round_texts
+from ..trace.token_text import round_texts
 
 _STYLE_CODES = {"plain": "", "strike": "\x1b[9m", "faded": "\x1b[2m", "underline": "\x1b[4m",
                 "overline": "\x1b[1m"}
@@ -25,7 +25,7 @@ def paint(text: str, decision: str, colour: bool, token: bool = True) -> str:
 
 def round_pieces(trace: Trace, rnd, eos_ids, colour: bool, pending: bool = True) -> list[str]:
     """The painted tokens of one round: drafts (accepted / rejected / unchecked), then correction.
-    Committed tokens show their characters of the whole decode (trace/text.py); with `pending`, a
+    Committed tokens show their characters of the whole decode (trace/token_text.py); with `pending`, a
     character not complete yet as its bytes so far ("⟨F0 9F⟩"); other drafts their text or bytes."""
     drafted, correction = round_texts(trace, rnd)
     shown = lambda t, committed: (t.text + (t.part if pending and t.pending else "")) if committed else t.label

@@ -70,7 +70,7 @@ def verify_cost(measured: dict, prior: Optional[dict] = None, default_slope: flo
     """The one verify-cost model, in target steps: v(k) = 1 + slope·k, a line through (0, 1), so every
     predicted number and curve is smooth in k by construction (one noisy round never makes the curve
     spike). slope: fitted to this run's measured v(m) (weighted by `rounds`, {m: rounds}); without
-    any, to the prior (the pass costs measured on this machine, costs.measure); else default_slope.
+    any, to the prior (the pass costs measured on this machine, costs.machine_costs); else default_slope.
     measured / prior: {k: v(k)} (keys may be strings, as in a trace). The callable carries .slope."""
     slope = fitted_slope(measured, rounds)
     if slope is None:

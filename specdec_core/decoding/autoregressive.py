@@ -9,7 +9,7 @@ from typing import Iterator
 
 from .plan import parse_request
 from .speculative import stream_decode
-from ..trace.record import Trace
+from ..trace.schema import Trace
 
 
 def stream_autoregressive(pair, prompt_ids, *, temperature=0.0, top_k=0, top_p=1.0,

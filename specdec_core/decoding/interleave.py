@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Mapping, Optional
 
-from ..trace.record import Trace
+from ..trace.schema import Trace
 
 
 def interleave(lanes: Mapping[str, Iterator[Trace]],

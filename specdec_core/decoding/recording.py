@@ -11,7 +11,7 @@ import torch
 from ..drafters.base import TokenTree
 from ..drafters.combined import LOOKUP, MODEL
 from ..sampling import raw_probs
-from ..trace.record import Correction, DraftToken, Round
+from ..trace.schema import Correction, DraftToken, Round
 from .tree import Shape
 
 TOP_N = 5  # how many alternatives the trace keeps per distribution

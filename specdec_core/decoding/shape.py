@@ -2,8 +2,8 @@
 
 Everything is in units of one target step, from this run's own measurements:
   v(n)   the target pass over n + 1 tokens, 1 + slope·n: costs.theory.verify_cost on this decode's
-         measured v(m) (costs.measured, the page's definitions), else the machine's pass costs;
-  c      one draft level (costs.measured.c); a prompt-lookup branch costs no level;
+         measured v(m) (costs.run_costs, the page's definitions), else the machine's pass costs;
+  c      one draft level (costs.run_costs.c); a prompt-lookup branch costs no level;
   a(x)   a guess's estimated acceptance: the product along its path of min(1, s · conf), conf the
          draft's confidence in the node (its q at temperature 1; for a sampled chain the top of its
          row, known before the draw: a cut that looked at the drawn token would bias the output),
@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..costs import measured as M
+from ..costs import run_costs as M
 from ..costs.theory import verify_cost
 from ..drafters.base import TokenTree
 from ..trace.trees import child_outcomes
@@ -49,7 +49,7 @@ class ShapeRule:
     callback `until` while the drafter grows, `choose(tree)` which guesses to verify,
     `update(...)` after the round."""
     chain: bool
-    prior_v: dict                          # {m: v(m)} the machine's pass costs (costs.measure)
+    prior_v: dict                          # {m: v(m)} the machine's pass costs (costs.machine_costs)
     prior_step_s: float                    # its one-token pass, seconds
     hits: dict = field(default_factory=dict)    # source -> faded Σ hits
     confs: dict = field(default_factory=dict)   # source -> faded Σ conf
@@ -65,7 +65,7 @@ class ShapeRule:
 
     @classmethod
     def for_decode(cls, pair, chain: bool, one_pass: bool = False) -> "ShapeRule":
-        from ..costs.measure import pass_costs
+        from ..costs.machine_costs import pass_costs
         costs = pass_costs(pair.target, pair.vocab_size)
         return cls(chain, costs.v_table(), costs.seconds[1], one_pass=one_pass)
 

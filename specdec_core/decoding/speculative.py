@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 import torch
 from transformers import DynamicCache
 
-from ..costs.measure import pass_costs
+from ..costs.machine_costs import pass_costs
 from ..drafters.base import Drafter, chain_tree, empty_proposal, fit_vocab, tapped
 from ..errors import DecodeError
 from ..registry import REGISTRY
 from ..sampling import SamplingConfig, warp_probs
 from ..settings import RANGES, SettingsError, check_fits_context, check_k
-from ..trace.record import Round, Trace
+from ..trace.schema import Round, Trace
 from .plan import PLAIN, Request, parse_request
 from .recording import record_round, source_of, sync_output
 from .rule import accept_tree

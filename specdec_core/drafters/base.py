@@ -200,7 +200,7 @@ class Drafter:
     one_pass: bool = False             # one draft call fills a round's whole chain (a block drafter)
 
     def levels(self, depth: int) -> int:
-        """Sequential draft calls a round of `depth` levels took (costs.measured's c is per call):
+        """Sequential draft calls a round of `depth` levels took (costs.run_costs's c is per call):
         one per level; one whatever the depth for a one_pass drafter."""
         return min(depth, 1) if self.one_pass else depth
 

@@ -16,7 +16,7 @@ other slots' draws, so the chain rule min(1, p/q) with residual norm(max(0, p âˆ
 decoding exact. The target still verifies left to right, so the block is trained with losses
 aligned to that (lab/block.py): positional weighting, a first-error focal term, a chain term.
 A round costs one draft call whatever k â‰¤ block_size (`levels`), which is what the shape rule
-and costs.measured count as c.
+and costs.run_costs count as c.
 
     pair = load_pair("smollm2-135m", draft="block")           # the shipped block (data/block)
     pair = load_pair("smollm2-135m", draft="lookup+block")    # with prompt lookup

@@ -10,7 +10,7 @@ from ..drafters import Drafter, ModelDrafter, NGramDrafter
 from ..errors import ModelLoadError
 from ..kernels import fastpath
 from ..settings import check_prompt_text
-from .text import decode_with_spans, token_bytes
+from .detokenize import decode_with_spans, token_bytes
 from .draft_spec import NGRAM
 
 DrafterFactory = Callable[["ModelPair"], Drafter]
@@ -86,7 +86,7 @@ class ModelPair:
     def decode_output(self, ids: list[int], previous_spans: Optional[list] = None) -> tuple[str, list]:
         """(text, spans) of output ids: the text as the tokenizer decodes the whole sequence (an
         incomplete last character left out) and the characters each token completes, with the
-        bytes of one it only begins (models/text.py); `previous_spans` of a prefix are reused."""
+        bytes of one it only begins (models/detokenize.py); `previous_spans` of a prefix are reused."""
         return decode_with_spans(ids, self.decode, self.token_bytes, previous_spans)
 
     def decode(self, ids: list[int]) -> str:

@@ -1,10 +1,10 @@
-"""The Trace (record.py): everything one decode did, round by round — the only thing the app, the
+"""The Trace (schema.py): everything one decode did, round by round — the only thing the app, the
 CLI and the reports read; its statistics (stats.py); comparing two decodes (compare.py); and the
 one classification of every token with its colour and mark (decisions.py)."""
 from .compare import (GreedyVerdict, cost_ratios, first_mismatch, greedy_check, logit_gap_at,
                       measured_speedup, run_theory, speedup_reasons, speedup_why, tie_tolerance,
                       timings_unstable)
-from .record import SCHEMA_ID, Correction, DraftToken, Round, Trace, TraceFormatError, json_schema, validate
+from .schema import SCHEMA_ID, Correction, DraftToken, Round, Trace, TraceFormatError, json_schema, validate
 from .stats import compute_stats
 
 __all__ = ["Trace", "Round", "DraftToken", "Correction", "TraceFormatError", "SCHEMA_ID", "json_schema",

@@ -15,10 +15,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from ..costs import measured, theory
+from ..costs import run_costs, theory
 
 if TYPE_CHECKING:
-    from .record import Trace
+    from .schema import Trace
 
 # Largest top-2 logit gap that rounding may flip, by dtype of the target.
 TIE_TOLERANCE = {"float32": 1e-3, "bfloat16": 0.5, "float16": 0.5}
@@ -107,10 +107,10 @@ def greedy_check(plain: "Trace", other_ids: Sequence[int]) -> GreedyVerdict:
 def cost_ratios(spec: "Trace", plain: "Trace") -> dict:
     """c and v(k) from a speculative and a plain trace of the same pair and device.
 
-    costs.measured's definitions: c = draft seconds per draft call (level) ÷ plain's step, v(m) = mean
+    costs.run_costs's definitions: c = draft seconds per draft call (level) ÷ plain's step, v(m) = mean
     target time of an m-draft round ÷ plain's step (str keys), and how many rounds verified m drafts
     (str keys). {"c", "v", "rounds"}."""
-    m = measured.measured(measured.round_sums(spec.rounds), measured.round_sums(plain.rounds))
+    m = run_costs.measured(run_costs.round_sums(spec.rounds), run_costs.round_sums(plain.rounds))
     return {"c": m.c, "v": {str(k): x for k, x in m.v.items()}, "rounds": {str(k): n for k, n in m.rounds.items()}}
 
 
@@ -130,9 +130,9 @@ def one_pass(spec: "Trace") -> bool:
 
 
 def timings_unstable(spec: "Trace", plain: "Trace") -> Optional[str]:
-    """costs.measured's unstable-timings rule on two traces: why their clocks cannot explain the
+    """costs.run_costs's unstable-timings rule on two traces: why their clocks cannot explain the
     speedup, in words with the number that tripped it; None when they can."""
-    return measured.instability(spec.rounds, plain.rounds, interleaved=interleaved(spec, plain))
+    return run_costs.instability(spec.rounds, plain.rounds, interleaved=interleaved(spec, plain))
 
 
 def interleaved(*traces: "Trace") -> bool:

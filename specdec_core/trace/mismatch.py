@@ -17,18 +17,18 @@ from typing import TYPE_CHECKING, Optional
 
 from .compare import first_mismatch, greedy_check, top_raw_at
 from .decisions import draft_decision
-from .text import display_texts, text_before
+from .token_text import display_texts, text_before
 from .tokens import CATEGORIES, category, decode_vocab
 
 if TYPE_CHECKING:
-    from .record import Trace
+    from .schema import Trace
 
 CONTEXT_CHARS = 40
 
 
 def positions(trace: "Trace") -> list[dict]:
     """Every checked drafted token in time order: round, position (1-based), token (as views show
-    it: trace/text.py), category, p, q, min(1, p/q), TV(p, q), decision, and the text before it."""
+    it: trace/token_text.py), category, p, q, min(1, p/q), TV(p, q), decision, and the text before it."""
     eos = set(trace.config.get("eos_ids") or [])
     texts, n_before = display_texts(trace), 0
     rows = []

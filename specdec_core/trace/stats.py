@@ -1,10 +1,10 @@
 """Statistics of one trace (acceptance, α, tokens/s, time split): plain functions of a Trace that
-import nothing of the trace package (record.py reads them; two-trace comparisons are compare.py)."""
+import nothing of the trace package (schema.py reads them; two-trace comparisons are compare.py)."""
 from __future__ import annotations
 
 from typing import Optional
 
-from ..costs import measured
+from ..costs import run_costs
 
 
 def _ratio(a, b) -> Optional[float]:
@@ -16,7 +16,7 @@ def compute_stats(trace) -> dict:
 
     - acceptance_rate: accepted drafted tokens / all drafted tokens (every proposal counts, also the
       unchecked ones after a rejection; vLLM's "draft acceptance rate").
-    - alpha: costs.measured.alpha, the mean of `overlap` = Σ min(p, q) over evaluated positions:
+    - alpha: costs.run_costs.alpha, the mean of `overlap` = Σ min(p, q) over evaluated positions:
       Leviathan's α (independent of the draws u).
     - mean_committed_per_round: new_tokens / rounds, correction and bonus included: the measured E[τ].
     - acceptance_by_position: for draft position i = 1..k, accepted / drafted at position i.
@@ -24,13 +24,13 @@ def compute_stats(trace) -> dict:
     - draft_s / verify_s / overhead_s: sums over rounds; draft_step_s: mean time of one draft level
       (a chain's token, a tree's level); nodes_verified: draft tokens the target passes verified
       (every node of a tree); tree_rounds: rounds that verified a branching tree.
-    - step_s (plain traces): costs.measured.step_s, the mean target time of a plain round.
-    - target_s_by_k: mean target time (costs.measured.round_target_s) of the rounds that verified
+    - step_s (plain traces): costs.run_costs.step_s, the mean target time of a plain round.
+    - target_s_by_k: mean target time (costs.run_costs.round_target_s) of the rounds that verified
       m drafts, by m (str keys); rounds_by_k: how many rounds verified m drafts.
     """
     rounds = trace.rounds
     drafted = [t for r in rounds for t in r.drafted]
-    sums = measured.round_sums(rounds)
+    sums = run_costs.round_sums(rounds)
     new_tokens = len(trace.output["ids"])
     wall_s = rounds[-1].t_end if rounds else trace.prefill_s
     max_k = max((len(r.drafted) for r in rounds), default=0)
@@ -45,7 +45,7 @@ def compute_stats(trace) -> dict:
         "drafted": len(drafted),
         "accepted": sum(t.accepted for t in drafted),
         "acceptance_rate": _ratio(sum(t.accepted for t in drafted), len(drafted)),
-        "alpha": measured.alpha(sums),
+        "alpha": run_costs.alpha(sums),
         "mean_committed_per_round": _ratio(new_tokens, len(rounds)),
         "acceptance_by_position": by_position,
         "wall_s": wall_s,
@@ -57,7 +57,7 @@ def compute_stats(trace) -> dict:
         "draft_step_s": _ratio(sum(r.draft_s for r in rounds), draft_steps),
         "nodes_verified": sum(r.n_verified for r in rounds),
         "tree_rounds": sum(1 for r in rounds if r.tree),
-        "step_s": measured.step_s(sums) if trace.config.get("k") == 0 else None,
+        "step_s": run_costs.step_s(sums) if trace.config.get("k") == 0 else None,
         "target_s_by_k": {str(m): t / n for m, (t, n) in sorted(sums.target_by_m.items())},
         "rounds_by_k": {str(m): n for m, (_, n) in sorted(sums.target_by_m.items())},
     }

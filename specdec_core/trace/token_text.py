@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Optional
 REPLACEMENT = "\ufffd"   # what a decoder writes for bytes that are no whole character
 
 if TYPE_CHECKING:
-    from .record import Trace
+    from .schema import Trace
 
 
 @dataclass

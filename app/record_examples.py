@@ -8,7 +8,7 @@
   chat template off, a fixed k, sampled, with the first seed whose trace has a rejection and a
   round where all k drafts passed.
 
-    python -m app.record [--only first-paint|walkthrough] [--out specdec_core/data/examples]
+    python -m app.record_examples [--only first-paint|walkthrough] [--out specdec_core/data/examples]
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ whole decode each token completes, by decoding the growing sequence with a short
 (the usual incremental detokenizer: two short decodes per new token, whatever the tokenizer);
 `token_bytes` finds a token's raw bytes, so a token that only carries part of a character can say
 which bytes. The trace records both (`output.spans`, `token_bytes`); views read them through
-`trace.text` and never need a tokenizer.
+`trace.token_text` and never need a tokenizer.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import re
 from functools import lru_cache
 from typing import Callable, Optional, Sequence
 
-from ..trace.text import incomplete_tail
+from ..trace.token_text import incomplete_tail
 
 LOOKBACK = 6           # tokens decoded before each new one: covers a 4-byte character split over
                        # 4 tokens plus context for prefix-dependent rules (a leading space stripped)

@@ -104,7 +104,7 @@ class Trace:
                              # device, dtype, versions, mode ("speculative" | "autoregressive")
     prompt: dict             # {"text": str, "ids": [int]}
     rounds: list[Round] = field(default_factory=list)
-    output: dict = field(default_factory=lambda: {"ids": [], "text": ""})  # + optional "spans" (trace/text.py)
+    output: dict = field(default_factory=lambda: {"ids": [], "text": ""})  # + optional "spans" (trace/token_text.py)
     prefill_s: float = 0.0   # time of the prompt pass(es) before the first round
     finished: bool = False   # True once the decode stopped (EOS or max_new_tokens)
     stop_reason: Optional[str] = None  # "eos" | "max_new_tokens"
