@@ -139,7 +139,7 @@ def stats_markdown(spec, plain) -> str:
     p = plain.stats if plain is not None else {}
     ratios = cost_ratios(spec, plain) if spec is not None and plain is not None else {"c": None, "v": {}}
     k = spec.config.get("k") if spec is not None else None
-    v_at_k, v_label = ratios["v"].get(str(k)) if isinstance(k, int) else None, f"v(k = {k}) (verify ÷ target step)"
+    v_at_k, v_label = ratios["v"].get(k) if isinstance(k, int) else None, f"v(k = {k}) (verify ÷ target step)"
     if not isinstance(k, int) or v_at_k is None:
         # Trees and shaped runs: v where the why-line reads it, on the line fitted to the passes.
         reasons = speedup_reasons(spec, plain) if spec is not None and plain is not None else None

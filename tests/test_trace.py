@@ -107,7 +107,7 @@ def test_the_verdict_explains_itself_from_the_two_traces():
     assert r["k"] == 3 and r["alpha"] == pytest.approx(0.675) and r["c"] == pytest.approx(0.2)
     assert r["v_measured"] == pytest.approx(1.5) and r["v"] == pytest.approx(1.57692, abs=1e-5)
     assert r["theory"] == pytest.approx(1.12001, abs=1e-4) and r["unstable"] is None
-    assert r["plain_share"] == pytest.approx(1 / 3) and cost_ratios(spec, plain)["v"] == pytest.approx({"2": 1.5, "3": 1.5})
+    assert r["plain_share"] == pytest.approx(1 / 3) and cost_ratios(spec, plain)["v"] == pytest.approx({2: 1.5, 3: 1.5})
     text = speedup_why(spec, plain)
     assert "α = 0.68" in text and "c = 0.20" in text and "v(3) = 1.58" in text and "1.12×" in text
     pair = ModelPair.from_models(tiny_llama(vocab_size=16, seed=0), tiny_llama(vocab_size=16, seed=1))

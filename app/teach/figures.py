@@ -164,11 +164,11 @@ def tree_cost(spec, plain, round_index: int) -> go.Figure:
     ratios = cost_ratios(spec, plain) if plain is not None else None
     if not ratios or not ratios["v"]:
         return _empty(fig, "needs the plain lane's step time: run a race")
-    ms = sorted(int(m) for m in ratios["v"])
+    ms = sorted(ratios["v"])
     slope = theory.verify_cost(ratios["v"], rounds=ratios["rounds"]).slope
     top = max(ms + [n]) + 1
-    fig.add_scatter(x=[m + 1 for m in ms], y=[ratios["v"][str(m)] for m in ms], mode="markers", name="measured v(m)",
-                    marker=dict(color=TARGET_COLOUR, size=[6 + min(ratios["rounds"][str(m)], 20) for m in ms]))
+    fig.add_scatter(x=[m + 1 for m in ms], y=[ratios["v"][m] for m in ms], mode="markers", name="measured v(m)",
+                    marker=dict(color=TARGET_COLOUR, size=[6 + min(ratios["rounds"][m], 20) for m in ms]))
     fig.add_scatter(x=[1, top], y=[1.0, 1.0 + slope * (top - 1)], mode="lines", name=f"line 1 + {slope:.3f}·m",
                     line=dict(color=THEORY_COLOUR, dash="dash"))
     fig.add_scatter(x=[1, top], y=[1, top], mode="lines", name="m + 1 separate plain steps",

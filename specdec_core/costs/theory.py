@@ -71,7 +71,8 @@ def verify_cost(measured: dict, prior: Optional[dict] = None, default_slope: flo
     predicted number and curve is smooth in k by construction (one noisy round never makes the curve
     spike). slope: fitted to this run's measured v(m) (weighted by `rounds`, {m: rounds}); without
     any, to the prior (the pass costs measured on this machine, costs.machine_costs); else default_slope.
-    measured / prior: {k: v(k)} (keys may be strings, as in a trace). The callable carries .slope."""
+    measured / prior: {k: v(k)} (int keys; strings too, as a JSON file reads back). The callable
+    carries .slope."""
     slope = fitted_slope(measured, rounds)
     if slope is None:
         slope = fitted_slope(prior or {})

@@ -111,7 +111,7 @@ def cost_ratios(spec: "Trace", plain: "Trace") -> dict:
     target time of an m-draft round ÷ plain's step (str keys), and how many rounds verified m drafts
     (str keys). {"c", "v", "rounds"}."""
     m = run_costs.measured(run_costs.round_sums(spec.rounds), run_costs.round_sums(plain.rounds))
-    return {"c": m.c, "v": {str(k): x for k, x in m.v.items()}, "rounds": {str(k): n for k, n in m.rounds.items()}}
+    return {"c": m.c, "v": dict(m.v), "rounds": dict(m.rounds)}
 
 
 def run_theory(spec: "Trace", plain: "Trace") -> Optional[theory.Theory]:
@@ -154,7 +154,7 @@ def speedup_reasons(spec: "Trace", plain: "Trace") -> Optional[dict]:
     (costs.theory.shape_terms, "shape": {nodes, levels, tokens} per round). None without a plain
     step time. {"alpha", "c", "k", "v", "v_measured", "slope", "theory", "terms", "limit",
     "plain_share", "measured", "unstable", "shape"}."""
-    by_k = {int(k): n for k, n in spec.stats["rounds_by_k"].items()}
+    by_k = spec.stats["rounds_by_k"]
     n_rounds = sum(by_k.values())
     if not n_rounds or not plain.stats["step_s"]:
         return None
@@ -180,7 +180,7 @@ def speedup_reasons(spec: "Trace", plain: "Trace") -> Optional[dict]:
                        limit=max(terms, key=terms.get), k=round(nodes))
     elif spec_k:
         k = max(spec_k, key=lambda j: (spec_k[j], j))
-        out["k"], out["v_measured"] = k, costs["v"].get(str(k))
+        out["k"], out["v_measured"] = k, costs["v"].get(k)
         if model is not None:
             terms = model.terms(k)
             out.update(v=model.v(k), slope=model.slope, theory=model.speedup(k), terms=terms,

@@ -26,7 +26,8 @@ def compute_stats(trace) -> dict:
       (every node of a tree); tree_rounds: rounds that verified a branching tree.
     - step_s (plain traces): costs.run_costs.step_s, the mean target time of a plain round.
     - target_s_by_k: mean target time (costs.run_costs.round_target_s) of the rounds that verified
-      m drafts, by m (str keys); rounds_by_k: how many rounds verified m drafts.
+      m drafts, by m (int keys: JSON writes them as strings, and stats are recomputed on load, never
+      read back); rounds_by_k: how many rounds verified m drafts.
     """
     rounds = trace.rounds
     drafted = [t for r in rounds for t in r.drafted]
@@ -58,6 +59,6 @@ def compute_stats(trace) -> dict:
         "nodes_verified": sum(r.n_verified for r in rounds),
         "tree_rounds": sum(1 for r in rounds if r.tree),
         "step_s": run_costs.step_s(sums) if trace.config.get("k") == 0 else None,
-        "target_s_by_k": {str(m): t / n for m, (t, n) in sorted(sums.target_by_m.items())},
-        "rounds_by_k": {str(m): n for m, (_, n) in sorted(sums.target_by_m.items())},
+        "target_s_by_k": {m: t / n for m, (t, n) in sorted(sums.target_by_m.items())},
+        "rounds_by_k": {m: n for m, (_, n) in sorted(sums.target_by_m.items())},
     }
