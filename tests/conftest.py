@@ -56,6 +56,21 @@ def fake_clock(monkeypatch):
     return clock
 
 
+def draft_tree(drafter, committed, depth, width, cfg, generator=None, *, nodes=None, frontier=1):
+    """One round's candidates as the decoder grows them from the drafter's level calls
+    (decoding.grow): at most `depth` levels and `nodes` nodes, each expanded node offering `width`
+    children, `frontier` nodes expanded per level; width 1 and frontier 1: a chain of draws."""
+    from specdec_core.decoding.grow import draft_round
+    from specdec_core.decoding.tree import Shape
+    depth = depth if nodes is None else min(depth, nodes)
+    return draft_round(drafter, committed, Shape(nodes, depth, width, frontier), depth, cfg, generator)[0]
+
+
+def draft_chain(drafter, committed, k, cfg, generator=None):
+    """One round's chain of k draws (a fixed k: nothing cuts it), as a TokenTree."""
+    return draft_tree(drafter, committed, k, 1, cfg, generator, nodes=k)
+
+
 def tree_generate_ids(pair, prompt, depth, width, *, nodes=None, frontier=1, max_new_tokens=64, **settings):
     """A decode whose every round drafts one fixed plan (depth, width, frontier, nodes), through the
     public loop's k_schedule: .ids (output), .nodes and .n_accepted per round, .trace."""

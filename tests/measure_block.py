@@ -22,6 +22,8 @@ from specdec_core import data, load_pair, speculative_generate
 from specdec_core.decoding import parse_request, start_decode
 from specdec_core.sampling import SamplingConfig
 
+from .conftest import draft_chain
+
 
 def heldout(pair, n: int) -> list:
     prompts = json.loads(data.file("heldout_prompts.json").read_text())["prompts"]
@@ -44,7 +46,7 @@ def cost(repeats: int = 30, k: int = 4) -> None:
                 for label, name in (("head, 4 steps", "distilled"), ("block, 1 call", "block")):
                     s = states[name]
                     t0 = time.perf_counter()
-                    s.drafter.propose(s.committed, k, cfg, None)
+                    draft_chain(s.drafter, s.committed, k, cfg, None)
                     times[label].append(time.perf_counter() - t0)
     step = statistics.median(times["plain step"])
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())

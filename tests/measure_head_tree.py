@@ -23,10 +23,10 @@ import torch
 
 from specdec_core import data, load_pair, speculative_generate
 from specdec_core.decoding import parse_request, start_decode
-from specdec_core.drafters.head_tree import _offer
+from specdec_core.drafters.head_tree import guesses
 from specdec_core.sampling import SamplingConfig
 
-from .conftest import tree_generate_ids
+from .conftest import draft_chain, draft_tree, tree_generate_ids
 from .test_tree import pass_costs
 
 SETTINGS = {"greedy": dict(temperature=0.0), "T0.7 top-p0.9": dict(temperature=0.7, top_p=0.9)}
@@ -99,7 +99,7 @@ def cost_table(pair, reps: int = 15) -> None:
                           torch.eye(m, dtype=torch.bool, device=dev).repeat(1, 2)], -1)
         t0 = time.perf_counter()
         g, drafter.cache = head(feat, toks, pos + 1, drafter.cache, mask)
-        _offer(head.logits(g[0]), valid, torch.zeros(m, device=dev), 1, max(m, 1), cfg)
+        guesses(head.logits(g[0]), valid, max(m, 1), cfg)
         return time.perf_counter() - t0
 
     def chain_step():
@@ -114,15 +114,15 @@ def cost_table(pair, reps: int = 15) -> None:
             drafter._catch_up(st.committed)
             t0 = time.perf_counter()
             if shape[0] == "chain":
-                drafter.propose(st.committed, shape[1], cfg, None)
+                draft_chain(drafter, st.committed, shape[1], cfg, None)
             else:
-                drafter.propose_tree(st.committed, shape[0], shape[1], cfg, None, nodes=shape[2], frontier=shape[3])
+                draft_tree(drafter, st.committed, shape[0], shape[1], cfg, None, nodes=shape[2], frontier=shape[3])
             return time.perf_counter() - t0
         return fn
 
     jobs = {"chain head step (1 query, causal) + logits": chain_step}
     jobs.update({f"tree level, frontier {m} (+ logits, top-k)": (lambda m=m: level(m)) for m in (1, 4, 8)})
-    jobs.update({"round: propose chain k=4": round_cost(("chain", 4)),
+    jobs.update({"round: chain k=4": round_cost(("chain", 4)),
                  "round: siblings depth 4 width 3": round_cost((4, 3, None, 1)),
                  "round: expanded depth 5 nodes 4 w=f=4": round_cost((5, 4, 4, 4)),
                  "round: expanded depth 5 nodes 8 w=f=4": round_cost((5, 4, 8, 4)),

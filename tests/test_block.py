@@ -13,7 +13,7 @@ from specdec_core.lab.losses import chain_expected_length
 from specdec_core.sampling import SamplingConfig
 from specdec_core.settings import SettingsError
 
-from .conftest import tiny_llama
+from .conftest import draft_chain, draft_tree, tiny_llama
 from .test_exactness import check_exact
 
 
@@ -48,8 +48,8 @@ def test_training_block_equals_one_drafting_call():
             drafter = BlockDrafter(head, 50)
             drafter.observe(feats[0, : a + 1])
             committed = ids[0, : a + 2]           # the drafter's last true entry is a
-            drafter.start(committed[:1])          # nothing read yet: propose() reads all in one call
-            prop = drafter.propose(committed, K, cfg, None)
+            drafter.start(committed[:1])          # nothing read yet: the round's call reads all
+            prop = draft_chain(drafter, committed, K, cfg, None)
             full = torch.log_softmax(torch.stack([o[0, a] for o in outs]), -1)
             assert torch.allclose(prop.q_raw[:, :40].log(), full, atol=1e-4)
             assert drafter.cache[0].shape[2] == a + 1      # only true entries stay cached
@@ -100,7 +100,7 @@ def test_block_tree_branches_from_one_call(block_pair):
     drafter = block_pair.new_drafter()
     drafter.observe(torch.randn(2, block_pair.target.config.hidden_size))
     drafter.start(torch.tensor([1, 5, 2]))
-    tree = drafter.propose_tree(torch.tensor([1, 5, 2]), 3, 3, SamplingConfig(1.0), None, nodes=7)
+    tree = draft_tree(drafter, torch.tensor([1, 5, 2]), 3, 3, SamplingConfig(1.0), None, nodes=7)
     assert len(tree) == 7 and not tree.sampled
     kids = tree.children()
     assert len(kids[-1]) == 3                                  # the first slot's top-3 at the root
@@ -117,8 +117,8 @@ def test_block_drafts_a_single_guess_right_after_the_prompt(block_pair):
     drafter = block_pair.new_drafter()
     drafter.observe(torch.randn(2, block_pair.target.config.hidden_size))
     drafter.start(torch.tensor([1, 5, 2]))
-    one = drafter.propose(torch.tensor([1, 5, 2]), 1, SamplingConfig(0.0), None)
-    four = drafter.propose(torch.tensor([1, 5, 2]), 4, SamplingConfig(0.0), None)
+    one = draft_chain(drafter, torch.tensor([1, 5, 2]), 1, SamplingConfig(0.0), None)
+    four = draft_chain(drafter, torch.tensor([1, 5, 2]), 4, SamplingConfig(0.0), None)
     assert len(one.ids) == 1 and one.ids[0] == four.ids[0]
     assert torch.allclose(one.q_raw[0], four.q_raw[0], atol=1e-5)
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from specdec_core import ModelPair, Trace, autoregressive_generate, load_pair, speculative_generate
-from specdec_core.drafters import ModelDrafter
-from specdec_core.drafters.combined import LOOKUP, MODEL, CombinedDrafter
+from specdec_core.drafters import ModelDrafter, Source
+from specdec_core.drafters.combined import CombinedDrafter
 from specdec_core.errors import ModelLoadError
 from specdec_core.sampling import SamplingConfig
 
@@ -17,6 +17,7 @@ from .test_exactness import check_exact
 REPEATING = [1, 5, 2, 7, 1, 5, 2]          # ends with "1 5 2", seen before: a 3-gram match
 SHORT = [1, 5, 2, 7, 3, 5, 2]              # "5 2" seen before, "3 5 2" not: a 2-gram match
 FRESH = [1, 5, 2]                          # no earlier 2-gram: the model proposes
+LOOKUP, MODEL = Source.LOOKUP.value, Source.MODEL.value     # as the trace writes them
 
 
 def tiny_combined():

@@ -67,24 +67,34 @@ def test_the_distilled_head_names_its_device():
 
 
 def test_early_stop_off_the_cpu_is_one_sync_after_drafting_with_the_same_result(monkeypatch):
-    """On a GPU the drafters do not read the draft's top probability back per token (a host sync
-    each); they draft the chain and cut it after the first unsure step at the end. Simulated on the
-    CPU by treating it like a GPU: the proposals equal those of the per-step early stop."""
-    from specdec_core.drafters import ModelDrafter, base
+    """On a GPU the round loop does not read a sampled row's top probability back per token (a host
+    sync each): it drafts the chain, then asks the decider about every row at once (one read) and
+    cuts after the first it would have stopped at. Simulated on the CPU by treating it like a GPU:
+    the chains equal those of the per-level early stop."""
+    from specdec_core.decoding import grow
+    from specdec_core.decoding.tree import Shape
+    from specdec_core.drafters import ModelDrafter
     from specdec_core.sampling import SamplingConfig
     target, draft = tiny_llama(vocab_size=16, seed=0), tiny_llama(vocab_size=16, seed=1, init=0.05)
     committed = torch.tensor([1, 2, 3, 4, 5])
 
-    def proposals():
+    class Above:        # a decider: the next level pays while the last row's top q is ≥ stop
+        def __init__(self, stop):
+            self.stop = stop
+
+        def more(self, grown):
+            return float(grown.top) >= self.stop
+
+    def chains():
         out = []
         for stop in (0.05, 0.3, 0.9):
             d = ModelDrafter(draft, 16)
             d.start(committed)
-            p = d.propose(committed, 6, SamplingConfig(0.0), None, stop_below=stop)
-            out.append((p.ids.tolist(), p.stop_reason))
+            tree, _ = grow.draft_round(d, committed, Shape(6, 6), 6, SamplingConfig(0.0), None, Above(stop))
+            out.append(tree.ids.tolist())
         return out
-    per_step = proposals()
-    monkeypatch.setattr(base, "READ_NOW", set())
-    deferred = proposals()
+    per_step = chains()
+    monkeypatch.setattr(grow, "READ_NOW", set())
+    deferred = chains()
     assert deferred == per_step
-    assert len({len(ids) for ids, _ in per_step}) > 1      # the thresholds really cut at different places
+    assert len({len(ids) for ids in per_step}) > 1      # the thresholds really cut at different places

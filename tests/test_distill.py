@@ -12,7 +12,7 @@ from specdec_core.lab import cli, train as D
 from specdec_core.drafters.feature_head import WEIGHTS, FeatureDrafter, FeatureHead, shipped_head, target_cfg
 from specdec_core.sampling import SamplingConfig
 
-from .conftest import tiny_llama
+from .conftest import draft_chain, tiny_llama
 from .test_exactness import check_exact
 
 
@@ -122,9 +122,9 @@ def test_feature_drafter_reads_the_prompt_in_the_prefill(truncated_pair):
         d.observe(hidden)
         d.start(prompt)
     assert eager.n_true == len(prompt) - 1 and eager.cache[0].shape[2] == len(prompt) - 1
-    lazy.cache, lazy.n_true, lazy.g_next = None, 0, None   # as before start: propose() reads the prompt
+    lazy.cache, lazy.n_true, lazy.g_next = None, 0, None   # as before start: the first draft reads the prompt
     cfg = SamplingConfig(0.0)
-    a, b = (d.propose(prompt, 3, cfg, None) for d in (eager, lazy))
+    a, b = (draft_chain(d, prompt, 3, cfg, None) for d in (eager, lazy))
     assert a.ids.tolist() == b.ids.tolist() and torch.allclose(a.q_raw, b.q_raw, atol=1e-5)
 
 

@@ -8,7 +8,7 @@ import torch
 from specdec_core import autoregressive_generate
 from specdec_core.decoding import parse_request, rule, start_decode
 from specdec_core.decoding.exactness import chi_square
-from .conftest import tree_generate_ids
+from .conftest import draft_tree, tree_generate_ids
 from specdec_core.drafters.head_tree import score_logprobs
 from specdec_core.sampling import SamplingConfig, raw_probs
 from specdec_core.trace.compare import greedy_check
@@ -64,7 +64,7 @@ def test_each_node_carries_the_heads_chain_along_its_path(pair, shape, cfg):
     for prompt in (PROMPT, [3, 3, 0, 6, 1]):
         drafter, committed = fresh_round(pair, prompt)
         true_cache = [c.clone() for c in drafter.cache]
-        tree = drafter.propose_tree(committed, depth, width, cfg, None, nodes=nodes, frontier=frontier)
+        tree = draft_tree(drafter, committed, depth, width, cfg, None, nodes=nodes, frontier=frontier)
         n_all = width + (depth - 1) * frontier * width
         assert len(tree) == min(n_all, nodes or n_all) and max(tree.depths) <= depth
         for i in range(len(tree)):
@@ -84,7 +84,7 @@ def test_each_node_carries_the_heads_chain_along_its_path(pair, shape, cfg):
 def test_kept_nodes_are_the_best_candidates_and_the_frontier_the_best_of_each_level(pair, cfg):
     depth, width, frontier = 4, 3, 2
     drafter, committed = fresh_round(pair)
-    every = drafter.propose_tree(committed, depth, width, cfg, None, frontier=frontier)
+    every = draft_tree(drafter, committed, depth, width, cfg, None, frontier=frontier)
     scores, depths = path_scores(every, cfg), every.depths
     assert len(every) == width + (depth - 1) * frontier * width
     # EAGLE-2's expansion: the nodes with children at a depth are that depth's `frontier` best.
@@ -96,7 +96,7 @@ def test_kept_nodes_are_the_best_candidates_and_the_frontier_the_best_of_each_le
     for n in range(1, len(every)):
         if scores[ranked[n - 1]] - scores[ranked[n]] < 1e-6:
             continue                                                              # a tie: either is right
-        tree = drafter.propose_tree(committed, depth, width, cfg, None, nodes=n, frontier=frontier)
+        tree = draft_tree(drafter, committed, depth, width, cfg, None, nodes=n, frontier=frontier)
         want = {tuple(every.ids[every.path_to(i)].tolist()) for i in ranked[:n]}
         assert paths(tree) == want
 
@@ -104,7 +104,7 @@ def test_kept_nodes_are_the_best_candidates_and_the_frontier_the_best_of_each_le
 def test_early_stop_on_the_cpu_gives_the_same_tree_with_fewer_head_calls(pair, monkeypatch):
     """Off the CPU (simulated: no per-level reads) every level is expanded; on it the growth stops
     once no deeper node can be kept. The trees are equal."""
-    from specdec_core.drafters import head_tree
+    from specdec_core.decoding import grow
     calls = []
     drafter, committed = fresh_round(pair)
     forward = drafter.head.forward
@@ -113,9 +113,9 @@ def test_early_stop_on_the_cpu_gives_the_same_tree_with_fewer_head_calls(pair, m
     for depth, width, nodes, frontier in [(6, 3, 4, 2), (5, 4, 6, 4), (6, 2, 8, 2), (4, 4, 12, 4)]:
         trees = []
         for read_now in (set(), {"cpu"}):
-            monkeypatch.setattr(head_tree, "READ_NOW", read_now)
+            monkeypatch.setattr(grow, "READ_NOW", read_now)
             calls.clear()
-            trees.append(drafter.propose_tree(committed, depth, width, GREEDY, None, nodes=nodes, frontier=frontier))
+            trees.append(draft_tree(drafter, committed, depth, width, GREEDY, None, nodes=nodes, frontier=frontier))
             saved = saved - len(calls) if read_now else saved + len(calls)
         assert trees[0].parents == trees[1].parents and torch.equal(trees[0].ids, trees[1].ids)
         torch.testing.assert_close(trees[0].q_raw, trees[1].q_raw, rtol=0, atol=0)
@@ -176,7 +176,7 @@ def test_expanded_tree_sampling_matches_the_target(monkeypatch):
     children in r fails the same test."""
     pair, cfg = tiny_head_pair(True), SamplingConfig(1.0)
     drafter, committed = fresh_round(pair)
-    tree = drafter.propose_tree(committed, 3, 3, cfg, None, nodes=7, frontier=3)
+    tree = draft_tree(drafter, committed, 3, 3, cfg, None, nodes=7, frontier=3)
     assert len(tree.children()[-1]) >= 3 and max(tree.depths) >= 2
     exact = exact_two_token_distribution(pair.target, PROMPT, cfg, 8)
     result = chi_square(expanded_counts(pair, cfg, 1500), exact)

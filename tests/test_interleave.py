@@ -11,7 +11,7 @@ import torch
 from specdec_core import (ModelPair, Trace, autoregressive_generate, interleave, speculative_generate,
                           stream_autoregressive, stream_speculative)
 from specdec_core.costs import run_costs
-from specdec_core.drafters.base import Drafter, Proposal
+from specdec_core.drafters.base import Drafter, Level
 from specdec_core.registry import REGISTRY
 from specdec_core.trace.compare import timings_unstable
 
@@ -78,11 +78,12 @@ def test_a_lane_that_waits_is_not_charged_for_the_other_lanes_work():
     class Sleepy(Drafter):
         name = "sleepy"
 
-        def propose(self, committed, k, cfg, generator, stop_below=None):
-            time.sleep(0.2)
-            sleeps.append(0.2)
-            q = torch.full((k, 16), 1 / 16)
-            return Proposal(torch.ones(k, dtype=torch.long), q, q)
+        def draft(self, committed, frontier, width, depth, cfg, generator):
+            if frontier is None:                   # a round's first level
+                time.sleep(0.2)
+                sleeps.append(0.2)
+            one = torch.ones(1, dtype=torch.long)
+            return Level(one, one - 1, torch.zeros(1), torch.zeros(1, 16), torch.full((1, 16), 1 / 16), sampled=True)
 
     pair_sleepy = ModelPair.from_models(pair.target, lambda p: Sleepy(16, p.input_device))
     lanes = {"speculative": stream_speculative(pair_sleepy, PROMPT, k=2, tree=None, max_new_tokens=12),

@@ -12,8 +12,9 @@ import torch
 from specdec_core import ModelPair, Trace, autoregressive_generate, speculative_generate
 from specdec_core.costs import run_costs as M
 from specdec_core.costs.theory import verify_cost
-from specdec_core.decoding.shape import ShapeRule, confidences
-from specdec_core.drafters.base import TokenTree
+from specdec_core.decoding.grow import Grown
+from specdec_core.decoding.shape import ShapeRule, confidences, pays, take
+from specdec_core.drafters.base import Source, TokenTree
 from specdec_core.sampling import SamplingConfig
 
 from .conftest import tiny_llama
@@ -30,7 +31,7 @@ def synthetic_tree(parents, conf, sources=None, sampled=False) -> TokenTree:
     for i, c in enumerate(conf):
         q[i] = (1 - c) / (V - 1)
         q[i, ids[i]] = c
-    return TokenTree(ids, list(parents), q, q, sources or ["model"] * n, sampled)
+    return TokenTree(ids, list(parents), q, q, sources or [Source.MODEL] * n, sampled)
 
 
 def rule_with(slope, c, **kw) -> ShapeRule:
@@ -80,7 +81,7 @@ def test_cheap_passes_keep_every_guess_dear_ones_none():
 
 def test_a_level_is_drafted_only_when_its_best_guess_can_pay():
     """plan(): no level at all (a plain step) while the first guess's hit rate is below the cost of a
-    level (slope + c); faded evidence returns to the prior, so drafting resumes. until(): the
+    level (slope + c); faded evidence returns to the prior, so drafting resumes. more(): the
     growth stops when the best guess the next level can hold would not pay for slope + c."""
     rule = rule_with(0.05, 0.1)
     assert rule.plan().depth > 0                                   # prior: half of first guesses hit
@@ -91,8 +92,9 @@ def test_a_level_is_drafted_only_when_its_best_guess_can_pay():
         rule.update(_round(), tree, [], [1])
     assert rule.plan().depth > 0
     rule = rule_with(0.05, 0.1)
-    assert not rule.until([math.log(0.9)], 1)                      # a 0.9 guess: a deeper level pays
-    assert rule.until([math.log(0.05)], 1)                         # a 0.05 one: it would not
+    level = lambda p: Grown(1, 1, Source.MODEL, sampled=False, costed=True, scores=[math.log(p)])
+    assert rule.more(level(0.9))                                   # a 0.9 guess: a deeper level pays
+    assert not rule.more(level(0.05))                              # a 0.05 one: it would not
 
 
 def test_a_dear_first_measurement_is_measured_again():
@@ -111,14 +113,54 @@ def test_calibration_follows_what_was_committed():
     """A source whose guesses are always what the target committed is trusted more (s > 1); one
     whose guesses never are falls below its prior, until its nodes are not kept."""
     rule = rule_with(0.05, 0.05)
-    tree = synthetic_tree([-1, 0, -1], [0.5, 0.5, 0.5], ["lookup", "lookup", "model"])
+    tree = synthetic_tree([-1, 0, -1], [0.5, 0.5, 0.5], [Source.LOOKUP, Source.LOOKUP, Source.MODEL])
     ids = tree.ids.tolist()
     for _ in range(10):   # the target committed lookup's two tokens (path 0 -> 1), never model's
         rule.update(_round(), tree, [0, 1], [ids[0], ids[1], 99])
-    assert rule.calibration("lookup") > 1.5 and rule.calibration("model") < 0.2
+    assert rule.calibration(Source.LOOKUP) > 1.5 and rule.calibration(Source.MODEL) < 0.2
     assert rule.first_rate() < 0.2                                 # the model's first guesses missed
     kept, decision = rule.choose(tree, 2)
     assert kept == [0, 1] and decision["calibration"]["model"] < 0.2
+
+
+def test_a_drafter_used_alone_stops_its_chain_by_its_own_calibration(monkeypatch):
+    """k = "auto" with a drafter used alone (a draft model): the chain's early stop reads the
+    acceptance measured for its source's guesses — the calibration its own decision records — and
+    cuts the chain after the first row whose calibrated top probability cannot pay for slope + c.
+    (Fails where a lone drafter's guesses were tagged with its name while the stop looked the
+    calibration up under "model" or "head": it read the prior, s = 1, whatever was measured.)
+    Costs are fixed (slope 0.05, c 0.1) so the decisions depend on the models alone."""
+    monkeypatch.setattr(ShapeRule, "costs", lambda self: (0.02, 0.05, 0.1))
+    pair = ModelPair.from_models(tiny_llama(seed=0), tiny_llama(seed=1, init=0.3))
+    trace = speculative_generate(pair, [1, 5, 2, 7], "auto", tree=None, max_new_tokens=48)
+    measured = cut = 0
+    for r in trace.rounds:
+        if not r.drafted:
+            continue
+        policy = r.k_policy
+        (s,) = policy["calibration"].values()
+        level = policy["slope"] + policy["c"]
+        measured += abs(s - 1.0) > 0.05
+        assert policy["stop_below"] * s == pytest.approx(level)
+        if len(r.drafted) == r.levels:                  # nothing pruned: every drafted row is here
+            pays_next = [s * t.q_top_raw[0][2] >= level for t in r.drafted]
+            assert all(pays_next[:-1])                  # each row but the last paid for the next level
+            if r.levels < r.plan["depth"]:
+                assert not pays_next[-1]                # stopped short: the last one did not
+                cut += 1
+    assert measured >= 3 and cut >= 1                   # the calibration moved off its prior, and cut
+
+
+def test_growth_reads_each_sources_own_record():
+    """more(): a sampled chain grows while s·top pays for slope + c, s its source's calibration; a
+    copy's level (no draft call) always grows, its guesses left to the pruning."""
+    rule = rule_with(0.05, 0.1)
+    row = lambda source, top: Grown(1, 1, source, sampled=True, costed=not source.free, scores=[0.0], top=top)
+    assert rule.more(row(Source.MODEL, 0.2))             # s = 1: 0.2 ≥ 0.15
+    rule.hits[Source.MODEL], rule.confs[Source.MODEL] = 1.0, 9.0      # its guesses hit 1 in 5 of what q said
+    assert not rule.more(row(Source.MODEL, 0.2))         # s = 0.2: 0.04 < 0.15
+    assert rule.more(row(Source.LOOKUP, 1.0))
+    assert pays(0.5, 0.1) and not pays(0.05, 0.1) and take([0.9, 0.5, 0.01], 1.0, 1.2, 0.1)[0] == 2
 
 
 def _round():

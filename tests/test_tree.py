@@ -12,8 +12,8 @@ from specdec_core import ModelPair, autoregressive_generate, data, load_pair
 from specdec_core.decoding import rule
 from specdec_core.decoding.exactness import chi_square
 from specdec_core.decoding.tree import keep_path, tree_mask, tree_positions, verify_tree
-from .conftest import tree_generate_ids
-from specdec_core.drafters import ModelDrafter
+from .conftest import draft_chain, draft_tree, tree_generate_ids
+from specdec_core.drafters import ModelDrafter, Source
 from specdec_core.drafters.base import TokenTree, crop_cache
 from specdec_core.drafters.feature_head import FeatureDrafter, FeatureHead, target_cfg
 from specdec_core.kernels import fastpath
@@ -212,13 +212,14 @@ def head_pair():
 @torch.inference_mode()
 def test_head_tree_is_its_chain_plus_ranked_siblings(head_pair):
     """Default shape (frontier 1, every candidate kept): the top-1 chain first (depth-first order),
-    each chain node's width − 1 next guesses as leaves after its chain child."""
+    each chain node's width − 1 next guesses as leaves after its chain child; the top-1 chain is
+    the greedy chain whatever the width and the round's temperature."""
     from specdec_core.decoding import parse_request, start_decode
     greedy = SamplingConfig(0.0)
     chains = []
-    for width, parents in ((1, [-1, 0, 1]), (3, [-1, 0, 1, 1, 1, 0, 0, -1, -1])):
+    for width, parents in ((2, [-1, 0, 1, 1, 0, -1]), (3, [-1, 0, 1, 1, 1, 0, 0, -1, -1])):
         st = start_decode(head_pair, PROMPT, parse_request(3, max_new_tokens=8))
-        tree = st.drafter.propose_tree(st.committed, 3, width, SamplingConfig(0.7, 0, 0.9), None)
+        tree = draft_tree(st.drafter, st.committed, 3, width, SamplingConfig(0.7, 0, 0.9), None)
         chains.append(tree.ids[:3].tolist())
         assert tree.parents == parents
         for kids in tree.children().values():   # siblings in order of the head's probability (q_raw)
@@ -226,7 +227,7 @@ def test_head_tree_is_its_chain_plus_ranked_siblings(head_pair):
                 q = tree.q_raw[kids[0]]
                 assert q[tree.ids[kids]].tolist() == q.topk(width).values.tolist()
     st = start_decode(head_pair, PROMPT, parse_request(3, max_new_tokens=8))
-    assert chains[0] == chains[1] == st.drafter.propose(st.committed, 3, greedy, None).ids.tolist()
+    assert chains[0] == chains[1] == draft_chain(st.drafter, st.committed, 3, greedy, None).ids.tolist()
 
 
 @pytest.mark.parametrize("width", [1, 3])
@@ -241,14 +242,14 @@ def test_greedy_tree_equals_plain_on_a_tiny_pair(width):
 
 
 def test_a_chain_drafter_is_a_width_one_tree():
-    """The base Drafter's tree is its chain (a draft model here): width is ignored, greedy output
-    equals plain."""
+    """A drafter that draws (a draft model here) grows a chain whatever the width asked: its guesses
+    carry Source.MODEL (not its name), greedy output equals plain."""
     pair = ModelPair.from_models(tiny_llama(seed=0), tiny_llama(seed=1))
     drafter = pair.new_drafter()
     assert isinstance(drafter, ModelDrafter)
     drafter.start(torch.tensor(PROMPT, device="cpu"))
-    tree = drafter.propose_tree(torch.tensor(PROMPT, device="cpu"), 3, 4, SamplingConfig(0.0), None)
-    assert tree.parents == [-1, 0, 1] and tree.sources == [drafter.name] * 3
+    tree = draft_tree(drafter, torch.tensor(PROMPT, device="cpu"), 3, 4, SamplingConfig(0.0), None)
+    assert tree.parents == [-1, 0, 1] and tree.sources == [Source.MODEL] * 3 and tree.sampled
     run = tree_generate_ids(pair, PROMPT, 3, 4, max_new_tokens=16)
     assert run.ids == autoregressive_generate(pair, PROMPT, max_new_tokens=16).output_ids
     assert max(run.nodes) == 3
@@ -355,7 +356,7 @@ def test_default_pair_first_token_is_exact(preset_pair, monkeypatch):
     ids = preset_pair.encode_prompt("Give me three tips for staying focused while studying.")
     st = start_decode(preset_pair, ids, parse_request(2, temperature=0.7, top_p=0.9, max_new_tokens=8))
     with torch.inference_mode():
-        tree = st.drafter.model.propose_tree(st.committed, 2, 4, st.cfg, st.generator)
+        tree = draft_tree(st.drafter.model, st.committed, 2, 4, st.cfg, st.generator)
         logits, _ = verify_tree(preset_pair.target, st.cache, st.committed[-1:], tree)
     p_target = warp_probs(fit_vocab(logits, preset_pair.vocab_size), st.cfg)
     children_mass = float(p_target[0, tree.ids[:4]].sum())

@@ -16,8 +16,10 @@ import torch
 from ..drafters.base import fit_vocab
 from ..sampling import warp_probs
 from .rule import accept_drafts, correction_distribution, keeps_guess
+from .grow import draft_round
 from .plan import parse_request
 from .speculative import start_decode
+from .tree import Shape
 
 
 @torch.inference_mode()
@@ -29,8 +31,8 @@ def first_token_distributions(pair, prompt_ids, temperature: float = 1.0, top_k:
     ValueError when the drafter proposes nothing there (prompt lookup without a match)."""
     request = parse_request(1, None, temperature, top_k, top_p, max_new_tokens=2, seed=0)
     st = start_decode(pair, prompt_ids, request, drafter=pair.new_drafter())
-    proposal = st.drafter.propose(st.committed, 1, st.cfg, st.generator)
-    if len(proposal.ids) == 0:
+    proposal, _ = draft_round(st.drafter, st.committed, Shape(1, 1), 1, st.cfg, st.generator)
+    if len(proposal) == 0:
         raise ValueError("the drafter proposes nothing after this prompt: pick a model draft")
     out = pair.target(st.committed[-1:][None], past_key_values=st.cache, use_cache=True)
     p_target = warp_probs(fit_vocab(out.logits[0, -1], pair.vocab_size), st.cfg)

@@ -8,8 +8,7 @@ from typing import Optional
 
 import torch
 
-from ..drafters.base import TokenTree
-from ..drafters.combined import LOOKUP, MODEL
+from ..drafters.base import Source, TokenTree
 from ..sampling import raw_probs
 from ..trace.schema import Correction, DraftToken, Round
 from .tree import Shape
@@ -17,10 +16,11 @@ from .tree import Shape
 TOP_N = 5  # how many alternatives the trace keeps per distribution
 
 
-def source_of(tree: TokenTree) -> Optional[str]:
-    """Which source proposed the round's nodes (a combined drafter's "lookup" / "model"; both
-    joined with "+" in one tree); None for a single-source drafter."""
-    named = sorted({s for s in tree.sources if s in (LOOKUP, MODEL)})
+def source_of(tree: TokenTree, drafter) -> Optional[str]:
+    """Round.draft_source: which sources proposed the round's nodes, for a drafter of several (a
+    combined drafter's "lookup" / "model"; both joined with "+" in one tree); None for a
+    single-source drafter."""
+    named = sorted({Source(s).value for s in tree.sources}) if len(drafter.sources) > 1 else []
     return "+".join(named) if named else None
 
 
@@ -75,7 +75,7 @@ def record_round(st, tree: TokenTree, acc, logits, p_target, new_ids, shape: Sha
         nodes = [{"id": int(tree.ids[i]), "parent": tree.parents[i], "text": text(int(tree.ids[i])),
                   "p": min(p_h[i], 1.0), "q": min(q_h[i], 1.0), "q_raw": min(qr_h[i], 1.0),
                   "u": acc.u[i], "decision": acc.decisions[i], "on_path": i in on_path,
-                  "source": tree.sources[i]} for i in range(n)]
+                  "source": Source(tree.sources[i]).value} for i in range(n)]
     k = n if (shape.width > 1 or not tree.is_chain) else shape.depth
     return Round(index=len(st.trace.rounds), t_start=0.0, t_end=0.0, draft_s=0.0, verify_s=0.0,
                  overhead_s=0.0, k=k, drafted=drafted, n_accepted=len(acc.path),

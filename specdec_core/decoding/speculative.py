@@ -1,13 +1,14 @@
 """Speculative decoding (Leviathan et al. 2023; Chen et al. 2023), one round at a time.
 
-Each round: the drafter proposes a token tree rooted after the last committed token (a chain of k
-drafts is the tree of width 1); the target scores [last committed, nodes] in one forward pass over
-its KV cache (decoding/tree.py), giving p after the root and after every node; rule.accept_tree
-walks down from the root: a sampled chain's d_i is accepted while u_i < p_i(d_i)/q_i(d_i), a
-guessed child x with probability r(x)/Σr; where the walk stops the round's last token is drawn
-from what is left (norm(max(0, p − q)), norm(r), or p itself: the bonus). Both caches keep only the
-accepted path. The output distribution is exactly the target's (with temperature / top-k / top-p
-applied to both). tree = "auto" chooses each round's shape (decoding/shape.py).
+Each round: a token tree rooted after the last committed token (a chain of k drafts is the tree of
+width 1) is grown from the drafter's level calls (decoding/grow.py); the target scores [last
+committed, nodes] in one forward pass over its KV cache (decoding/tree.py), giving p after the root
+and after every node; rule.accept_tree walks down from the root: a sampled chain's d_i is
+accepted while u_i < p_i(d_i)/q_i(d_i), a guessed child x with probability r(x)/Σr; where the walk
+stops the round's last token is drawn from what is left (norm(max(0, p − q)), norm(r), or p
+itself: the bonus). Both caches keep only the accepted path. The output distribution is exactly
+the target's (with temperature / top-k / top-p applied to both). tree = "auto" chooses each
+round's shape, how far it grows and what is verified (decoding/shape.py).
 
 Plain decoding is the same loop with a drafter that proposes nothing (see autoregressive.py).
 """
@@ -21,16 +22,17 @@ import torch
 from transformers import DynamicCache
 
 from ..costs.machine_costs import pass_costs
-from ..drafters.base import Drafter, chain_tree, empty_proposal, fit_vocab, tapped
+from ..drafters.base import Drafter, TokenTree, fit_vocab, tapped
 from ..errors import DecodeError
 from ..registry import REGISTRY
 from ..sampling import SamplingConfig, warp_probs
 from ..settings import RANGES, SettingsError, check_fits_context, check_k
 from ..trace.schema import Round, Trace
 from .plan import PLAIN, Request, parse_request
+from .grow import draft_round
 from .recording import record_round, source_of, sync_output
 from .rule import accept_tree
-from .shape import ShapeRule
+from .shape import Replay, ShapeRule
 from .tree import Shape, keep_path, verify_tree
 
 if TYPE_CHECKING:
@@ -109,9 +111,9 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
                  keep: Optional[list] = None, levels: Optional[int] = None,
                  k_reason: Optional[str] = None) -> Round:
     """Run one draft–verify–accept round. shape: a Shape (a tree or chain budget), or an int k (a
-    chain of k; 0: one plain target step). rule: tree = "auto" grows the tree level by level and
-    picks the verified nodes from the drafted candidates; keep / levels: a recorded pick and the
-    levels its tree was grown to (replay)."""
+    chain of k; 0: one plain target step). rule: tree = "auto" decides level by level how far the
+    drafter grows and picks the verified nodes from the drafted candidates; keep / levels: a
+    recorded pick and the draft calls its tree was grown with (replay)."""
     pair, cfg, V = st.pair, st.cfg, st.pair.vocab_size
     planned = not isinstance(shape, int)     # a Shape (tree budget, rule round): its plan is recorded
     shape = Shape(shape, shape) if isinstance(shape, int) else shape
@@ -119,11 +121,9 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
     n_before = len(st.committed)
 
     # 1. Draft: a token tree rooted after the last committed token (a chain: width 1), its nodes
-    #    with the q they came from, over the target's vocabulary; the rule keeps the nodes that pay.
-    branching = shape.width > 1 or shape.frontier > 1
-    until = (rule.until if rule is not None else
-             (lambda scores, d: d >= levels) if levels is not None else None) if branching else None
-    tree, depth = _draft(st, shape, until, rule.stop_below if rule is not None and not branching else None)
+    #    with the q they came from, over the target's vocabulary, grown level by level while the
+    #    rule (or a replayed round's level count) says a level pays; the rule keeps the nodes that pay.
+    tree, depth = _draft(st, shape, rule if rule is not None else Replay(levels) if levels is not None else None)
     # Levels the drafter grew: a chain's length, a tree's depth; a block drafter's one call.
     grown = st.drafter.levels(max(tree.depths, default=0))
     decision = None
@@ -181,7 +181,7 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
     rnd.t_start, rnd.draft_s, rnd.verify_s = t_start, t_drafted - t_start, t_verified - t_drafted
     rnd.k_reason = k_reason or (decision or {}).get("why") or st.drafter_stop_reason
     rnd.k_policy = decision
-    rnd.draft_source = source_of(tree)
+    rnd.draft_source = source_of(tree, st.drafter)
     if planned or grown != rnd.tree_depth:   # levels ≠ depth (a block round) are recorded too
         rnd.plan = {"depth": depth, "width": shape.width, "frontier": shape.frontier,
                     "nodes": shape.nodes, "keep": keep, "levels": grown}
@@ -196,22 +196,20 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
     return rnd
 
 
-def _draft(st: DecodeState, shape: Shape, until=None, stop_below: Optional[float] = None) -> tuple:
+def _draft(st: DecodeState, shape: Shape, decider=None) -> tuple:
     """(the round's guesses within `shape`, the depth drafted): never deeper than the tokens left
-    (the round's last token is always drawn); a chain from propose() at width 1, else propose_tree()."""
+    (the round's last token is always drawn); grown from the drafter's level calls (grow.py), a
+    chain of draws at width 1."""
     depth = min(shape.depth, st.max_new_tokens - st.n_new - 1)
     if shape.nodes is not None:
         depth = min(depth, shape.nodes)
     st.drafter_stop_reason = None
     if depth <= 0:
-        return chain_tree(empty_proposal(st.pair.vocab_size, st.committed.device), "none"), 0
+        empty = torch.zeros(0, st.pair.vocab_size, device=st.committed.device)
+        return TokenTree(torch.zeros(0, dtype=torch.long, device=st.committed.device), [], empty, empty, []), 0
+    tree, reason = draft_round(st.drafter, st.committed, shape, depth, st.cfg, st.generator, decider)
     if shape.width == 1 and shape.frontier == 1:
-        proposal = st.drafter.propose(st.committed, depth, st.cfg, st.generator, stop_below)
-        st.drafter_stop_reason = proposal.stop_reason
-        tree = chain_tree(proposal, st.drafter.name)
-    else:
-        tree = st.drafter.propose_tree(st.committed, depth, shape.width, st.cfg, st.generator,
-                                       nodes=shape.nodes, frontier=shape.frontier, until=until)
+        st.drafter_stop_reason = reason
     tree.ids = tree.ids.to(st.committed.device)
     return tree, depth
 
@@ -247,11 +245,11 @@ def stream_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Draft
             # A drafter with a fixed number of slots (the block drafter) refuses longer chains and
             # trees before anything runs.
             drafter = drafter or pair.new_drafter()
-            plan.check_drafter(drafter.max_k, drafter.name)
+            plan.check_drafter(drafter.slots, drafter.name)
         schedule = _check_schedule(k_schedule)
         st = start_decode(pair, prompt_ids, request, drafter=drafter, k_schedule=schedule)
         # The shape rule (tree = "auto", or k = "auto" as a chain): its state lives in this decode.
-        rule = (ShapeRule.for_decode(pair, chain=not plan.branches, one_pass=st.drafter.one_pass)
+        rule = (ShapeRule.for_decode(pair, chain=not plan.branches, slots=st.drafter.slots)
                 if plan.auto else None)
         fixed = None if plan.auto else plan.fixed_shape()
         while not st.done:

@@ -13,7 +13,7 @@ layer, and SDPA, eager attention and the fast path's fused layers (kernels/fused
 it to the scores. Explicit position_ids set the rotary positions. Not for sliding-window or
 flash-attention layers (refused).
 
-    tree = drafter.propose_tree(committed, depth, width, cfg, generator, nodes=12, frontier=4)
+    tree, _ = draft_round(drafter, committed, Shape(12, 5, 4, 4), 5, cfg, generator)   # grow.py
     logits, hidden = verify_tree(target, cache, committed[-1:], tree, drafter.feature_layers)
     decision = accept_tree(tree.parents, tree.ids, warp_probs(logits, cfg), cfg.greedy, generator)
     keep_path(cache, past_len, decision.path)
@@ -41,7 +41,7 @@ MASKABLE = ("sdpa", "eager")   # attention implementations that add a 4D mask to
 class Shape:
     """A round's drafting budget: at most `nodes` draft tokens (the root not counted) in at most
     `depth` levels; each expanded node offers `width` children, `frontier` nodes are expanded per
-    level (None: the drafter's chain of min(nodes, depth))."""
+    level (width 1 and frontier 1: a chain of draws; None nodes: no budget)."""
     nodes: Optional[int]
     depth: int
     width: int = 1

@@ -1,26 +1,30 @@
-"""Everything that proposes tokens, behind one small interface.
+"""Everything that proposes tokens, behind one small interface: one draft call per level.
 
-A drafter proposes up to k tokens after the committed sequence and says with what probability it
-drew each one: q is a distribution over the *target's* vocabulary (one-hot for the n-gram drafter,
-zero outside a truncated draft vocabulary). The decoder tells it which of its positions stay valid
-(`rollback`), and may hand it the target's last hidden states (`observe`) when it asks for them.
+A drafter proposes candidates for the next token after the committed sequence, level by level:
+given a frontier (which of the last level's candidates to expand) it returns the next level's
+candidates with the distribution q each came from, over the *target's* vocabulary (one-hot for
+prompt lookup, zero outside a truncated draft vocabulary). It says nothing about how far to grow
+or what to keep: that is the round loop's and the shape rule's (decoding/grow.py, shape.py).
+The decoder tells it which of its positions stay valid (`rollback`), and may hand it the target's
+last hidden states (`observe`) when it asks for them.
 
-The calls, in the order the decoder makes them (decoding/speculative.py):
+The calls, in the order the decoder makes them (decoding/speculative.py, grow.py):
 
     drafter.observe(hidden)      # prefill: the target's hidden states of prompt[:-1] (if wants_hidden)
     drafter.start(prompt_ids)    # once per decode
-    # each round:
-    proposal = drafter.propose(committed, k, cfg, generator, stop_below)
+    # each round, for each part (a combined drafter is two: lookup, then its model):
+    level = part.draft(committed, None, width, depth, cfg, generator)   # the root's children
+    level = part.draft(committed, pick, width, depth, cfg, generator)   # children of the picked
     drafter.rollback(n_valid)    # keep state for committed[:n_valid] only (the accepted prefix)
     drafter.observe(hidden)      # the verify pass' hidden states of the newly committed positions
 
-Every round is verified as a token tree (decoding/tree.py): a chain round wraps `propose`'s
-tokens as the tree of width 1 (chain_tree); a tree round calls `propose_tree` instead. rollback
-and observe then follow the accepted path.
+Every guess carries its Source, the closed set below: the shape rule calibrates per source and
+the trace records it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Optional
 
 import torch
@@ -29,13 +33,38 @@ from transformers import DynamicCache
 from ..sampling import SamplingConfig
 
 
+class Source(str, Enum):
+    """Who proposed a guess (the closed set): the trace writes its value."""
+    LOOKUP = "lookup"    # prompt lookup: a copy of earlier text, q one-hot; no model call
+    MODEL = "model"      # the drafter's model: a draft LM, the distilled feature head, the block head
+
+    @property
+    def free(self) -> bool:
+        """Its levels need no model call (costs.run_costs's c is not spent on them)."""
+        return self is Source.LOOKUP
+
+
 @dataclass
-class Proposal:
-    ids: torch.Tensor        # [m] proposed token ids (m ≤ k), on the decode device
-    q_probs: torch.Tensor    # [m, V] the distributions they were drawn from (after warps)
-    q_raw: torch.Tensor      # [m, V] raw temperature-1 distributions, for display
-    stop_reason: Optional[str] = None  # why fewer than k were proposed, if so
-    source: Optional[str] = None       # which source proposed them (combined drafter), if several
+class Level:
+    """One draft call's answer: the next level's candidates, children of the frontier it was given
+    (f entries; the root alone at the first level), and the q each came from."""
+    ids: torch.Tensor        # [m] candidate token ids (target vocabulary), on the drafter's device
+    parents: torch.Tensor    # [m] long: the frontier entry each is a child of (0 at the root)
+    logq: torch.Tensor       # [m] its ranking log q (a path's score adds its ancestors')
+    logits: torch.Tensor     # [f, V] each frontier entry's next-token logits (-inf: q = 0)
+    q_probs: Optional[torch.Tensor] = None  # [f, V] warp_probs(logits), when made already (to draw)
+    sampled: bool = False    # each candidate was drawn from its row (width 1): a sampled chain
+    reason: Optional[str] = None            # why it is empty, if the drafter can say (lookup)
+
+    def __len__(self) -> int:
+        return self.ids.shape[0]
+
+
+def empty_level(vocab_size: int, device, reason: Optional[str] = None) -> Level:
+    """No candidates (nothing to draft from, or a copy that ended)."""
+    none = torch.zeros(0, dtype=torch.long, device=device)
+    return Level(none, none, torch.zeros(0, device=device), torch.zeros(0, vocab_size, device=device),
+                 reason=reason)
 
 
 def node_depths(parents: list) -> list:
@@ -66,8 +95,8 @@ class TokenTree:
     parents: list            # [n] parent node index; -1: a child of the root
     q_probs: torch.Tensor    # [n, V] the draft distribution each node came from (after warps)
     q_raw: torch.Tensor      # [n, V] the same, raw temperature-1, for display
-    sources: list            # [n] which source proposed each node ("head", "lookup", ...)
-    sampled: bool = False    # every node drawn from its q row (a chain from propose): the chain rule applies
+    sources: list            # [n] the Source that proposed each node
+    sampled: bool = False    # every node drawn from its q row (a sampled chain): the chain rule applies
 
     def __len__(self) -> int:
         return len(self.parents)
@@ -105,16 +134,8 @@ class TokenTree:
         return path[::-1]
 
 
-def chain_tree(proposal: Proposal, source: str, sampled: bool = True) -> TokenTree:
-    """A chain proposal as the tree of width 1; `sampled`: its tokens were drawn from q_probs
-    (propose's contract), so it is verified with the chain rule min(1, p/q)."""
-    m = len(proposal.ids)
-    return TokenTree(proposal.ids, list(range(-1, m - 1)), proposal.q_probs, proposal.q_raw,
-                     [proposal.source or source] * m, sampled)
-
-
 def merge_trees(first: TokenTree, second: TokenTree) -> TokenTree:
-    """One tree holding both (deterministic guesses): a node of `second` with the same token under
+    """One tree holding both (deterministic guesses; a combined drafter's parts): a node of `second` with the same token under
     the same parent as a node of `first` is that node (first's q and source kept); the rest of
     `second` follows first's nodes, so at every node first's children are tried first."""
     if len(second) == 0:
@@ -136,37 +157,6 @@ def merge_trees(first: TokenTree, second: TokenTree) -> TokenTree:
                      torch.cat([first.q_probs, second.q_probs[rows].to(dev)]),
                      torch.cat([first.q_raw, second.q_raw[rows].to(dev)]),
                      first.sources + [second.sources[j] for j in new], False)
-
-
-def empty_proposal(vocab_size: int, device) -> Proposal:
-    z = torch.zeros(0, vocab_size, device=device)
-    return Proposal(torch.zeros(0, dtype=torch.long, device=device), z, z)
-
-
-READ_NOW = {"cpu"}   # device types where a drafter may read a value back per step (no sync cost)
-
-
-def unsure_now(q_raw_row: torch.Tensor, stop_below: Optional[float]) -> bool:
-    """Adaptive k's early stop, decided at once: only on the CPU, where reading the draft's top
-    probability [V] back costs nothing. On a GPU that read would be a host sync per draft token."""
-    return stop_below is not None and q_raw_row.device.type in READ_NOW and q_raw_row.max().item() < stop_below
-
-
-def finish_proposal(drafter: "Drafter", ids: list, q_probs: list, q_raw: list, stop_below: Optional[float],
-                    stop_reason: Optional[str] = None) -> Proposal:
-    """Stack per-step draws into a Proposal. Off the CPU the early stop was not read per step: the
-    chain is cut here after its first step whose top probability is < stop_below (one host sync;
-    the drafted-then-dropped steps are rolled back like rejected ones)."""
-    if not ids:
-        return empty_proposal(drafter.vocab_size, drafter.device)
-    ids, q_probs, q_raw = torch.cat(ids), torch.stack(q_probs), torch.stack(q_raw)
-    if stop_below is not None and ids.device.type not in READ_NOW and len(ids) > 1:
-        unsure = (q_raw[:-1].amax(-1) < stop_below).tolist()
-        if any(unsure):
-            m = unsure.index(True) + 1
-            ids, q_probs, q_raw = ids[:m], q_probs[:m], q_raw[:m]
-            stop_reason = f"draft top probability < {stop_below:g}"
-    return Proposal(ids, q_probs, q_raw, stop_reason)
 
 
 def crop_cache(cache: DynamicCache, keep: int) -> None:
@@ -191,42 +181,44 @@ class Drafter:
     """Base drafter: proposes nothing (a plain target step each round)."""
 
     name = "none"
+    source = Source.MODEL              # what its guesses are tagged with
     wants_hidden = False
     feature_layers: tuple = (-1,)      # hidden_states indices observe() is handed (wants_hidden)
     version: Optional[str] = None      # of its trained weights (traces record it), if any
     kernels: Optional[str] = None      # matrix kernels of the drafter's model (fastpath.py), if any
     proposable: Optional[torch.Tensor] = None  # target ids its model can ever propose (None: any)
-    max_k: Optional[int] = None        # most tokens it drafts per round (a block's slots; None: no limit)
-    one_pass: bool = False             # one draft call fills a round's whole chain (a block drafter)
-
-    def levels(self, depth: int) -> int:
-        """Sequential draft calls a round of `depth` levels took (costs.run_costs's c is per call):
-        one per level; one whatever the depth for a one_pass drafter."""
-        return min(depth, 1) if self.one_pass else depth
+    # One call fills every level, up to this many (a block drafter's slots); None: a call per level.
+    slots: Optional[int] = None
 
     def __init__(self, vocab_size: int, device="cpu"):
         self.vocab_size = vocab_size
         self.device = torch.device(device)
 
+    @property
+    def sources(self) -> tuple:
+        """Every Source its guesses may carry (a combined drafter: several)."""
+        return (self.source,)
+
+    def levels(self, depth: int) -> int:
+        """Draft calls a round of `depth` levels took (costs.run_costs's c is per call): one per
+        level; one whatever the depth when one call fills every level (`slots`)."""
+        return min(depth, 1) if self.slots else depth
+
     def start(self, prompt_ids: torch.Tensor) -> None:
         """prompt_ids [T]: the decode starts; forget any earlier state."""
 
-    def propose(self, committed: torch.Tensor, k: int, cfg: SamplingConfig,
-                generator: Optional[torch.Generator], stop_below: Optional[float] = None) -> Proposal:
-        """committed [L] -> up to k proposed tokens with their q (over the target vocabulary)."""
-        return empty_proposal(self.vocab_size, self.device)
+    def parts(self, committed: torch.Tensor, chain: bool, budgeted: bool) -> list:
+        """The single-source drafters that draft this round after committed [L], in the order their
+        guesses are tried (chain: a width-1 round; budgeted: a fixed node budget). Itself."""
+        return [self]
 
-    def propose_tree(self, committed: torch.Tensor, depth: int, width: int, cfg: SamplingConfig,
-                     generator: Optional[torch.Generator], nodes: Optional[int] = None,
-                     frontier: int = 1, until=None) -> TokenTree:
-        """committed [L] -> a TokenTree of at most `depth` levels and `nodes` nodes (None: no
-        budget), each expanded node offering `width` children, `frontier` nodes expanded per level;
-        until(scores, depth) -> bool, when given, may stop the growth after any level (scores: that
-        level's candidates' log path probabilities).
-        Default: the drafter's chain of min(depth, nodes) (width 1, whatever `width` and
-        `frontier` say), drawn from q and verified with the chain rule."""
-        k = depth if nodes is None else min(depth, nodes)
-        return chain_tree(self.propose(committed, k, cfg, generator), self.name)
+    def draft(self, committed: torch.Tensor, frontier: Optional[torch.Tensor], width: int, depth: int,
+              cfg: SamplingConfig, generator: Optional[torch.Generator]) -> Level:
+        """One draft call: the next level's candidates. frontier None: the root's children (a new
+        round after committed [L] of at most `depth` levels); else [f] indices into the last
+        level's candidates, best first, whose children to offer. width 1: one draw from each q (a
+        sampled chain); width > 1: each expanded node's top-`width` guesses (deterministic)."""
+        return empty_level(self.vocab_size, self.device)
 
     def observe(self, hidden: torch.Tensor) -> None:
         """hidden [n, len(feature_layers)·H]: the target's tapped hidden states (tapped()) of newly

@@ -15,22 +15,21 @@ Each slot has its own distribution q_{j+1}, drawn before verification and indepe
 other slots' draws, so the chain rule min(1, p/q) with residual norm(max(0, p − q)) keeps
 decoding exact. The target still verifies left to right, so the block is trained with losses
 aligned to that (lab/block.py): positional weighting, a first-error focal term, a chain term.
-A round costs one draft call whatever k ≤ block_size (`levels`), which is what the shape rule
-and costs.run_costs count as c.
+A round costs one draft call whatever k ≤ block_size (`slots`: one call fills every level), which
+is what the shape rule and costs.run_costs count as c.
 
     pair = load_pair("smollm2-135m", draft="block")           # the shipped block (data/block)
     pair = load_pair("smollm2-135m", draft="lookup+block")    # with prompt lookup
 """
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import torch
 from torch import nn
 
 from ..sampling import draw, raw_probs, warp_probs
-from .base import Proposal, TokenTree, chain_tree, empty_proposal
+from .base import Level, empty_level
 from .feature_head import FeatureDrafter, FeatureHead, load_head
 
 
@@ -58,14 +57,16 @@ class BlockDrafter(FeatureDrafter):
     """Drafts a chain of k ≤ block_size tokens in one BlockHead call (needs wants_hidden).
 
     State as FeatureDrafter's: the head's KV cache holds only entries of TRUE features; the slots'
-    entries are cut right after the call, so nothing drafted is ever cached."""
+    entries are cut right after the call, so nothing drafted is ever cached. A round's `block`
+    (the call's logits, q, and the draws or guesses of each slot) serves its levels; `at` the
+    level served last."""
 
     name = "block-drafter"
-    one_pass = True              # one draft call per round, however many tokens it drafted
 
     def __init__(self, head: BlockHead, vocab_size: int, device="cpu"):
         super().__init__(head, vocab_size, device)
-        self.max_k = head.block_size
+        self.slots = head.block_size
+        self.block, self.at = None, 0
 
     def _block_logits(self, committed, k: int):
         """[k, V] draft logits of the anchor and k − 1 slots from ONE head call (None: nothing to
@@ -93,54 +94,31 @@ class BlockDrafter(FeatureDrafter):
         return self._full(head.logits(rows))
 
     @torch.inference_mode()
-    def propose(self, committed, k, cfg, generator, stop_below=None) -> Proposal:
-        logits = self._block_logits(committed, min(k, self.max_k))
-        if logits is None:
-            return empty_proposal(self.vocab_size, self.device)
-        # Every slot's q, and a draw from each (independent of the other slots' draws).
-        q_probs, q_raw = warp_probs(logits, cfg), raw_probs(logits)
-        ids = draw(q_probs, cfg, generator)
-        stop_reason = None
-        if stop_below is not None and len(ids) > 1:   # the early stop, read from q before any draw
-            unsure = (q_raw[:-1].amax(-1) < stop_below).nonzero()
-            if len(unsure):
-                k = int(unsure[0]) + 1
-                ids, q_probs, q_raw = ids[:k], q_probs[:k], q_raw[:k]
-                stop_reason = f"draft top probability < {stop_below:g}"
-        return Proposal(ids, q_probs, q_raw, stop_reason)
-
-    @torch.inference_mode()
-    def propose_tree(self, committed, depth, width, cfg, generator=None, nodes=None, frontier=1,
-                     until=None) -> TokenTree:
-        """The block's guesses as a tree from the same one call: each slot's top-1 continues the
-        chain, its next width − 1 guesses are leaf siblings (a slot never saw the token before it,
-        so only the top-1 line has children). With a budget, the `nodes` guesses of highest path
-        probability (at the round's temperature) are kept; a parent always scores at least its
-        child. Deterministic guesses: verified with r(x)/Σr. (`until` is not called: every level
-        came from the one call already made.)"""
-        logits = self._block_logits(committed, min(depth, self.max_k))
-        if logits is None:
-            return chain_tree(empty_proposal(self.vocab_size, self.device), self.name)
-        q_probs, q_raw = warp_probs(logits, cfg), raw_probs(logits)
-        score_of = q_raw if cfg.greedy else q_probs        # greedy's one-hot q would rank nothing
-        top_p, top_ids = score_of.topk(max(1, width), -1)                 # [k, width]
-        top_p, top_ids = top_p.tolist(), top_ids.tolist()
-        ids, parents, rows, scores, chain_score, parent = [], [], [], [], 0.0, -1
-        for j in range(len(top_ids)):
-            level = [(r, chain_score + math.log(p)) for r, p in enumerate(top_p[j]) if p > 0]
-            if not level:
-                break
-            first = len(ids)
-            for r, sc in level:
-                ids.append(top_ids[j][r]), parents.append(parent), rows.append(j), scores.append(sc)
-            parent, chain_score = first, level[0][1]
-        keep = sorted(range(len(ids)), key=lambda i: (-scores[i], i))[: nodes] if nodes else range(len(ids))
-        keep = sorted(keep)
-        index = {old: new for new, old in enumerate(keep)}
-        rows_t = torch.tensor([rows[i] for i in keep], dtype=torch.long, device=logits.device)
-        return TokenTree(torch.tensor([ids[i] for i in keep], dtype=torch.long, device=logits.device),
-                         [index.get(parents[i], -1) for i in keep], q_probs[rows_t], q_raw[rows_t],
-                         [self.name] * len(keep), False)
+    def draft(self, committed, frontier, width, depth, cfg, generator=None) -> Level:
+        """The round's levels from its one call (made at the root): level j is slot j. width 1: each
+        slot's token drawn from its q (all drawn in the call, independent of each other); else its
+        top-`width` guesses, children of the frontier's first node (the best of the level before:
+        the top-1 line; a slot never saw the token before it, so only that line has children)."""
+        if frontier is None:
+            logits = self._block_logits(committed, min(depth, self.slots))
+            if logits is None:
+                return empty_level(self.vocab_size, self.device)
+            q_probs = warp_probs(logits, cfg)
+            if width == 1:
+                pick = draw(q_probs, cfg, generator)[:, None]                       # [k, 1]
+                score = torch.log_softmax(logits.float(), -1).gather(-1, pick)
+            else:   # ranked at the round's temperature (greedy: raw q; its one-hot q would rank nothing)
+                score, pick = (raw_probs(logits) if cfg.greedy else q_probs).topk(max(1, width), -1)
+                score = score.double().log()                                       # p = 0: -inf, dropped
+            self.block, self.at = (logits, q_probs, pick, score), 0
+        else:
+            self.at += 1
+        logits, q_probs, pick, score = self.block
+        j = self.at
+        if j >= len(logits):
+            return empty_level(self.vocab_size, self.device)
+        zero = torch.zeros(pick.shape[1], dtype=torch.long, device=self.device)
+        return Level(pick[j], zero, score[j], logits[j:j + 1], q_probs[j:j + 1], sampled=width == 1)
 
 
 def load_block(target, path=None) -> BlockHead:

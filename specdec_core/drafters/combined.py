@@ -4,15 +4,14 @@ earlier n-gram (its proposal costs nothing and copied passages are long), the mo
 Still exact: a chain round's tokens come from one source, chosen from the committed text alone
 (before any draw), and q is the distribution they were drawn from — one-hot for a lookup, the
 model's q otherwise. A tree round holds both: the lookup's copy as a branch tried first, merged
-with the model's tree (shared where they agree), every node a deterministic guess. Which sources
-proposed is recorded per round (`Round.draft_source`, and per node in `Round.tree`).
+with the model's tree (shared where they agree; decoding/grow.py), every node a deterministic
+guess. Which sources proposed is recorded per round (`Round.draft_source`, and per node in
+`Round.tree`).
 """
 from __future__ import annotations
 
-from .base import Drafter, chain_tree, merge_trees
+from .base import Drafter, Source
 from .ngram import NGramDrafter
-
-LOOKUP, MODEL = "lookup", "model"
 
 
 class CombinedDrafter(Drafter):
@@ -31,7 +30,11 @@ class CombinedDrafter(Drafter):
         self.wants_hidden, self.kernels = model.wants_hidden, model.kernels
         self.feature_layers, self.version = model.feature_layers, model.version
         self.proposable = model.proposable     # the model's; lookup copies tokens from the context
-        self.max_k, self.one_pass = model.max_k, model.one_pass
+        self.slots = model.slots
+
+    @property
+    def sources(self) -> tuple:
+        return (Source.LOOKUP, Source.MODEL)
 
     def start(self, prompt_ids):
         self.model.start(prompt_ids)
@@ -39,38 +42,16 @@ class CombinedDrafter(Drafter):
     def observe(self, hidden):
         self.model.observe(hidden)     # the model keeps every feature, also in lookup rounds
 
-    def propose(self, committed, k, cfg, generator, stop_below=None):
-        tokens = committed.tolist()
-        n, start = self.lookup.match(tokens)   # one search decides the source and gives what to copy
-        if n >= self.min_ngram:
-            proposal = self.lookup.copy_proposal(tokens, start, k)
-            if len(proposal.ids):
-                proposal.source = LOOKUP
-                return proposal
-        proposal = self.model.propose(committed, k, cfg, generator, stop_below)
-        proposal.source = MODEL
-        return proposal
-
-    def propose_tree(self, committed, depth, width, cfg, generator, nodes=None, frontier=1, until=None):
-        """The model's tree with the lookup's copy merged in as a branch tried first (a match of
-        ≥ min_ngram tokens for a fixed budget, which the copy then shares; any offered match when
-        the shape rule picks the nodes, nodes=None: it weighs each source by its own record)."""
-        tokens = committed.tolist()
-        n, start = self.lookup.match(tokens)
-        copy = None
-        if n and (nodes is None or n >= self.min_ngram):
-            proposal = self.lookup.copy_proposal(tokens, start, depth if nodes is None else min(depth, nodes))
-            if len(proposal.ids):
-                copy = chain_tree(proposal, LOOKUP, sampled=False)
-        left = None if nodes is None else nodes - (len(copy) if copy is not None else 0)
-        if left is not None and left <= 0:
-            return copy
-        tree = self.model.propose_tree(committed, depth, width, cfg, generator, nodes=left, frontier=frontier,
-                                       until=until)
-        tree.sources = [MODEL] * len(tree)
-        if copy is None:
-            return tree
-        return merge_trees(copy, tree)
+    def parts(self, committed, chain, budgeted):
+        """A chain: the lookup's copy when a match of ≥ min_ngram tokens exists, else the model's.
+        A tree: the copy as a branch tried first (a match of ≥ min_ngram tokens for a fixed budget,
+        which the copy then shares; any offered match when the shape rule picks the nodes: it
+        weighs each source by its own record), then the model's tree."""
+        n, _ = self.lookup.match(committed.tolist())   # one search decides; the lookup copies it
+        if chain:
+            return [self.lookup if n >= self.min_ngram else self.model]
+        copy = n and (not budgeted or n >= self.min_ngram)
+        return [self.lookup, self.model] if copy else [self.model]
 
     def rollback(self, n_valid):
         self.model.rollback(n_valid)

@@ -31,9 +31,9 @@ from .. import data
 from ..kernels import fastpath
 from ..registry import REGISTRY
 from ..kernels import fused_llama
-from .base import Drafter, Proposal, TokenTree, empty_proposal, finish_proposal, fit_vocab, unsure_now
-from .head_tree import grow_tree
-from ..sampling import draw, raw_probs, warp_probs
+from . import head_tree
+from .base import Drafter, Level, empty_level, fit_vocab
+from ..sampling import draw, warp_probs
 
 WEIGHTS = "weights.safetensors"
 
@@ -246,6 +246,8 @@ class FeatureDrafter(Drafter):
     head's KV cache holds `n_true` entries built from TRUE features (entry p = [f̃_p ; e(x_{p+1})]).
     With L committed tokens the decoder has shown us f_0..f_{L-2}, so entry L-2 is the last true one and its output drafts x_L;
     later draft steps feed the head's own output g. Entries made from g are dropped every round.
+    A round's levels (head_tree.py): `rows` the outputs of its expanded nodes, `cand_rows` /
+    `cand_ids` the row and token of each candidate of the last level, `depth` its depth.
     """
 
     name = "distilled-feature-head"
@@ -260,6 +262,7 @@ class FeatureDrafter(Drafter):
         self.proposable = head.vocab_ids[head.vocab_ids < vocab_size]     # a truncated vocabulary
         self.feats = torch.zeros(0, head.fc.out_features, device=self.device)
         self.cache, self.n_true, self.g_next = None, 0, None
+        self.rows, self.cand_rows, self.cand_ids, self.depth = None, None, None, 0
 
     @torch.inference_mode()
     def start(self, prompt_ids):
@@ -292,42 +295,42 @@ class FeatureDrafter(Drafter):
         return fit_vocab(full, self.vocab_size)
 
     @torch.inference_mode()
-    def propose(self, committed, k, cfg, generator, stop_below=None) -> Proposal:
-        L = len(committed)
-        n_feat = min(len(self.feats), L - 1)
-        if n_feat < 1 or k < 1:
-            return empty_proposal(self.vocab_size, self.device)
-        committed = committed.to(self.device)
-        # 1. New true entries since the last round in one batched step; the last one drafts token L.
-        self._catch_up(committed)
-        g = self.g_next
-        ids, q_probs, q_raw, stop_reason = [], [], [], None
-        for i in range(k):
-            logits = self._full(self.head.logits(g[0]))          # [1, V]
+    def draft(self, committed, frontier, width, depth, cfg, generator) -> Level:
+        """One head call per level (head_tree.py): the root's children come from g_next, the
+        frontier's from one call over its nodes. width 1: a token drawn from each q; else each
+        node's top-`width` guesses (EAGLE-2)."""
+        if frontier is None:
+            if min(len(self.feats), len(committed) - 1) < 1:
+                return empty_level(self.vocab_size, self.device)
+            # 1. New true entries since the last round in one batched step; the last one drafts token L.
+            self._catch_up(committed.to(self.device))
+            self.rows, self.depth = head_tree.Rows.first(self.g_next[0]), 0
+            g, first_row = self.g_next[0], 0
+        else:
+            # 2. The frontier's nodes (depth `self.depth`) in one head call, each over its own path.
+            first_row = len(self.rows.g)
+            g, self.cache, self.rows = head_tree.expand(self.head, self.cache, self.rows, self.cand_rows[frontier],
+                                                        self.cand_ids[frontier], self.n_true, self.depth)
+        self.depth += 1
+        # 3. Their children: the next level's candidates, each with its row's q.
+        logits_n = self.head.logits(g)                                  # [f, N]
+        logits = self._full(logits_n)                                   # [f, V]
+        if width == 1:
             q = warp_probs(logits, cfg)
-            token = draw(q, cfg, generator)
-            ids.append(token)
-            q_probs.append(q[0])
-            q_raw.append(raw_probs(logits)[0])
-            if i + 1 == k:
-                break
-            if unsure_now(q_raw[-1], stop_below):
-                stop_reason = f"draft top probability < {stop_below:g}"
-                break
-            pos = torch.tensor([n_feat + i], device=self.device)
-            g, self.cache = self.head(g, token[None], pos, self.cache)
-        return finish_proposal(self, ids, q_probs, q_raw, stop_below, stop_reason)
-
-    def propose_tree(self, committed, depth, width, cfg, generator=None, nodes=None, frontier=1,
-                     until=None) -> TokenTree:
-        """EAGLE-2's dynamic tree, one head call per level (drafters/head_tree.py: grow_tree).
-        Defaults (frontier 1, every candidate kept): the top-1 chain with width − 1 ranked leaf
-        siblings at each level."""
-        return grow_tree(self, committed, depth, width, cfg, nodes=nodes, frontier=frontier, until=until)
+            ids = draw(q, cfg, generator)
+            logq = torch.log_softmax(logits.float(), -1).gather(-1, ids[:, None])[:, 0]
+            rows = torch.arange(len(ids), device=self.device)
+            level = Level(ids, rows, logq, logits, q, sampled=True)
+        else:
+            valid = self.head.vocab_ids < self.vocab_size
+            n_idx, logq, rows = head_tree.guesses(logits_n, valid, max(1, min(width, len(self.proposable))), cfg)
+            level = Level(self.head.vocab_ids[n_idx], rows, logq, logits)
+        self.cand_rows, self.cand_ids = first_row + level.parents, level.ids
+        return level
 
     def rollback(self, n_valid):
-        # Entries from true features stay valid (their tokens were committed); propose() crops
-        # the drafted ones. A rollback below them (not done by the decoder) resets the state.
+        # Entries from true features stay valid (their tokens were committed); the next round's
+        # catch-up crops the drafted ones. A rollback below them (not done by the decoder) resets the state.
         if n_valid - 1 < self.n_true:
             self.n_true, self.g_next = 0, None   # rebuilt from the kept features next round
             self.feats = self.feats[: max(0, n_valid - 1)]

@@ -7,12 +7,13 @@ import torch
 from transformers import DynamicCache
 
 from ..kernels import fastpath
-from ..sampling import draw, raw_probs, warp_probs
-from .base import Drafter, Proposal, crop_cache, finish_proposal, fit_vocab, unsure_now
+from ..sampling import draw, warp_probs
+from .base import Drafter, Level, crop_cache, fit_vocab
 
 
 class ModelDrafter(Drafter):
-    """A small causal LM with the target's tokenizer, drafting autoregressively over its KV cache."""
+    """A small causal LM with the target's tokenizer, drafting autoregressively over its KV cache.
+    It draws: each level is one token drawn from its q (whatever the width asked), a sampled chain."""
 
     def __init__(self, model, vocab_size: int, name: str = "draft-model"):
         super().__init__(vocab_size, model.device)
@@ -24,6 +25,7 @@ class ModelDrafter(Drafter):
             self.proposable = torch.arange(n_draft)
         self.cache: Optional[DynamicCache] = None
         self.n_cached = 0
+        self.last: Optional[torch.Tensor] = None    # [1] the token drawn at the last level
 
     @torch.inference_mode()
     def start(self, prompt_ids: torch.Tensor) -> None:
@@ -36,27 +38,19 @@ class ModelDrafter(Drafter):
             self.n_cached = len(prompt_ids) - 1
 
     @torch.inference_mode()
-    def propose(self, committed, k, cfg, generator, stop_below=None) -> Proposal:
-        ids, q_probs, q_raw, stop_reason = [], [], [], None
-        # First step feeds what the cache lacks: the last committed token, plus the previous
-        # round's last draft when every draft was accepted (that one was never fed).
-        step_input = committed[None, self.n_cached:].to(self.device)
-        for i in range(k):
-            logits = self.model(step_input, past_key_values=self.cache, use_cache=True,
-                                logits_to_keep=1).logits[:, -1]
-            self.n_cached += step_input.shape[1]
-            logits = fit_vocab(logits, self.vocab_size)
-            q = warp_probs(logits, cfg)
-            token = draw(q, cfg, generator)
-            ids.append(token)
-            q_probs.append(q[0])
-            q_raw.append(raw_probs(logits)[0])
-            step_input = token[None]
-            # Adaptive k: stop once the draft itself is unsure (read at once on the CPU only).
-            if i + 1 < k and unsure_now(q_raw[-1], stop_below):
-                stop_reason = f"draft top probability < {stop_below:g}"
-                break
-        return finish_proposal(self, ids, q_probs, q_raw, stop_below, stop_reason)
+    def draft(self, committed, frontier, width, depth, cfg, generator) -> Level:
+        # A round's first step feeds what the cache lacks: the last committed token, plus the
+        # previous round's last draft when every draft was accepted (that one was never fed);
+        # each next level feeds the token drawn at the one before (the frontier's only node).
+        step_input = committed[None, self.n_cached:].to(self.device) if frontier is None else self.last[None]
+        logits = self.model(step_input, past_key_values=self.cache, use_cache=True,
+                            logits_to_keep=1).logits[:, -1]
+        self.n_cached += step_input.shape[1]
+        logits = fit_vocab(logits, self.vocab_size)                  # [1, V]
+        q = warp_probs(logits, cfg)
+        self.last = draw(q, cfg, generator)
+        logq = torch.log_softmax(logits.float(), -1).gather(-1, self.last[:, None])[:, 0]
+        return Level(self.last, torch.zeros(1, dtype=torch.long, device=self.device), logq, logits, q, sampled=True)
 
     def rollback(self, n_valid: int) -> None:
         if self.n_cached > n_valid:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Drafter, Proposal, empty_proposal
+from .base import Drafter, Level, Source, empty_level
 
 
 class NGramDrafter(Drafter):
@@ -14,10 +14,12 @@ class NGramDrafter(Drafter):
     """
 
     name = "ngram"
+    source = Source.LOOKUP
 
     def __init__(self, vocab_size: int, device="cpu", max_ngram: int = 3, min_ngram: int = 1):
         super().__init__(vocab_size, device)
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        self.copy, self.at = [], 0      # this round's continuation, and the level drafted last
 
     def match(self, tokens: list[int]) -> tuple[int, int]:
         """(n, start): the longest suffix n-gram (min_ngram ≤ n ≤ max_ngram) seen earlier, and where
@@ -42,17 +44,16 @@ class NGramDrafter(Drafter):
         n, start = self.match(tokens)
         return tokens[start:start + k] if n else []
 
-    def propose(self, committed, k, cfg, generator, stop_below=None) -> Proposal:
-        tokens = committed.tolist()
-        n, start = self.match(tokens)
-        return self.copy_proposal(tokens, start, k) if n else empty_proposal(self.vocab_size, self.device)
-
-    def copy_proposal(self, tokens: list[int], start: int, k: int) -> Proposal:
-        """The proposal that copies tokens[start:start + k] (a match's continuation, from match())."""
-        guess = tokens[start:start + k]
-        if not guess:
-            return empty_proposal(self.vocab_size, self.device)
-        ids = torch.tensor(guess, dtype=torch.long, device=self.device)
-        # q is one-hot on each proposed token (built on the decode's device, no index tensor moved)
-        one_hot = torch.zeros(len(guess), self.vocab_size, device=self.device).scatter_(1, ids[:, None], 1.0)
-        return Proposal(ids, one_hot, one_hot, None if len(guess) == k else "no longer match")
+    def draft(self, committed, frontier, width, depth, cfg, generator) -> Level:
+        """Level d is the copy's d-th token (an only child, q one-hot on it), at most `depth` of them."""
+        if frontier is None:   # one search per round: the copy for every level
+            self.copy, self.at = self.lookup(committed.tolist(), depth), 0
+        else:
+            self.at += 1
+        if self.at >= len(self.copy):
+            return empty_level(self.vocab_size, self.device, "no longer match" if self.copy else None)
+        ids = torch.tensor(self.copy[self.at:self.at + 1], dtype=torch.long, device=self.device)
+        # q is one-hot on the copied token: logits 0 there, -inf elsewhere (built on the decode's device)
+        logits = torch.full((1, self.vocab_size), float("-inf"), device=self.device).scatter_(1, ids[:, None], 0.0)
+        zero = torch.zeros(1, dtype=torch.long, device=self.device)
+        return Level(ids, zero, torch.zeros(1, device=self.device), logits, logits.exp(), sampled=True)

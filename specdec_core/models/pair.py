@@ -139,7 +139,7 @@ class ModelPair:
                 "versions": {"specdec_core": __version__, "torch": torch.__version__,
                              "transformers": transformers.__version__,
                              **({"draft": drafter.version} if mode != "autoregressive" and getattr(drafter, "version", None) else {})},
-                **({"draft_slots": drafter.max_k} if mode != "autoregressive" and drafter.one_pass else {}),
+                **({"draft_slots": drafter.slots} if mode != "autoregressive" and drafter.slots is not None else {}),
                 **({"draft_vocab": encode_vocab(drafter.proposable.tolist(), self.vocab_size)}
                    if mode != "autoregressive" and getattr(drafter, "proposable", None) is not None else {})}
 
