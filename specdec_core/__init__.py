@@ -22,7 +22,7 @@ from .decoding import (autoregressive_generate, interleave, speculative_generate
 from .decoding.exactness import (chi_square, first_token_distributions, sample_plain, sample_speculative,
                                  sample_tree_first)
 from .decoding.plan import Plan, Request, parse_plan, parse_request
-from .decoding.rule import accept_drafts
+from .decoding.rule import keeps_draft
 from .errors import DecodeError, ModelLoadError
 from .models import PRESETS, DraftSpec, ModelPair, is_loaded, load_pair, parse_draft, ref_kind
 from .settings import RANGES, SettingsError, check_k, check_prompt_text
@@ -42,7 +42,7 @@ __all__ = [
     "K_VALUES", "sweep_runs", "summarise_sweep", "best_k_text", "k_label", "k_name",
     # the exactness lab's draws
     "first_token_distributions", "sample_plain", "sample_speculative", "sample_tree_first", "chi_square",
-    "accept_drafts",
+    "keeps_draft",
     # costs: a target pass measured, a run's costs (α, c, v(m)), the theory
     "cost_curve", "run_costs", "theory",
     # traces, errors, words and bundled files

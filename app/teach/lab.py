@@ -11,7 +11,7 @@ from typing import Iterator, Optional
 
 import torch
 
-from specdec_core import (accept_drafts, chi_square, cost_curve, first_token_distributions, sample_plain,
+from specdec_core import (chi_square, cost_curve, first_token_distributions, keeps_draft, sample_plain,
                           sample_speculative, sample_tree_first)
 from specdec_core.trace.token_text import lone
 
@@ -29,10 +29,12 @@ TREE_GUESSES = 3                             # the tree sampler's root children:
 
 def sample_broken(p_target: torch.Tensor, q_draft: torch.Tensor, n: int, generator: torch.Generator) -> torch.Tensor:
     """TEACHING ONLY — WRONG ON PURPOSE: the rejection rule with its residual replaced by p.
-    Tokens the draft over-proposes come out too often: the output is not the target's distribution."""
+    Tokens the draft over-proposes come out too often: the output is not the target's distribution.
+    The draws and the keep test are sample_speculative's (the decoder's keeps_draft); only the
+    resample is wrong."""
     x = torch.multinomial(q_draft, n, replacement=True, generator=generator)
     u = torch.rand(n, generator=generator)
-    kept = accept_drafts(p_target[x], q_draft[x], u)
+    kept = keeps_draft(u.double(), p_target[x].double(), q_draft[x].double())
     from_p = torch.multinomial(p_target, n, replacement=True, generator=generator)   # the bug
     return torch.where(kept, x, from_p)
 
@@ -41,7 +43,7 @@ SAMPLERS = {  # name -> (function of (p, q, n, generator), seed offset)
     "plain": (lambda p, q, n, g: sample_plain(p, n, g), 0),
     "speculative": (sample_speculative, 1),
     "broken": (sample_broken, 2),
-    # a token tree's root: the draft's top guesses tried in order (rule.keeps_guess, r(x) ← 0 after each)
+    # a token tree's root: the draft's top guesses tried in order (kept with probability r(x)/Σr, r(x) ← 0 after each)
     "tree": (lambda p, q, n, g: sample_tree_first(p, q.topk(TREE_GUESSES).indices, n, g), 3),
 }
 

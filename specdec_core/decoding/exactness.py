@@ -3,9 +3,11 @@ rule, and test both against the target's exact distribution.
 
 For the first generated token everything is known exactly: the target's p and the draft's q after
 the prompt. One target pass and one draft step give both; then every trial is one speculative
-round with k = 1 at that position (x ~ q, keep it if u < p(x)/q(x), else draw from
-norm(max(0, p − q))), through `rule.py`, the functions the round loop itself calls. Trials are
-vectorised: thousands take milliseconds.
+round at that position, a chain of one draft (x ~ q, keep it if u < p(x)/q(x), else draw from
+norm(max(0, p − q))) or a tree's root with guessed children (each kept with probability r(x)/Σr),
+through the steps of `rule.py` that rule.accept_tree runs at every node, in its float64 (same p, q
+and u: same decisions, tests/test_rule.py). Trials are vectorised: thousands take
+milliseconds.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import torch
 
 from ..drafters.base import fit_vocab
 from ..sampling import warp_probs
-from .rule import accept_drafts, correction_distribution, keeps_guess
+from .rule import guess_masses, keeps_draft, last_distribution, point_masses
 from .grow import draft_round
 from .plan import parse_request
 from .speculative import start_decode
@@ -48,14 +50,15 @@ def sample_speculative(p_target: torch.Tensor, q_draft: torch.Tensor, n: int,
                        generator: torch.Generator) -> torch.Tensor:
     """n independent one-draft rounds at one position -> [n] token ids (each ~ p_target exactly).
 
-    p_target, q_draft [V] (q may be one-hot: prompt lookup)."""
+    p_target, q_draft [V] (q may be one-hot: prompt lookup). Draws: x [n], then u [n], then the
+    resamples [n], from `generator` in that order."""
     # 1. The draft proposes x ~ q in every trial.
     x = torch.multinomial(q_draft, n, replacement=True, generator=generator)
-    # 2. Keep x if u < p(x)/q(x): the round loop's rule.
+    # 2. Keep x if u < p(x)/q(x): the decoder's test at a sampled node (r = p, Σr = 1).
     u = torch.rand(n, generator=generator)
-    kept = accept_drafts(p_target[x], q_draft[x], u)
-    # 3. Otherwise the token comes from norm(max(0, p − q)) (correction after 0 accepted drafts).
-    residual = correction_distribution(torch.stack([p_target, p_target]), q_draft[None], torch.tensor(0))
+    kept = keeps_draft(u.double(), p_target[x].double(), q_draft[x].double())
+    # 3. Otherwise the token comes from norm(max(0, p − q)), as the decoder's last token after a rejection.
+    residual = last_distribution(p_target, q_draft)
     resampled = torch.multinomial(residual, n, replacement=True, generator=generator)
     return torch.where(kept, x, resampled)
 
@@ -63,20 +66,20 @@ def sample_speculative(p_target: torch.Tensor, q_draft: torch.Tensor, n: int,
 def sample_tree_first(p_target: torch.Tensor, guesses: torch.Tensor, n: int,
                       generator: torch.Generator) -> torch.Tensor:
     """n independent tree rounds at one position -> [n] token ids (each ~ p_target exactly): the
-    root's children are the distinct `guesses` [m], tried in order with rule.keeps_guess (kept with
-    probability r(x)/Σr, a rejected one removed from r); when none is kept the token comes from
-    norm(r), p without the guesses."""
+    root's children are the `guesses` [m], tried in order as the decoder tries a node's guesses (kept
+    with probability r(x)/Σr, a rejected one removed from r); when none is kept the token comes from
+    norm(r), p without the guesses. Draws: u [n, m], then the fallbacks [n]."""
     m = len(guesses)
-    r_x = p_target[guesses]                                           # [m]
-    # 1. One u per guess per trial; guess i is tried against what guesses 0..i-1 left.
+    # 1. One u per guess per trial; guess i is tried (only after 0..i-1 were rejected) against what
+    #    they left: the same r(x) and Σr in every trial.
     u = torch.rand(n, m, generator=generator)
-    left = 1.0 - (torch.cumsum(r_x, 0) - r_x)                          # [m] Σr when guess i is tried
-    kept = keeps_guess(u, r_x[None], left[None])                       # [n, m]
+    r_x, r_mass, removed = guess_masses(guesses.tolist(), p_target[guesses].tolist())
+    kept = keeps_draft(u.double(), torch.tensor(r_x, dtype=torch.float64), 1.0,
+                       torch.tensor(r_mass, dtype=torch.float64))            # [n, m]
     first = torch.where(kept.any(-1), kept.float().argmax(-1), m)      # the first kept guess, m: none
-    # 2. No guess kept: draw from norm(p with every guess removed).
-    rest = p_target.clone()
-    rest[guesses] = 0.0
-    fallback = torch.multinomial(rest / rest.sum().clamp_min(1e-30), n, replacement=True, generator=generator)
+    # 2. No guess kept: draw from norm(p with every guess removed), the guesses' q their point masses.
+    rest = last_distribution(p_target, point_masses(list(removed), p_target))
+    fallback = torch.multinomial(rest, n, replacement=True, generator=generator)
     return torch.where(first < m, guesses[first.clamp_max(m - 1)], fallback)
 
 

@@ -1,14 +1,19 @@
 """The rejection rule, the only place it is written: which drafts are kept, and what the round's
-last token is drawn from. The round loop (speculative.py) and the exactness experiment
-(exactness.py) both call the chain's two functions.
+last token is drawn from. Every round runs accept_tree (speculative.py); the exactness lab
+(exactness.py, app/teach/lab.py) runs the same steps vectorised over its trials:
 
-Why it is exact: a draft x ~ q is kept with probability min(1, p(x)/q(x)), so token x arrives by
-this route with probability min(p(x), q(x)); a rejection happens with probability
+    keeps_draft(u, r_x, q_x, r_mass)   is a draft x ~ q kept: u < (r(x)/Σr)/q(x), r what the node has left
+    guess_masses(tokens, p_x)          the r(x) and Σr each guessed child is tried against, in order
+    reject_child(removed, x, r_x)      a rejected guess leaves r: r(x) ← 0
+    point_masses(tokens, like)         a guess's q, δ_x (prompt lookup's one-hot q is one)
+    residual(r, q)                     max(0, r − q): the mass the draft under-proposed
+    last_distribution(r, q_rejected)   norm(max(0, r − q)): what the round's last token is drawn from
+
+Why it is exact (a chain): a draft x ~ q is kept with probability min(1, p(x)/q(x)), so token x
+arrives by this route with probability min(p(x), q(x)); a rejection happens with probability
 1 − Σ min(p, q) = Σ max(0, p − q), and then x is drawn from norm(max(0, p − q)). The two routes add
-up to min(p, q) + max(0, p − q) = p(x).
-
-Token trees (decoding/tree.py) are verified by accept_tree, the same rule with q a point mass on
-each child, tried one after another (proof in its docstring).
+up to min(p, q) + max(0, p − q) = p(x). Token trees (decoding/tree.py): the same rule at every
+node, a guess being a draft with q a point mass on it (proof in accept_tree's docstring).
 """
 from __future__ import annotations
 
@@ -18,40 +23,59 @@ from typing import Optional
 import torch
 
 
-def accept_drafts(p_x: torch.Tensor, q_x: torch.Tensor, u: Optional[torch.Tensor]) -> torch.Tensor:
-    """Which drafts pass, each on its own: [m] bool.
-
-    p_x, q_x [m]: target and draft probability of each drafted token (after the same warps);
-    u [m]: uniform draws, or None for greedy (kept iff the token is the target's argmax, p_x = 1).
-    The round keeps the longest all-True prefix."""
-    if u is None:
-        return p_x >= 1.0
-    return u < p_x / q_x.clamp_min(1e-30)
+def keeps_draft(u, r_x, q_x, r_mass=1.0):
+    """Is a draft x ~ q kept at a node: u < (r(x)/Σr)/q(x), written u·q(x)·Σr < r(x) (no division;
+    floats or tensors alike, [...] bool). r: what the node's distribution has left (p less the
+    children rejected before x), r_mass its sum Σr. A sampled child: r = p, Σr = 1, so u < p(x)/q(x).
+    A guess (q a point mass on x): q(x) = 1, so u < r(x)/Σr."""
+    return u * q_x * r_mass < r_x
 
 
-def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """max(0, p − q) [..., V]: the mass the draft under-proposed, which a rejected sampled draft's
-    replacement is drawn from once normalised (the one place it is written)."""
-    return (p - q).clamp_min(0)
+def reject_child(removed: dict, token: int, r_x) -> None:
+    """A rejected guess leaves its node's distribution: r(x) ← 0, its mass leaves Σr (a repeated
+    token's mass left with its first copy)."""
+    removed.setdefault(token, r_x)
 
 
-def correction_distribution(p_target: torch.Tensor, q_draft: torch.Tensor,
-                            n_accepted: torch.Tensor) -> torch.Tensor:
-    """The distribution of the token that follows the accepted prefix: [V].
-
-    p_target [m+1, V], q_draft [m, V], n_accepted: 0-d tensor. At a rejection (n < m) it is
-    norm(max(0, p_n − q_n)); past the last draft q is zero, so the same formula gives p_{m+1}
-    (the bonus). Indexing stays on the device: no host sync.
-    """
-    q_padded = torch.cat([q_draft, q_draft.new_zeros(1, q_draft.shape[-1])])
-    row = residual(p_target, q_padded).index_select(0, n_accepted[None])[0]
-    row_sum = row.sum()
-    # p == q at that position makes a rejection impossible in exact arithmetic; guard rounding.
-    return torch.where(row_sum > 0, row / row_sum.clamp_min(1e-30),
-                       p_target.index_select(0, n_accepted[None])[0])
+def guess_masses(tokens: list, p_x: list) -> tuple[list, list, dict]:
+    """(r(x) [m], Σr [m], removed): what each guessed child of a node is tried against. tokens [m]
+    ids in the order tried, p_x [m] their p at the node (floats, or 0-d tensors). removed
+    ({token: r(x)}): all of them, what the node's last token avoids when none is kept."""
+    removed, r_x, r_mass = {}, [], []
+    for x, p in zip(tokens, p_x):
+        # Child i is tried only after 0..i-1 were rejected: against p less them (a repeated token: r = 0).
+        r_x.append(0.0 if x in removed else p)
+        r_mass.append(1.0 - sum(removed.values()))
+        reject_child(removed, x, r_x[-1])
+    return r_x, r_mass, removed
 
 
-# ---- trees ------------------------------------------------------------------------------------
+def point_masses(tokens: list, like: torch.Tensor) -> torch.Tensor:
+    """Σ δ_x over `tokens`, shaped and placed like `like` [V]: the q of guesses (a point mass
+    each), so that residual(r, δ_x) is r with x removed (r(x) ≤ 1)."""
+    q = torch.zeros_like(like)
+    if tokens:
+        q[torch.tensor(tokens, dtype=torch.long, device=like.device)] = 1.0
+    return q
+
+
+def residual(r: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """max(0, r − q) [..., V]: the mass the draft under-proposed (the one place it is written)."""
+    return (r - q).clamp_min(0)
+
+
+def last_distribution(r: torch.Tensor, q_rejected: torch.Tensor) -> torch.Tensor:
+    """norm(max(0, r − q)) [V]: what a node's token is drawn from when no child was kept. r [V]: the
+    target's p at the node; q_rejected [V]: a rejected sampled child's q, the point masses of the
+    rejected guesses, or zeros (no child: the bonus, p itself). No host sync."""
+    left = residual(r, q_rejected)
+    left_sum = left.sum()
+    # All mass removed cannot happen in exact arithmetic (p == q makes a rejection impossible);
+    # guard rounding with r.
+    return torch.where(left_sum > 0, left / left_sum.clamp_min(1e-30), r)
+
+
+# ---- a round: the steps above at every node, walking down the tree ---------------------------
 
 @dataclass
 class TreeAcceptance:
@@ -63,18 +87,6 @@ class TreeAcceptance:
     kind: str                     # "resample" (a child of the last node was rejected) or "bonus"
     decisions: list               # [n] per node: "accepted", "rejected" or "not reached"
     u: list                       # [n] the uniform draw a node was tried with (None: not tried, greedy)
-
-
-def keeps_guess(u, r_x, r_mass):
-    """Is a guessed child x kept? u < r(x)/Σr, written u·Σr < r(x) (floats or tensors alike): r_x
-    its target probability at the node, r_mass what the node's distribution has left after the
-    children rejected before it (Σr)."""
-    return u * r_mass < r_x
-
-
-def reject_child(removed: dict, token: int, r_x: float) -> None:
-    """A rejected child leaves its node's distribution: r(x) ← 0, its mass leaves Σr."""
-    removed[token] = r_x
 
 
 def accept_tree(parents: list, draft_ids: torch.Tensor, p_target: torch.Tensor, greedy: bool,
@@ -89,19 +101,20 @@ def accept_tree(parents: list, draft_ids: torch.Tensor, p_target: torch.Tensor, 
     drawn with `generator` in one call. Two reads from the device: ids / p(child) / q(child) /
     argmax / u together, then the last token.
 
-    Why it is exact. At a node the target's next-token distribution is p; start with r = p.
-    Deterministic children x_1, x_2, .. are tried in order, each chosen before and apart from the
-    draws below: x is accepted with probability r(x)/Σr, else r(x) ← 0; when no child is accepted
-    the token is drawn from norm(r) (a leaf: no child, so straight from p, the bonus). By induction
-    on the number of children the token at this node is distributed as norm(r) = p: with one trial,
-    P(x_1) = p(x_1), and otherwise (probability 1 − p(x_1)) the rest is the same procedure on
-    norm(p without x_1), which gives any y ≠ x_1 with probability (1 − p(x_1))·p(y)/(1 − p(x_1)) =
-    p(y). A sampled only child x ~ q is the chain rule: kept with probability min(1, p(x)/q(x)),
-    else the token is drawn from norm(max(0, p − q)) (module docstring: the two routes add up to p).
-    An accepted child moves to its own row, the target's p given the path so far, so each committed
-    token follows the target's conditional, i.e. the round samples the target. The deterministic
-    rule is the chain rule with q a point mass on x (min(1, r(x)/1) and norm(max(0, r − δ_x)) =
-    norm(r with x removed)).
+    Why it is exact. At a node the target's next-token distribution is p; start with r = p. Every
+    child x is a draft from some q: a sampled only child x ~ q, or a guess, chosen before and apart
+    from the draws below, so q = δ_x, a point mass (prompt lookup's one-hot q is one, at a sampled
+    chain node or as a guess). The children are tried in order, each with the chain rule against
+    norm(r): x is kept with probability min(1, (r(x)/Σr)/q(x)) (keeps_draft); rejected, r becomes
+    max(0, r − q) (residual) and the next child is tried against that; when no child is kept the
+    token is drawn from norm(r) (last_distribution; a leaf: no child, so straight from p, the
+    bonus). The chain rule gives a token distributed as its target (module docstring: the two routes
+    add up to it), and trying the next child in place of the resample gives, by induction on the
+    number of children left, a token distributed as what the resample would have drawn from. So
+    the token at the node is distributed as p. For a guess, min(1, (r(x)/Σr)/1) = r(x)/Σr and
+    max(0, r − δ_x) is r with x removed, as r(x) ≤ 1: r(x) ← 0 (reject_child; guess_masses keeps
+    Σr). An accepted child moves to its own row, the target's p given the path so far, so each
+    committed token follows the target's conditional, i.e. the round samples the target.
     """
     n, device = len(parents), p_target.device
     rows = torch.tensor([parent + 1 for parent in parents], dtype=torch.long, device=device)
@@ -116,51 +129,38 @@ def accept_tree(parents: list, draft_ids: torch.Tensor, p_target: torch.Tensor, 
         parts.append(q_sampled.to(device).gather(-1, ids[:, None]).squeeze(-1).double())
     host = torch.cat(parts + ([u.double()] if u is not None else [])).tolist()
     ids_h, p_child, argmax = [int(x) for x in host[:n]], host[n:2 * n], [int(x) for x in host[2 * n:3 * n + 1]]
-    q_child = host[3 * n + 1:4 * n + 1] if sampled else None
+    q_child = host[3 * n + 1:4 * n + 1] if sampled else [1.0] * n    # a guess: q a point mass on it
     u_h = host[-n:] if u is not None else [None] * n
     children = {i: [] for i in range(-1, n)}
     for i, parent in enumerate(parents):
         children[parent].append(i)
 
-    # 2. Walk on the host: try each node's children in order until one is accepted.
+    # 2. Walk on the host: at each node try its children in order (the chain rule against what the
+    #    node has left; greedy: the target's argmax) until one is kept, and move down to it.
     node, path, decisions = -1, [], ["not reached"] * n
     while True:
-        removed, kept, residual_of = {}, None, None
-        for child in children[node]:
-            x = ids_h[child]
+        kids, kept = children[node], None
+        r_x, r_mass, removed = guess_masses([ids_h[c] for c in kids], [p_child[c] for c in kids])
+        for i, child in enumerate(kids):
             if greedy:
-                ok = x == argmax[node + 1]
-            elif sampled:                                          # u < p(x)/q(x)
-                ok = u_h[child] * q_child[child] < p_child[child]
+                ok = ids_h[child] == argmax[node + 1]
             else:
-                r_x = 0.0 if x in removed else p_child[child]     # a repeated token went with its first copy
-                ok = keeps_guess(u_h[child], r_x, 1.0 - sum(removed.values()))
+                ok = keeps_draft(u_h[child], r_x[i], q_child[child], r_mass[i])
             decisions[child] = "accepted" if ok else "rejected"
             if ok:
                 kept = child
                 break
-            if sampled:
-                residual_of = child
-            else:
-                reject_child(removed, x, 0.0 if greedy else r_x)
         if kept is None:
             break
         path.append(kept)
         node = kept
 
-    # 3. The last token from norm(r) at the last node: its row with the rejected children removed
-    #    (a rejected sampled child: norm(max(0, p − q))).
+    # 3. The last token from norm(max(0, p − q)) at the last node, q what its rejected children
+    #    were drawn from: a sampled child's q row, the guesses' point masses; none: p (the bonus).
     p_row = p_target[node + 1]
-    if residual_of is not None:
-        r = residual(p_row, q_sampled[residual_of].to(device))
-    else:
-        r = p_row.clone()
-        if removed:
-            r[torch.tensor(list(removed), dtype=torch.long, device=device)] = 0.0
-    r_sum = r.sum()
-    # All mass removed cannot happen in exact arithmetic; guard rounding with p.
-    correction_dist = torch.where(r_sum > 0, r / r_sum.clamp_min(1e-30), p_row)
+    q_rejected = (q_sampled[kids[0]].to(device) if sampled and kids else point_masses(list(removed), p_row))
+    correction_dist = last_distribution(p_row, q_rejected)
     token = correction_dist.argmax() if greedy else torch.multinomial(correction_dist, 1, generator=generator)[0]
     return TreeAcceptance(path, [ids_h[i] for i in path], correction_dist, int(token),
-                          "resample" if children[node] else "bonus", decisions,
+                          "resample" if kids else "bonus", decisions,
                           [u_h[i] if decisions[i] != "not reached" else None for i in range(n)])
