@@ -298,7 +298,7 @@ def position_figure(trace, round_index: int, position: int) -> go.Figure:
                         marker=dict(color=DECISIONS[decision].colour, size=16, symbol="diamond",
                                     line=dict(color="black", width=1)), name="uniform draw u", row=1, col=2)
     else:
-        note = "not checked" if decision == "discarded" else "T = 0: no draw, kept iff top token"
+        note = "not checked" if decision == "not reached" else "T = 0: no draw, kept iff top token"
         fig.add_annotation(text=note, x=0, y=1.08, showarrow=False, xref="x2", yref="y2", font=dict(size=11))
     fig.update_xaxes(visible=False, range=[-0.5, 1.5], row=1, col=2)
     fig.update_yaxes(title_text="u and p/q (0–1)", range=[-0.02, 1.12], row=1, col=2)
@@ -312,7 +312,7 @@ def position_figure(trace, round_index: int, position: int) -> go.Figure:
         fig.update_yaxes(title_text="probability", range=[0, 1.05], row=1, col=3)
         fig.update_xaxes(title_text="token", row=1, col=3)
     else:
-        why = {"accepted": "accepted: no resample here", "discarded": "unchecked: no resample here",
+        why = {"accepted": "accepted: no resample here", "not reached": "unchecked: no resample here",
                "rejected": "rejected: residual not recorded"}[decision]
         fig.add_annotation(text=why, x=0.5, y=0.5, xref="x3 domain", yref="y3 domain", showarrow=False,
                            font=dict(size=12, color=MUTED_COLOUR))

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional
 
 from specdec_core.trace.trees import node_depths
-from specdec_core.trace.decisions import DECISIONS, correction_decision, draft_decision, node_decision, visible_whitespace
+from specdec_core.trace.decisions import DECISIONS, correction_decision, draft_decision, visible_whitespace
 from specdec_core.trace.token_text import display_texts
 from specdec_core.trace.trees import chosen, keep_thresholds
 
@@ -38,7 +38,7 @@ class Guess:
     p: Optional[float]       # target probability of the token
     q: Optional[float]       # draft probability it was proposed with
     u: Optional[float]       # the uniform draw (None: greedy, or never reached)
-    decision: str            # accepted / rejected / discarded (never checked)
+    decision: str            # accepted / rejected / not reached (never checked)
     threshold: Optional[float] = None   # kept iff u < threshold: min(1, p/q) for a sampled chain,
                                         # r(x)/Σr for a guessed child (rejected siblings removed from r)
 
@@ -80,7 +80,7 @@ def card(spec, rnd) -> Card:
     if rnd.tree:
         depths = node_depths([n["parent"] for n in rnd.tree])
         guesses = tuple(Guess(n["parent"], d, _label(spec, n["id"], n["text"]), n.get("source"), n.get("p"),
-                              n.get("q"), n.get("u"), node_decision(n), lim)
+                              n.get("q"), n.get("u"), n["decision"], lim)
                         for n, d, lim in zip(rnd.tree, depths, limits))
     else:
         guesses = tuple(Guess(i - 1, i + 1, _label(spec, t.id, t.text), rnd.draft_source, t.p, t.q, t.u,
@@ -159,7 +159,7 @@ def frames(spec, plain) -> list[Frame]:
 def _guess_html(g: Guess, i: int, greedy: bool, chosen: bool) -> str:
     d = DECISIONS[g.decision]
     nums = " ".join(x for x in (f"p {g.p:.2f}" if g.p is not None else "", f"q {g.q:.2f}" if g.q is not None else "") if x)
-    if g.decision == "discarded":
+    if g.decision == "not reached":
         test = "never checked"
     elif greedy:
         test = "kept if it is the target's top token"
@@ -170,7 +170,7 @@ def _guess_html(g: Guess, i: int, greedy: bool, chosen: bool) -> str:
         test = ""
     src = ' <span class="sd-pl-src">copied</span>' if g.source == "lookup" else ""
     return (f'<div class="sd-pl-g" data-depth="{g.depth}" data-parent="{g.parent}" data-i="{i}" data-decision="{g.decision}">'
-            f'<span class="sd-tok sd-pl-tok" data-cls="sd-{g.decision}">{html.escape(g.text)}</span>{src}'
+            f'<span class="sd-tok sd-pl-tok" data-cls="{d.css}">{html.escape(g.text)}</span>{src}'
             f'<span class="sd-pl-mark">{html.escape(d.mark)}</span>'
             f'<div class="sd-pl-line"><span class="sd-pl-num">{html.escape(nums)}</span> '
             f'<span class="sd-pl-test">{html.escape(test)}</span></div></div>')
@@ -185,7 +185,7 @@ def _card_html(c: Card) -> str:
         cols.append(f'<div class="sd-pl-col" data-level="{level}"><div class="sd-pl-lv">+{level}</div>{items}</div>')
     last = DECISIONS[c.last]
     cols.append(f'<div class="sd-pl-col sd-pl-last"><div class="sd-pl-lv">target adds</div>'
-                f'<span class="sd-tok sd-{c.last}">{html.escape(c.last_text)}</span> '
+                f'<span class="sd-tok {last.css}">{html.escape(c.last_text)}</span> '
                 f'<span class="sd-pl-num">{html.escape(last.label)} {html.escape(last.mark)}</span></div>')
     return f'<div class="sd-pl-card" data-round="{c.round}" hidden>{"".join(cols)}</div>'
 

@@ -64,7 +64,7 @@ def timeline_css() -> str:
         ".sd-banner{padding:6px 10px;border-radius:8px;background:" + DRAFT_COLOUR + "26;font-size:14px}",
     ]
     for key, d in DECISIONS.items():
-        rules.append(f".sd-{key}{{background:{d.colour}2e;border-color:{d.colour};"
+        rules.append(f".{d.css}{{background:{d.colour}2e;border-color:{d.colour};"
                      f"{_STYLE_CSS[d.style]}}}")
     return "\n".join(rules)
 
@@ -96,7 +96,7 @@ def draft_tooltip(t, position: int, decision: str, greedy: bool, source: Optiona
     lines = [f"draft position {position} · {DECISIONS[decision].label} {DECISIONS[decision].mark}",
              *([SOURCES.get(source, f"proposed by {source}")] if source else []),
              f"p (target) = {_fmt(t.p)}   q (draft) = {_fmt(t.q)}   p/q = {_fmt(ratio)}"]
-    if decision == "discarded":
+    if decision == "not reached":
         lines.append("u: not drawn: a token before it was rejected, so it was never checked")
     elif greedy:
         lines.append("u: none (temperature 0: kept only if it is the target's top token)")
@@ -169,7 +169,7 @@ def token_span(piece: Piece) -> str:
             body.append(html.escape(ch))
     inner = ("".join(body) + part_span(piece.part, piece.note)) or "∅"
     after = "<br>" if committed and "\n" in piece.text else ""
-    cls = f"sd-tok sd-{piece.decision}" + (" sd-eos" if piece.eos else "")
+    cls = f"sd-tok {DECISIONS[piece.decision].css}" + (" sd-eos" if piece.eos else "")
     title = html.escape(piece.tooltip + ("\n(end of sequence)" if piece.eos else ""), quote=True)
     return (f'<span class="{cls}" data-decision="{piece.decision}" data-round="{piece.round}" '
             f'data-pos="{piece.position}" title="{title}">{inner}</span>{after}')
@@ -209,7 +209,7 @@ def tree_note(trace, rnd) -> str:
 def legend_html() -> str:
     chips = []
     for key, d in DECISIONS.items():
-        chips.append(f'<span title="{html.escape(d.meaning, quote=True)}"><span class="sd-tok sd-{key}">'
+        chips.append(f'<span title="{html.escape(d.meaning, quote=True)}"><span class="sd-tok {d.css}">'
                      f'{html.escape(d.mark)} token</span> {html.escape(d.label)}</span>')
     chips.append('<span><span class="sd-round"><span class="sd-rn">7</span></span> round boundary</span>')
     chips.append('<span><span class="sd-round"><span class="sd-rn">8<span class="sd-guesses">⋔12</span></span></span>'

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from specdec_core.trace.trees import node_depths, sibling_ranks
 from specdec_core.trace.decisions import (DECISIONS, FAINT_COLOUR, INK_COLOUR, MUTED_COLOUR, correction_decision,
-                                          node_decision, visible_whitespace)
+                                          visible_whitespace)
 from specdec_core.trace.token_text import display_texts, round_labels
 
 ORDINAL = {1: "1st", 2: "2nd", 3: "3rd"}
@@ -62,8 +62,8 @@ def tree_figure(trace, rnd) -> go.Figure:
                     marker=dict(color=INK_COLOUR, size=12, symbol="circle"), showlegend=False,
                     hovertemplate=("the last committed token: the tree's guesses continue the text after it"
                                    "<extra>root</extra>"))
-    for kind in ("accepted", "rejected", "discarded"):
-        idx = [i for i, n in enumerate(tree) if node_decision(n) == kind]
+    for kind in ("accepted", "rejected", "not reached"):
+        idx = [i for i, n in enumerate(tree) if n["decision"] == kind]
         if not idx:
             continue
         d = DECISIONS[kind]

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from specdec_core import Trace
-from specdec_core.trace.decisions import draft_decision, node_decision
+from specdec_core.trace.decisions import draft_decision
 
 from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, page, url  # noqa: F401 (fixtures)
 
@@ -77,7 +77,7 @@ def test_the_player_steps_plays_and_leads_the_linked_views(page, tmp_path):
     assert _lane(page, "plain") == sum(len(r.committed) for r in plain.rounds if r.t_end <= t3 + 1e-9)
     # the round's guesses and their decisions, in the order tried
     rnd = spec.rounds[3]
-    expected = ([node_decision(n) for n in rnd.tree] if rnd.tree else [draft_decision(t) for t in rnd.drafted])
+    expected = ([n["decision"] for n in rnd.tree] if rnd.tree else [draft_decision(t) for t in rnd.drafted])
     card = page.locator('#sd-player .sd-pl-card[data-round="3"]')
     assert card.locator(".sd-pl-g").evaluate_all("els => els.map(e => e.dataset.decision)") == expected
     # the timeline highlights round 3; the inspector follows

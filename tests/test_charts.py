@@ -101,7 +101,7 @@ def test_round_figure_p_q_and_decisions():
     p, q, marks = fig.data
     assert p.marker.color == TARGET_COLOUR and q.marker.color == DRAFT_COLOUR
     assert list(p.y) == pytest.approx([0.9, 0.1, 0.5]) and list(q.y) == pytest.approx([0.8, 0.7, 0.6])
-    assert list(marks.marker.color) == [DECISIONS[k].colour for k in ("accepted", "rejected", "discarded")]
+    assert list(marks.marker.color) == [DECISIONS[k].colour for k in ("accepted", "rejected", "not reached")]
     assert "␣the" in p.x[0] and "&" in p.x[1]
     assert axis_titles(fig) == ("drafted token (position: text)", "probability")
     assert not charts.round_figure(make_spec(), 2).data          # nothing drafted: explained, no bars

@@ -43,7 +43,7 @@ def test_a_chain_race_step_by_step():
     assert fs[10].caption == "Plain decoding reaches 6 tokens at 1.30 s; speculative decoding had 6 at 1.10 s."
     # The u test of each guess, against min(1, p/q) for a sampled chain: 0.9/0.8 → 1; 0.1/0.7 = 0.14.
     c = player.card(spec, spec.rounds[0])
-    assert [g.decision for g in c.guesses] == ["accepted", "rejected", "discarded"]
+    assert [g.decision for g in c.guesses] == ["accepted", "rejected", "not reached"]
     assert c.guesses[0].threshold == 1.0 and c.guesses[1].threshold == pytest.approx(0.1 / 0.7)
     page = player.player_html(spec, plain)
     assert "u 0.30 &lt; 1.00 = min(1, p/q)" in page and "u 0.90 ≥ 0.14 = min(1, p/q)" in page
@@ -94,7 +94,7 @@ def test_a_tree_round_grows_level_by_level_and_tries_children_in_order():
                              "target adds a bonus token of its own, “F”: 3 tokens from one pass.")
     c = player.card(spec, spec.rounds[0])
     assert c.chosen and [g.depth for g in c.guesses] == [1, 1, 2, 2, 2]
-    assert [g.decision for g in c.guesses] == ["rejected", "accepted", "rejected", "accepted", "discarded"]
+    assert [g.decision for g in c.guesses] == ["rejected", "accepted", "rejected", "accepted", "not reached"]
     assert [round(g.threshold, 3) for g in c.guesses[:4]] == [0.5, 0.6, 0.6, 0.5]
     page = player.player_html(spec, None)
     assert "u 0.40 &lt; 0.60 = r(x)/Σr" in page and "u 0.10 &lt; 0.50 = r(x)/Σr" in page

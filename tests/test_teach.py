@@ -77,7 +77,7 @@ def test_strip_stages_reveal_the_round_step_by_step():
     drafted = walkthrough.strip_html(spec, REJECTION, "drafted")
     assert "sd-accepted" not in drafted and "q = 0.70" in drafted           # decisions not yet known
     decided = walkthrough.strip_html(spec, REJECTION, "decided")
-    assert [c in decided for c in ("sd-accepted", "sd-rejected", "sd-discarded")] == [True] * 3
+    assert [c in decided for c in ("sd-accepted", "sd-rejected", "sd-not-reached")] == [True] * 3
     assert "sd-resampled" not in decided and "u = 0.90" in decided
     questions = walkthrough.strip_html(spec, ALL_ACCEPTED, "questions")
     assert questions.count('class="sd-wt-q"') == 3                          # k + 1 = 3 questions

@@ -57,16 +57,16 @@ def make_plain(ids, step=0.2, temperature=0.7) -> Trace:
 
 
 def spans(html_text):
-    return re.findall(r'<span class="sd-tok sd-(\w+)[^"]*" data-decision="(\w+)" data-round="(\d+)" '
+    return re.findall(r'<span class="sd-tok sd-([\w-]+)[^"]*" data-decision="([\w ]+)" data-round="(\d+)" '
                       r'data-pos="\d+" title="([^"]*)">(.*?)</span>(?=<br>|<span class="sd-tok|</span>)', html_text, flags=re.S)
 
 
 def test_every_decision_gets_its_class_in_round_order():
     out = spans(timeline.timeline_html(make_spec()))
     assert [(cls, rnd) for cls, _, rnd, _, _ in out] == [
-        ("accepted", "0"), ("rejected", "0"), ("discarded", "0"), ("resampled", "0"),
+        ("accepted", "0"), ("rejected", "0"), ("not-reached", "0"), ("resampled", "0"),
         ("accepted", "1"), ("accepted", "1"), ("bonus", "1"), ("bonus", "2")]
-    assert all(cls == dec for cls, dec, *_ in out)
+    assert all("sd-" + cls == DECISIONS[dec].css for cls, dec, *_ in out)
 
 
 def test_rounds_are_bordered_groups_with_index():
@@ -117,8 +117,8 @@ def test_empty_and_partial_timeline():
 def test_css_and_legend_come_from_the_shared_legend():
     css, legend = timeline.timeline_css(), timeline.legend_html()
     for key, d in DECISIONS.items():
-        assert f".sd-{key}{{background:{d.colour}" in css
-        assert d.label in legend and f"sd-tok sd-{key}" in legend
+        assert f".{d.css}{{background:{d.colour}" in css
+        assert d.label in legend and f"sd-tok {d.css}" in legend
     assert "line-through" in css and "underline" in css and "overline" in css and "opacity" in css
 
 

@@ -223,7 +223,7 @@ def aligned_html(traces: list, names: list[str]) -> str:
             for j, (kind, shown) in enumerate(zip(kinds, drafted[: r.n_accepted] + [correction])):
                 start = " sd-align-start" if j == 0 else ""
                 title = html.escape(f"round {r.index}: {kind}" + (f"\n{shown.note}" if shown.note else ""), quote=True)
-                cells.append(f'<td class="sd-tok sd-{kind}{start}" title="{title}">'
+                cells.append(f'<td class="sd-tok {DECISIONS[kind].css}{start}" title="{title}">'
                              f'{html.escape(_label(shown.label))}</td>')
         lines.append(f'<tr><th>{html.escape(name)}</th>{"".join(cells)}</tr>')
     return f'<div class="sd-align">{ALIGN_LEGEND}<table>{"".join(lines)}</table></div>'
@@ -231,7 +231,7 @@ def aligned_html(traces: list, names: list[str]) -> str:
 
 def _align_legend() -> str:
     """What the alignment's cells mean: how each committed token came, and where a round starts."""
-    items = "".join(f'<span class="sd-tok sd-{k}">{html.escape(DECISIONS[k].mark)} {html.escape(DECISIONS[k].label)}'
+    items = "".join(f'<span class="sd-tok {DECISIONS[k].css}">{html.escape(DECISIONS[k].mark)} {html.escape(DECISIONS[k].label)}'
                     '</span>' for k in ("accepted", "resampled", "bonus"))
     return (f'<div class="sd-legend" id="sd-align-legend">{items}<span>a thick left border: a new round '
             '(one target pass) starts · one column per output position · hover a cell for its round</span></div>')

@@ -88,7 +88,7 @@ def accept_line(spec, round_index: int) -> go.Figure:
         ratio = limits[i - 1] if i - 1 < len(limits) and limits[i - 1] is not None else 0.0
         fig.add_scatter(x=[0, 1], y=[y, y], mode="lines", line=dict(color=FAINT_COLOUR, width=14),
                         hoverinfo="skip", showlegend=False)
-        if d == "discarded":
+        if d == "not reached":
             fig.add_annotation(x=0.5, y=y, text="not checked (after the first rejection)", showarrow=False)
             continue
         fig.add_scatter(x=[0, ratio], y=[y, y], mode="lines", line=dict(color=DECISIONS["accepted"].colour, width=14),

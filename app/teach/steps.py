@@ -65,16 +65,16 @@ STEPS = (
          strip="decided", chart="accept_line"),
     Step("rejection", "The first rejection: resample from the residual",
          "**{rejected}** (draft position {rejected_pos}) fails: u = {rejected_u} ≥ p/q = {rejected_ratio}. "
-         "The round stops there; the {n_discarded} draft(s) after it are discarded unchecked. The "
+         "The round stops there; the {n_not_reached} draft(s) after it are discarded unchecked. The "
          "replacement is drawn from the **residual norm(max(0, p − q))** — the target's probability "
          "where the draft proposed too little: **{correction}** (residual probability: {correction_residual}).",
          text_chosen="**{rejected}** (draft position {rejected_pos}) fails: u = {rejected_u} ≥ r(x)/Σr = "
-                     "{rejected_ratio}. The round stops there; the {n_discarded} guess(es) after it are not "
+                     "{rejected_ratio}. The round stops there; the {n_not_reached} guess(es) after it are not "
                      "checked. The replacement is drawn from **norm(r)** — the target's p with every rejected "
                      "guess removed, i.e. what the target wanted and the draft did not offer: **{correction}** "
                      "(its probability there: {correction_residual}).",
          text_greedy="**{rejected}** (draft position {rejected_pos}) is not the target's top token, so it "
-                     "is rejected; the {n_discarded} draft(s) after it are discarded unchecked. The "
+                     "is rejected; the {n_not_reached} draft(s) after it are discarded unchecked. The "
                      "replacement is the target's own top token there: **{correction}**.",
          strip="corrected", chart="residual", when="rejection"),
     Step("bonus", "All accepted: a bonus token for free",

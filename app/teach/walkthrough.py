@@ -87,7 +87,7 @@ def _accept_lines(rnd, labels: list[str], greedy: bool) -> str:
     lines = []
     for i, (t, label, limit) in enumerate(zip(rnd.drafted, labels, main_thresholds(rnd)), 1):
         d = draft_decision(t)
-        if d == "discarded":
+        if d == "not reached":
             lines.append(f"- {_d(i)} {_tok(label)}: not checked (after the first rejection) → discarded")
             continue
         verdict = "✓ accepted" if d == "accepted" else "✗ rejected"
@@ -175,7 +175,7 @@ def round_facts(spec, plain, round_index: int, weight_bytes: Optional[int] = Non
         "rejected": _tok(labels[n_rej]) if rej else "—", "rejected_pos": (n_rej + 1) if rej else "—",
         "rejected_u": _fmt(rej.u, ".3f") if rej else "—",
         "rejected_ratio": _fmt(main_thresholds(rnd)[n_rej] if rej else None, ".3f"), "test": _test_name(rnd),
-        "n_discarded": (k - n_rej - 1) if rej else 0,
+        "n_not_reached": (k - n_rej - 1) if rej else 0,
         "correction": _tok(correction.label), "correction_kind": "resampled token" if has_rejection(rnd) else "bonus token",
         "correction_residual": (_fmt(_prob_in(c.residual_top, c.id), ".3f") if _prob_in(c.residual_top, c.id) is not None
                                 else "outside the residual's top 5: a less likely draw"),
@@ -289,7 +289,7 @@ def strip_html(spec, round_index: int, stage: str) -> str:
     elif stage == "questions":
         rows, top_label = [], display_texts(spec).top
         for i in range(len(rnd.drafted) + 1):
-            shown = "".join(_span(t, "discarded", _d(j + 1)) for j, t in enumerate(drafted[:i]))
+            shown = "".join(_span(t, "not reached", _d(j + 1)) for j, t in enumerate(drafted[:i]))
             top = rnd.drafted[i].p_top if i < len(rnd.drafted) else (rnd.correction.p_top if rnd.correction.kind == "bonus" else None)
             answer = (f"target's top: {_tok_html(top_label(top[0][0], top[0][1]))} (p = {top[0][2]:.2f})" if top
                       else "not needed: an earlier draft was rejected")
@@ -299,17 +299,17 @@ def strip_html(spec, round_index: int, stage: str) -> str:
         limits, test = main_thresholds(rnd), ("r/Σr" if chosen(rnd) else "p/q")
         for i, (t, shown) in enumerate(zip(rnd.drafted, drafted), 1):
             if stage == "drafted":
-                cells.append(_span(shown, "discarded", f"q = {t.q:.2f}", focus=True, rnd=rnd.index, pos=i))
+                cells.append(_span(shown, "not reached", f"q = {t.q:.2f}", focus=True, rnd=rnd.index, pos=i))
                 continue
             d = draft_decision(t)
             if stage == "decided":
                 limit = limits[i - 1]
-                below = ("not checked" if d == "discarded" else
+                below = ("not checked" if d == "not reached" else
                          (f"p = {t.p:.2f}" if greedy else f"{test} = {limit:.2f}" if limit is not None else "")
                          + ("" if greedy or t.u is None else f"\nu = {t.u:.2f}"))
             else:
-                below = {"accepted": "kept", "rejected": "rejected", "discarded": "discarded"}[d]
-            cells.append(_span(shown, d, below, focus=stage == "decided" and d != "discarded", rnd=rnd.index, pos=i))
+                below = {"accepted": "kept", "rejected": "rejected", "not reached": "discarded"}[d]
+            cells.append(_span(shown, d, below, focus=stage == "decided" and d != "not reached", rnd=rnd.index, pos=i))
         if stage in ("corrected", "committed"):
             c = rnd.correction
             label = "resampled" if c.kind == "resample" else "bonus"

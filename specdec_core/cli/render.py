@@ -15,7 +15,7 @@ RESET = "\x1b[0m"
 def paint(text: str, decision: str, colour: bool, token: bool = True) -> str:
     """Token text in its decision's colour and style; without colour, marked with the legend mark."""
     d = DECISIONS[decision]
-    if token and decision in ("rejected", "discarded"):
+    if token and decision in ("rejected", "not reached"):
         text = visible_whitespace(text)   # a struck-through newline would be invisible
     if not colour:
         return text if decision == "accepted" else f"[{d.mark}{text}]"

@@ -106,12 +106,13 @@ def accept_tree(parents: list, draft_ids: torch.Tensor, p_target: torch.Tensor, 
     from the draws below, so q = δ_x, a point mass (prompt lookup's one-hot q is one, at a sampled
     chain node or as a guess). The children are tried in order, each with the chain rule against
     norm(r): x is kept with probability min(1, (r(x)/Σr)/q(x)) (keeps_draft); rejected, r becomes
-    max(0, r − q) (residual) and the next child is tried against that; when no child is kept the
-    token is drawn from norm(r) (last_distribution; a leaf: no child, so straight from p, the
-    bonus). The chain rule gives a token distributed as its target (module docstring: the two routes
-    add up to it), and trying the next child in place of the resample gives, by induction on the
-    number of children left, a token distributed as what the resample would have drawn from. So
-    the token at the node is distributed as p. For a guess, min(1, (r(x)/Σr)/1) = r(x)/Σr and
+    max(0, r − q) (residual: the chain rule's max(0, norm(r) − q) up to normalisation, as Σr = 1
+    for a sampled child; a guess below) and the next child is tried against that; when no child is
+    kept the token is drawn from norm(r) (last_distribution; a leaf: no child, so straight from p,
+    the bonus). The chain rule gives a token distributed as its target (module docstring: the two
+    routes add up to it), and trying the next child in place of the resample gives, by induction on
+    the number of children left, a token distributed as what the resample would have drawn from.
+    So the token at the node is distributed as p. For a guess, min(1, (r(x)/Σr)/1) = r(x)/Σr and
     max(0, r − δ_x) is r with x removed, as r(x) ≤ 1: r(x) ← 0 (reject_child; guess_masses keeps
     Σr). An accepted child moves to its own row, the target's p given the path so far, so each
     committed token follows the target's conditional, i.e. the round samples the target.

@@ -1,6 +1,8 @@
 """What each token decision is called and how it looks, in every view (terminal, HTML, charts).
 
-One source of truth: the CLI, the timeline and the charts all read this table. The colours are
+One source of truth: the CLI, the timeline and the charts all read this table. Each outcome has
+one name everywhere, the one the rule (decoding/rule.py) and the trace file use: a draft the check
+never reached (after a rejection, or beside a kept guess) is "not reached". The colours are
 the Okabe-Ito colour-blind-safe palette; every decision also has a non-colour cue (a mark and a
 text style), so a projector or a colour-blind reader still tells them apart.
 """
@@ -9,12 +11,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Decision:
-    key: str        # machine name, used as CSS class suffix and in charts
+    key: str        # the outcome's name (rule, trace file, charts); its CSS class: `css`
     label: str      # what a person reads in the legend
     colour: str     # hex, Okabe-Ito
     mark: str       # non-colour cue in plain text
     style: str      # non-colour cue in rich views: "plain", "underline", "strike", "faded", "overline"
     meaning: str    # one sentence for tooltips and the legend
+
+    @property
+    def css(self) -> str:
+        """Its CSS class: sd- and the key, a space as a hyphen (sd-not-reached)."""
+        return "sd-" + self.key.replace(" ", "-")
 
 
 DECISIONS = {
@@ -24,8 +31,8 @@ DECISIONS = {
                  "drafted by q, kept because u < p(x)/q(x)"),
         Decision("rejected", "rejected draft", "#D55E00", "✗", "strike",
                  "drafted by q, thrown away because u ≥ p(x)/q(x)"),
-        Decision("discarded", "unchecked draft", "#999999", "·", "faded",
-                 "drafted after the first rejection: discarded without a check"),
+        Decision("not reached", "unchecked draft", "#999999", "·", "faded",
+                 "drafted after the first rejection (or beside a kept guess): never checked, discarded"),
         Decision("resampled", "resampled", "#E69F00", "↺", "underline",
                  "drawn from norm(max(0, p − q)) to replace the rejected draft"),
         Decision("bonus", "bonus (from p)", "#0072B2", "+", "overline",
@@ -47,17 +54,11 @@ INK_COLOUR = "#000000"
 
 
 def draft_decision(token) -> str:
-    """The decision of one drafted token (a trace DraftToken): accepted, rejected, or discarded
+    """The decision of one drafted token (a trace DraftToken): accepted, rejected, or not reached
     (drafted after the first rejection, never checked)."""
     if token.accepted:
         return "accepted"
-    return "rejected" if token.evaluated else "discarded"
-
-
-def node_decision(node: dict) -> str:
-    """The decision of one node of a token tree (Round.tree): accepted, rejected when it was tried
-    and lost, discarded when the walk never reached it (its colours and marks as a chain's)."""
-    return {"accepted": "accepted", "rejected": "rejected"}.get(node["decision"], "discarded")
+    return "rejected" if token.evaluated else "not reached"
 
 
 def correction_decision(correction) -> str:
