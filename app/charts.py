@@ -61,7 +61,7 @@ def _varied_note(trace) -> Optional[str]:
     numbers of tokens, and rounds of a combined drafter came from several sources."""
     drafted = [r for r in trace.rounds if r.drafted]
     sources = {r.draft_source for r in drafted}
-    if not drafted or (isinstance(trace.config.get("k"), int) and len(sources) <= 1):
+    if not drafted or (isinstance(trace.config.k, int) and len(sources) <= 1):
         return None
     ms = sorted({len(r.drafted) for r in drafted})
     lookup = sum(r.draft_source == "lookup" for r in drafted)
@@ -112,7 +112,7 @@ def acceptance_by_position(trace) -> go.Figure:
 
 
 def _fixed_k(trace) -> int:
-    k = trace.config.get("k")
+    k = trace.config.k
     return k if isinstance(k, int) and k > 0 else max((len(r.drafted) for r in trace.rounds), default=0)
 
 
@@ -205,13 +205,13 @@ def speedup_vs_k(spec, plain) -> go.Figure:
     _caption(fig, f"theory: α = {model.alpha:.2f}, c = {model.c:.3f}, v(k) = 1 + {model.slope:.3f}·k")
     measured = measured_speedup(spec, plain)
     k_run = _fixed_k(spec)
-    shaped = [r for r in spec.rounds if r.tree or r.plan is not None]
+    shaped = [r for r in spec.rounds if r.shaped]
     if measured is not None and shaped:   # trees: the star at the run's mean guesses per pass
         k_run = sum(r.n_verified for r in shaped) / len(shaped)
         label = f"this run ({k_run:.1f} guesses per pass)"
         _caption(fig, "the curve: chains of k; the star: this run's trees at their mean guesses per pass")
     else:
-        label = f"this run (k = {spec.config.get('k')})"
+        label = f"this run (k = {spec.config.k})"
     if measured is not None and k_run:
         fig.add_scatter(x=[k_run], y=[measured], mode="markers", name=label,
                         marker=dict(color=DECISIONS["rejected"].colour, size=14, symbol="star"),
@@ -271,7 +271,7 @@ def position_figure(trace, round_index: int, position: int) -> go.Figure:
         return _empty(fig, "pick a round with drafted tokens")
     rnd = trace.rounds[round_index]
     t = rnd.drafted[position - 1]
-    greedy = float(trace.config.get("temperature") or 0.0) == 0.0
+    greedy = trace.config.greedy
     p_top, q_top, raw = _tops(t, greedy)
     ids = list(dict.fromkeys([row[0] for row in p_top] + [row[0] for row in q_top] + [t.id]))
     top_label = display_texts(trace).top

@@ -9,6 +9,7 @@ import threading
 import time
 from contextlib import closing
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Iterator, Optional
 
 from specdec_core import (PRESETS, RANGES, DecodeError, DraftSpec, ModelLoadError, Request, SettingsError,
@@ -167,7 +168,7 @@ def decode_race(target_ref: str, draft_ref: DraftSpec, device: str, prompt: str,
     ids = pair.encode_prompt(prompt, chat=chat)
     warm_up(pair, ids, request)
     yield ("racing", None, None)
-    streams = {lane: stream_decode(pair, ids, request.plain() if lane == "plain" else request)
+    streams = {lane: partial(stream_decode, pair, ids, request.plain() if lane == "plain" else request)
                for lane in race.lane_order(run_number)}
     with closing(interleave(streams)) as turns:
         for lane, trace in turns:

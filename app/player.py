@@ -17,7 +17,6 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from specdec_core.trace.trees import node_depths
 from specdec_core.trace.decisions import DECISIONS, correction_decision, draft_decision, visible_whitespace
 from specdec_core.trace.token_text import display_texts
 from specdec_core.trace.trees import chosen, keep_thresholds
@@ -75,12 +74,12 @@ def _label(trace, token_id: int, text: str) -> str:
 def card(spec, rnd) -> Card:
     """The round's guesses in the order tried (a chain: its drafts), with their decisions and the
     test each u met (trace.trees.keep_thresholds)."""
-    greedy = float(spec.config.get("temperature") or 0.0) == 0.0
+    greedy = spec.config.greedy
     limits = keep_thresholds(rnd)
     if rnd.tree:
-        depths = node_depths([n["parent"] for n in rnd.tree])
-        guesses = tuple(Guess(n["parent"], d, _label(spec, n["id"], n["text"]), n.get("source"), n.get("p"),
-                              n.get("q"), n.get("u"), n["decision"], lim)
+        depths = rnd.node_depths()
+        guesses = tuple(Guess(n.parent, d, _label(spec, n.id, n.text), n.source, n.p,
+                              n.q, n.u, n.decision, lim)
                         for n, d, lim in zip(rnd.tree, depths, limits))
     else:
         guesses = tuple(Guess(i - 1, i + 1, _label(spec, t.id, t.text), rnd.draft_source, t.p, t.q, t.u,

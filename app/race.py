@@ -44,7 +44,7 @@ def greedy_check(spec, plain) -> Optional[dict]:
     / real difference). Returns {"ok": bool, "text": str} or None when the check does not apply."""
     if spec is None or plain is None or not (spec.finished and plain.finished):
         return None
-    if float(spec.config.get("temperature") or 0.0) != 0.0:
+    if not spec.config.greedy:
         return None
     verdict = core_greedy_check(plain, spec.output_ids)
     return {"ok": verdict.ok, "text": verdict.text()}
@@ -138,7 +138,7 @@ def stats_markdown(spec, plain) -> str:
     s = spec.stats if spec is not None else {}
     p = plain.stats if plain is not None else {}
     ratios = cost_ratios(spec, plain) if spec is not None and plain is not None else {"c": None, "v": {}}
-    k = spec.config.get("k") if spec is not None else None
+    k = spec.config.k if spec is not None else None
     v_at_k, v_label = ratios["v"].get(k) if isinstance(k, int) else None, f"v(k = {k}) (verify ÷ target step)"
     if not isinstance(k, int) or v_at_k is None:
         # Trees and shaped runs: v where the why-line reads it, on the line fitted to the passes.
@@ -148,7 +148,7 @@ def stats_markdown(spec, plain) -> str:
             v_at_k, v_label = reasons["v"], f"v at {at:.1f} guesses per pass (verify ÷ target step, fitted line)"
         elif not isinstance(k, int):
             v_label = "v (verify ÷ target step)"
-    shaped = spec is not None and any(r.tree or r.plan is not None for r in spec.rounds)
+    shaped = spec is not None and spec.shaped
     best = None if shaped else charts.best_theoretical_k(spec, plain)
     per_pass = s["nodes_verified"] / s["rounds"] if s.get("rounds") else None
     rows = [
@@ -185,7 +185,7 @@ def stats_markdown(spec, plain) -> str:
 
 def kernel_rows(spec, plain) -> list[str]:
     """Which matrix kernels each lane's models ran (optional trace field: older traces lack it)."""
-    ks = [(t.config.get("kernels") or {}) if t is not None else {} for t in (spec, plain)]
+    ks = [(t.config.kernels or {}) if t is not None else {} for t in (spec, plain)]
     rows = []
     for role in ("target", "draft"):
         a, b = (k.get(role) for k in ks)

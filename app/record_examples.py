@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 from specdec_core import (autoregressive_generate, interleave, load_pair, parse_request, speculative_generate,
@@ -42,11 +43,11 @@ def record_race(pair, prompt: str, out: Path, stem: str) -> float:
     request = parse_request(**page_defaults())      # tree = auto, the page's default
     ids = pair.encode_prompt(prompt, chat=True)
     warm_up(pair, ids, request)
-    decode = {"plain": lambda: stream_decode(pair, ids, request.plain()),
-              "speculative": lambda: stream_decode(pair, ids, request)}
+    decode = {"plain": partial(stream_decode, pair, ids, request.plain()),
+              "speculative": partial(stream_decode, pair, ids, request)}
     races = []
     for i in range(FIRST_PAINT_RACES):
-        lanes = dict(interleave({lane: decode[lane]() for lane in race.lane_order(i)}))
+        lanes = dict(interleave({lane: decode[lane] for lane in race.lane_order(i)}))
         races.append((measured_speedup(lanes["speculative"], lanes["plain"]), lanes["plain"], lanes["speculative"]))
     speedup, plain, spec = sorted(races, key=lambda r: r[0])[len(races) // 2]
     spec.save(out / f"{stem}_speculative.trace.json")

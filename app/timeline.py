@@ -125,7 +125,7 @@ def correction_tooltip(c, decision: str) -> str:
 def round_pieces(trace, rnd, last_eos: bool = False) -> list[Piece]:
     """Displayed tokens of one round: drafts in order (accepted / rejected / unchecked), then the
     correction; accepted tokens past the committed cut (max_new_tokens) are not shown."""
-    greedy = float(trace.config.get("temperature") or 0.0) == 0.0
+    greedy = trace.config.greedy
     pieces: list[Piece] = []
     n_committed = len(rnd.committed)
     drafted_texts, correction_text = round_texts(trace, rnd)
@@ -196,11 +196,11 @@ def tree_note(trace, rnd) -> str:
     path it kept, and the branches it tried and rejected."""
     label = display_texts(trace).top
     tree = rnd.tree
-    name = lambda i: f"“{visible_whitespace(label(tree[i]['id'], tree[i]['text']))}”"
-    path = " → ".join(name(i) for i, n in enumerate(tree) if n["on_path"]) or "nothing"
-    rejected = [name(i) + (f" after {name(tree[i]['parent'])}" if tree[i]["parent"] >= 0 else " first")
-                for i, n in enumerate(tree) if n["decision"] == "rejected"]
-    unreached = sum(n["decision"] == "not reached" for n in tree)
+    name = lambda i: f"“{visible_whitespace(label(tree[i].id, tree[i].text))}”"
+    path = " → ".join(name(i) for i, n in enumerate(tree) if n.on_path) or "nothing"
+    rejected = [name(i) + (f" after {name(tree[i].parent)}" if tree[i].parent >= 0 else " first")
+                for i, n in enumerate(tree) if n.decision == "rejected"]
+    unreached = sum(n.decision == "not reached" for n in tree)
     return (f"{len(tree)} guesses verified in one target pass (a token tree, {rnd.shape_text()}); kept {path}"
             + (f"; rejected {', '.join(rejected)}" if rejected else "")
             + (f"; {unreached} not reached" if unreached else "") + " — click for the tree")
@@ -250,10 +250,10 @@ def lane_html(trace, title: str, *, colour: str, upto_t: Optional[float] = None,
     rate = n / elapsed if elapsed > 0 and n else None
     # The bar fills to what the lane will produce: all of max_new_tokens until it stops, then what it made.
     total = max_new_tokens or (len(trace.output_ids) if trace is not None and trace.finished else None) or \
-        (trace.config.get("max_new_tokens") if trace is not None else None) or 1
+        (trace.config.max_new_tokens if trace is not None else None) or 1
     body = ""
     if trace is not None:
-        spec = trace.config.get("k") != 0
+        spec = trace.config.k != 0
         parts = []
         for r in trace.rounds:
             if upto_t is not None and r.t_end > upto_t:

@@ -16,7 +16,7 @@ ORDINAL = {1: "1st", 2: "2nd", 3: "3rd"}
 def layout(tree: list) -> tuple[list, list]:
     """(x, y) of every node: x its depth, y its row — leaves one row each in trial order (the first
     child on top), a parent at the mean of its children's rows."""
-    parents = [node["parent"] for node in tree]
+    parents = [node.parent for node in tree]
     kids = {i: [] for i in range(-1, len(tree))}
     for i, parent in enumerate(parents):
         kids[parent].append(i)
@@ -38,16 +38,16 @@ def tree_figure(trace, rnd) -> go.Figure:
     label = display_texts(trace).top
     _, correction_label = round_labels(trace, rnd)
     xs, ys = layout(tree)
-    order = sibling_ranks([node["parent"] for node in tree])
-    roots = [i for i, n in enumerate(tree) if n["parent"] < 0]
+    order = sibling_ranks([node.parent for node in tree])
+    roots = [i for i, n in enumerate(tree) if n.parent < 0]
     root_y = sum(ys[i] for i in roots) / len(roots)
     fig = go.Figure()
     # Edges: thick along the accepted path, thin elsewhere.
     for on_path in (False, True):
         ex, ey = [], []
         for i, n in enumerate(tree):
-            if n["on_path"] == on_path:
-                px, py = (0, root_y) if n["parent"] < 0 else (xs[n["parent"]], ys[n["parent"]])
+            if n.on_path == on_path:
+                px, py = (0, root_y) if n.parent < 0 else (xs[n.parent], ys[n.parent])
                 ex += [px, xs[i], None]
                 ey += [py, ys[i], None]
         fig.add_scatter(x=ex, y=ey, mode="lines", hoverinfo="skip", showlegend=False,
@@ -63,22 +63,22 @@ def tree_figure(trace, rnd) -> go.Figure:
                     hovertemplate=("the last committed token: the tree's guesses continue the text after it"
                                    "<extra>root</extra>"))
     for kind in ("accepted", "rejected", "not reached"):
-        idx = [i for i, n in enumerate(tree) if n["decision"] == kind]
+        idx = [i for i, n in enumerate(tree) if n.decision == kind]
         if not idx:
             continue
         d = DECISIONS[kind]
         fig.add_scatter(
             x=[xs[i] for i in idx], y=[ys[i] for i in idx], mode="markers+text", name=f"{d.mark} {d.label}",
-            text=[f"{d.mark} {visible_whitespace(label(tree[i]['id'], tree[i]['text']))}" for i in idx],
+            text=[f"{d.mark} {visible_whitespace(label(tree[i].id, tree[i].text))}" for i in idx],
             textposition="middle right", textfont=dict(size=12),
             marker=dict(color=d.colour, size=13, symbol="square", line=dict(color=INK_COLOUR, width=1)),
-            customdata=[[tree[i]["p"], tree[i]["q"], tree[i].get("q_raw") or 0.0, _u(tree[i]),
-                         ORDINAL.get(order[i], f"{order[i]}th"), tree[i].get("source") or "draft"] for i in idx],
+            customdata=[[tree[i].p, tree[i].q, tree[i].q_raw or 0.0, _u(tree[i]),
+                         ORDINAL.get(order[i], f"{order[i]}th"), tree[i].source or "draft"] for i in idx],
             hovertemplate="p = %{customdata[0]:.3f} · q = %{customdata[1]:.3f} (raw %{customdata[2]:.3f})<br>"
                           "u = %{customdata[3]}<br>tried %{customdata[4]} at its parent · from %{customdata[5]}"
                           f"<extra>{d.label}</extra>")
     # The round's last token, after the path's end.
-    end = next((i for i in range(len(tree) - 1, -1, -1) if tree[i]["on_path"]), None)
+    end = next((i for i in range(len(tree) - 1, -1, -1) if tree[i].on_path), None)
     cx, cy = (xs[end] + 1, ys[end]) if end is not None else (1, root_y)
     kind = correction_decision(rnd.correction)
     d = DECISIONS[kind]
@@ -101,4 +101,4 @@ def tree_figure(trace, rnd) -> go.Figure:
 
 
 def _u(node: dict) -> str:
-    return "—" if node.get("u") is None else f"{node['u']:.3f}"
+    return "—" if node.u is None else f"{node.u:.3f}"

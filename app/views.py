@@ -71,7 +71,7 @@ def split_traces(traces) -> tuple[Optional[Trace], Optional[Trace]]:
     """(speculative, plain) from a list of traces, by their recorded mode / k."""
     spec = plain = None
     for t in traces:
-        if t.config.get("mode") == "autoregressive" or t.config.get("k") == 0:
+        if t.config.plain:
             plain = t
         else:
             spec = t
@@ -107,9 +107,9 @@ def banner(spec, plain, kind: str, files: str = "") -> str:
     if t is None:
         return "No trace yet: press **Run**."
     cfg = t.config
-    fields = dict(device=cfg.get("device", "?"), machine=cfg.get("machine") or cfg.get("device", "?"), target=cfg.get("target"), draft=(spec.config.get("draft") if spec else "—"),
+    fields = dict(device=cfg.device or "?", machine=cfg.machine or cfg.device or "?", target=cfg.target, draft=(spec.config.draft if spec else "—"),
                   shape=(Plan.from_config(spec.config).label() if spec else "plain"),
-                  temperature=cfg.get("temperature"), files=files)
+                  temperature=cfg.temperature, files=files)
     template = {"example": explain.RECORDED_BANNER, "run": explain.RUN_BANNER, "upload": explain.UPLOAD_BANNER}[kind]
     return template.format(**fields)
 

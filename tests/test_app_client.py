@@ -53,10 +53,10 @@ def test_run_streams_updates_and_returns_valid_traces(finished_run):
     assert "sd-tok sd-" in timeline
     files = final[-1]
     traces = [Trace.load(f) for f in files]
-    spec = next(t for t in traces if t.config["k"] != 0)
-    plain = next(t for t in traces if t.config["k"] == 0)
+    spec = next(t for t in traces if t.config.k != 0)
+    plain = next(t for t in traces if t.config.k == 0)
     assert spec.finished and plain.finished and spec.output_ids == plain.output_ids
-    assert len(spec.output_ids) == 12 and spec.config["draft"] == "ngram"
+    assert len(spec.output_ids) == 12 and spec.config.draft == "ngram"
     # a streamed intermediate update showed a partial lane
     partial = [u for u in updates if isinstance(u, (list, tuple)) and any("running" in str(x) for x in u)]
     assert partial

@@ -150,7 +150,7 @@ def test_shipped_block_greedy_equals_plain_and_drafts_in_blocks(shipped_block):
         for shape in ({"k": 4}, {"tree": "auto"}):
             spec = speculative_generate(shipped_block, ids, temperature=0.0, max_new_tokens=32, **shape)
             assert spec.output_ids == plain.output_ids
-            assert spec.config["draft"].startswith("lookup+block")
+            assert spec.config.draft.startswith("lookup+block")
             assert any(r.drafted and r.draft_source == "model" for r in spec.rounds)
 
 
@@ -172,7 +172,7 @@ def test_block_theory_charges_one_call(block_pair):
     from specdec_core.costs.theory import Theory
     from specdec_core.trace.compare import one_pass
     tr = speculative_generate(block_pair, [1, 5, 2], k=4, temperature=0.0, max_new_tokens=6)
-    assert tr.config["draft_slots"] == 4 and one_pass(tr)
+    assert tr.config.draft_slots == 4 and one_pass(tr)
     seq, block = Theory(0.5, 0.1, 0.05), Theory(0.5, 0.1, 0.05, one_pass=True)
     assert block.terms(4)["draft"] == pytest.approx(0.1) and seq.terms(4)["draft"] == pytest.approx(0.4)
     assert block.speedup(4) > seq.speedup(4) and block.speedup(1) == pytest.approx(seq.speedup(1))

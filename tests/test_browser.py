@@ -175,9 +175,9 @@ def test_run_race_timeline_charts_inspector_download_upload(page):
         saved.append(str(target))
     from specdec_core import Trace
     traces = [Trace.load(p) for p in saved]
-    assert sorted(t.config["k"] == 0 for t in traces) == [False, True]
+    assert sorted(t.config.k == 0 for t in traces) == [False, True]
     # both lanes ran on the CPU fast path, and the stats panel says which kernels ran
-    assert all(t.config["kernels"]["target"].startswith("onednn-prepacked") for t in traces)
+    assert all(t.config.kernels["target"].startswith("onednn-prepacked") for t in traces)
     assert "onednn-prepacked" in page.locator("#sd-stats").inner_text()
     with page.expect_file_chooser() as fc:
         page.locator("#sd-upload").click()

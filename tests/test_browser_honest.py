@@ -21,7 +21,7 @@ def unstable_clock(monkeypatch):
     jumps = {}
 
     def elapsed(st):
-        if st.trace.config.get("mode") == "autoregressive" and rng.random() < 0.25:
+        if st.trace.config.mode == "autoregressive" and rng.random() < 0.25:
             jumps[id(st)] = jumps.get(id(st), 0.0) + 0.2 * 10 ** rng.uniform(0, 1)
         return real(st) + jumps.get(id(st), 0.0)
     monkeypatch.setattr(speculative.DecodeState, "elapsed", elapsed)

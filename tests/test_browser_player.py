@@ -33,7 +33,7 @@ def _traces(page, tmp_path):
         path = tmp_path / dl.value.suggested_filename
         dl.value.save_as(path)
         t = Trace.load(path)
-        out["plain" if t.config.get("mode") == "autoregressive" else "spec"] = t
+        out["plain" if t.config.mode == "autoregressive" else "spec"] = t
     return out["spec"], out["plain"]
 
 
@@ -77,7 +77,7 @@ def test_the_player_steps_plays_and_leads_the_linked_views(page, tmp_path):
     assert _lane(page, "plain") == sum(len(r.committed) for r in plain.rounds if r.t_end <= t3 + 1e-9)
     # the round's guesses and their decisions, in the order tried
     rnd = spec.rounds[3]
-    expected = ([n["decision"] for n in rnd.tree] if rnd.tree else [draft_decision(t) for t in rnd.drafted])
+    expected = ([n.decision for n in rnd.tree] if rnd.tree else [draft_decision(t) for t in rnd.drafted])
     card = page.locator('#sd-player .sd-pl-card[data-round="3"]')
     assert card.locator(".sd-pl-g").evaluate_all("els => els.map(e => e.dataset.decision)") == expected
     # the timeline highlights round 3; the inspector follows

@@ -30,7 +30,7 @@ def test_arabic_and_emoji_lanes_read_as_the_tokenizer_decodes(page, default_pair
             links.nth(i).click()
         traces.append(Trace.load(dl.value.path()))
     for trace in traces:
-        lane = "#sd-lane-plain" if trace.config["k"] == 0 else "#sd-lane-spec"
+        lane = "#sd-lane-plain" if trace.config.k == 0 else "#sd-lane-spec"
         shown = page.locator(f"{lane} .sd-lane-text").inner_text()
         whole = default_pair.decode(trace.output_ids)
         assert shown == whole and len(whole) < len(trace.output_ids)    # characters were split over tokens

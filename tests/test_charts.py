@@ -133,7 +133,7 @@ def test_views_from_uploaded_files_and_bad_file(tmp_path):
     a, b = tmp_path / "s.json", tmp_path / "p.json"
     spec.save(a), plain.save(b)
     got_spec, got_plain, names = views.read_uploads([str(b), str(a)])
-    assert got_spec.output_ids == spec.output_ids and got_plain.config["k"] == 0
+    assert got_spec.output_ids == spec.output_ids and got_plain.config.k == 0
     v = views.views(got_spec, got_plain, "upload", files=names)
     assert "Loaded from file" in v["banner"] and v["round_max"] == 2 and (v["round"], v["position"]) == (0, 2)
     assert "sd-rejected" in v["timeline"]
@@ -154,13 +154,13 @@ def test_example_assets_load_and_render():
     races = views.recorded_races()
     assert list(races) == [stem for stem, _, _ in explain.FIRST_PAINT]
     for stem, (spec, plain) in races.items():
-        assert spec.config["k"] != 0 and plain.config["mode"] == "autoregressive"
+        assert spec.config.k != 0 and plain.config.mode == "autoregressive"
         for t in (spec, plain):
-            assert (t.config["temperature"], t.config["top_p"], t.config["seed"]) == (
+            assert (t.config.temperature, t.config.top_p, t.config.seed) == (
                 DEFAULT_SAMPLER["temperature"], DEFAULT_SAMPLER["top_p"], DEFAULT_SAMPLER["seed"])
-            assert t.config.get("interleaved") and t.config.get("machine")
+            assert t.config.interleaved and t.config.machine
         v = views.views(spec, plain, "example")
-        assert "Recorded race" in v["banner"] and spec.config["machine"] in v["banner"]
+        assert "Recorded race" in v["banner"] and spec.config.machine in v["banner"]
         assert "sd-accepted" in v["timeline"] and "sd-rejected" in v["timeline"]     # sampled: rejections
         shown = handlers.show_recorded(stem)
         assert shown["traces"]["spec"] is not None and shown["prompt"] == explain.EXAMPLES[

@@ -47,9 +47,9 @@ def test_a_short_match_becomes_a_tree_branch_exactly():
     trace = speculative_generate(pair, SHORT, 1, k_schedule=plans, temperature=1.0, max_new_tokens=3, seed=0,
                                  drafter=make())
     tree = trace.rounds[0].tree
-    assert [n["id"] for n in tree[:2]] == [7, 3] and tree[0]["source"] == LOOKUP and tree[1]["parent"] == 0
-    assert any(n["source"] == MODEL for n in tree)
-    ids = [(n["parent"], n["id"]) for n in tree]
+    assert [n.id for n in tree[:2]] == [7, 3] and tree[0].source == LOOKUP and tree[1].parent == 0
+    assert any(n.source == MODEL for n in tree)
+    ids = [(n.parent, n.id) for n in tree]
     assert len(set(ids)) == len(ids)                               # one node per token per parent
     assert check_exact(pair, 1, SamplingConfig(1.0), 3, prompt=SHORT, drafter_factory=make, k_schedule=plans) > 1e-3
 

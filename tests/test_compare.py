@@ -6,7 +6,7 @@ import pytest
 
 from specdec_core.bench import check_greedy
 from specdec_core.bench.lanes import Run
-from specdec_core.trace import Correction, Round, Trace, greedy_check, measured_speedup, tie_tolerance
+from specdec_core.trace import Correction, Round, Trace, TraceConfig, greedy_check, measured_speedup, tie_tolerance
 
 
 def plain_trace(ids, gaps, dtype="float32") -> Trace:
@@ -20,7 +20,7 @@ def plain_trace(ids, gaps, dtype="float32") -> Trace:
                             correction=Correction("bonus", t, f"w{t}", p_top=top, p_top_raw=top), committed=[t]))
     cfg = {"target": "t", "draft": None, "k": 0, "temperature": 0.0, "top_k": 0, "top_p": 1.0, "seed": 0,
            "max_new_tokens": len(ids), "dtype": dtype, "mode": "autoregressive"}
-    return Trace(config=cfg, prompt={"text": "", "ids": [1]}, rounds=rounds, output={"ids": list(ids), "text": ""},
+    return Trace(config=TraceConfig(**cfg), prompt={"text": "", "ids": [1]}, rounds=rounds, output={"ids": list(ids), "text": ""},
                  prefill_s=0.0, finished=True, stop_reason="max_new_tokens")
 
 

@@ -70,8 +70,8 @@ def test_sixteen_sessions_at_once_each_get_their_own_result(server):
     pair = load_pair("smollm2-135m", draft=LAYERS, device="cpu")
     intervals = []
     for i, traces in enumerate(results):
-        spec = next(t for t in traces if t.config["k"] != 0)
-        plain = next(t for t in traces if t.config["k"] == 0)
+        spec = next(t for t in traces if t.config.k != 0)
+        plain = next(t for t in traces if t.config.k == 0)
         _, _, _, _, _, prompt, chat, k, temperature, _, _, max_new, seed = requests[i]
         ids = pair.encode_prompt(prompt, chat=chat)
         alone = speculative_generate(pair, ids, k=int(k), temperature=temperature, max_new_tokens=max_new, seed=seed)

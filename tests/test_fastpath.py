@@ -60,8 +60,8 @@ def test_fast_greedy_tokens_equal_stock(fast_pair, stock_pair):
     fast = autoregressive_generate(fast_pair, ids, max_new_tokens=32)
     stock = autoregressive_generate(stock_pair, ids, max_new_tokens=32)
     assert fast.output_ids == stock.output_ids and len(fast.output_ids) == 32
-    assert fast.config["kernels"]["target"].startswith("onednn-prepacked")
-    assert stock.config["kernels"]["target"] == "stock (fast path turned off)"
+    assert fast.config.kernels["target"].startswith("onednn-prepacked")
+    assert stock.config.kernels["target"] == "stock (fast path turned off)"
     # transformers' generate() runs the fused model too, and agrees.
     ref = fast_pair.target.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=32)
     assert ref[0, len(ids):].tolist() == fast.output_ids
@@ -80,7 +80,7 @@ def test_fallback_when_the_ops_are_missing(monkeypatch):
         monkeypatch.undo()
         fastpath.unavailable_reason.cache_clear()
     assert trace.stats["new_tokens"] == 12
-    kernels = trace.config["kernels"]
+    kernels = trace.config.kernels
     assert kernels["target"].startswith("stock (prepacked oneDNN ops missing")
     assert kernels["draft"].startswith("stock (")
     assert any(isinstance(m, torch.nn.Linear) for m in pair.target.modules())
@@ -119,10 +119,10 @@ def test_layer_draft_and_distilled_head_share_the_fast_path(fast_pair):
     assert fastpath.kernels_of(draft) == fastpath.kernels_of(fast_pair.target)
     distilled = load_pair("smollm2-135m", draft="distilled", device="cpu", fast_path=True)
     trace = speculative_generate(distilled, distilled.encode_prompt("Say hi."), k=2, max_new_tokens=6)
-    assert trace.config["kernels"]["draft"] == fastpath.FAST
+    assert trace.config.kernels["draft"] == fastpath.FAST
     stock = load_pair("smollm2-135m", draft="distilled", device="cpu", fast_path=False)
     assert speculative_generate(stock, stock.encode_prompt("Say hi."), k=2,
-                                max_new_tokens=6).config["kernels"]["draft"].startswith("stock")
+                                max_new_tokens=6).config.kernels["draft"].startswith("stock")
 
 
 def test_pass_cost_measurement_and_breakdown():

@@ -77,7 +77,7 @@ def distilled_pair():
 def test_speculative_greedy_distilled_draft_equals_generate(distilled_pair, references, text, shape):
     ids, expected = references[text]
     trace = speculative_generate(distilled_pair, ids, max_new_tokens=MAX_NEW, **shape)
-    assert trace.config["draft"] == "distilled-feature-head"
+    assert trace.config.draft == "distilled-feature-head"
     assert trace.output_ids == expected
     # It drafted, guesses were kept (fewer target passes than tokens), and trees branched.
     assert trace.stats["drafted"] > 0 and len(trace.rounds) < len(expected)

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from specdec_core.costs import run_costs
-from specdec_core.trace import Correction, Round, Trace
+from specdec_core.trace import Correction, Round, Trace, TraceConfig
 from specdec_core.trace.compare import speedup_reasons, speedup_why, timings_unstable
 
 from app import charts, race
@@ -40,7 +40,7 @@ def trace_of(rows, k, mode="speculative") -> Trace:
     cfg = {"target": "t", "draft": "d" if mode == "speculative" else None, "k": k, "temperature": 0.0,
            "top_k": 0, "top_p": 1.0, "seed": 0, "max_new_tokens": len(ids), "device": "cpu",
            "dtype": "float32", "mode": mode, "versions": {}}
-    trace = Trace(config=cfg, prompt={"text": "hi", "ids": [1]}, rounds=rounds, output={"ids": ids, "text": ""},
+    trace = Trace(config=TraceConfig(**cfg), prompt={"text": "hi", "ids": [1]}, rounds=rounds, output={"ids": ids, "text": ""},
                   prefill_s=0.1, finished=True, stop_reason="max_new_tokens")
     return Trace.from_json(trace.to_json())
 

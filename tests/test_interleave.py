@@ -2,8 +2,11 @@
 lane's output is what it would be alone, each lane's clock counts only its own work, Stop ends
 every lane, the trace says it was interleaved, and the unstable-timings rule judges the paired
 comparison of interleaved lanes rather than the machine."""
+import json
 import re
 import time
+from dataclasses import replace
+from functools import partial
 
 import pytest
 import torch
@@ -29,8 +32,8 @@ SAMPLERS = [dict(temperature=0.0), dict(temperature=1.0, seed=7), dict(temperatu
 
 
 def lanes_of(pair, shape, sampler, n=20):
-    return {"speculative": stream_speculative(pair, PROMPT, **shape, **sampler, max_new_tokens=n),
-            "plain": stream_autoregressive(pair, PROMPT, **sampler, max_new_tokens=n)}
+    return {"speculative": partial(stream_speculative, pair, PROMPT, **shape, **sampler, max_new_tokens=n),
+            "plain": partial(stream_autoregressive, pair, PROMPT, **sampler, max_new_tokens=n)}
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=["chain-k3", "tree-6-3"])
@@ -86,8 +89,8 @@ def test_a_lane_that_waits_is_not_charged_for_the_other_lanes_work():
             return Level(one, one - 1, torch.zeros(1), torch.zeros(1, 16), torch.full((1, 16), 1 / 16), sampled=True)
 
     pair_sleepy = ModelPair.from_models(pair.target, lambda p: Sleepy(16, p.input_device))
-    lanes = {"speculative": stream_speculative(pair_sleepy, PROMPT, k=2, tree=None, max_new_tokens=12),
-             "plain": stream_autoregressive(pair, PROMPT, max_new_tokens=12)}
+    lanes = {"speculative": partial(stream_speculative, pair_sleepy, PROMPT, k=2, tree=None, max_new_tokens=12),
+             "plain": partial(stream_autoregressive, pair, PROMPT, max_new_tokens=12)}
     done = dict(interleave(lanes))
     slept = sum(sleeps)
     assert slept >= 0.8
@@ -101,8 +104,8 @@ def test_each_lane_has_the_clock_it_has_alone(fake_clock):
     pair = tiny_pair()
     alone = speculative_generate(pair, PROMPT, tree="auto", max_new_tokens=16)
     alone_plain = autoregressive_generate(pair, PROMPT, max_new_tokens=16)
-    done = dict(interleave({"plain": stream_autoregressive(pair, PROMPT, max_new_tokens=16),
-                            "speculative": stream_speculative(pair, PROMPT, tree="auto", max_new_tokens=16)}))
+    done = dict(interleave({"plain": partial(stream_autoregressive, pair, PROMPT, max_new_tokens=16),
+                            "speculative": partial(stream_speculative, pair, PROMPT, tree="auto", max_new_tokens=16)}))
     clocks = lambda t: [(round(r.t_start, 6), round(r.t_end, 6), round(r.draft_s, 6)) for r in t.rounds]
     assert clocks(done["speculative"]) == clocks(alone) and clocks(done["plain"]) == clocks(alone_plain)
     assert done["speculative"].stats["tokens_per_s"] == pytest.approx(alone.stats["tokens_per_s"])
@@ -134,15 +137,17 @@ def test_closing_the_race_closes_every_lane():
 def test_the_trace_records_its_lanes_and_loads_with_and_without_the_field(tmp_path):
     pair = tiny_pair()
     done = dict(interleave(lanes_of(pair, dict(k=2, tree=None), dict(temperature=0.0), n=8)))
-    assert done["plain"].config["interleaved"] == ["speculative", "plain"]
+    assert done["plain"].config.interleaved == ("speculative", "plain")
     path = tmp_path / "t.json"
     done["speculative"].save(path)
     loaded = Trace.load(path)
-    assert loaded.config["interleaved"] == ["speculative", "plain"]
+    assert loaded.config.interleaved == ("speculative", "plain")
+    assert json.loads(path.read_text())["config"]["interleaved"] == ["speculative", "plain"]
     alone = speculative_generate(pair, PROMPT, k=2, tree=None, max_new_tokens=8)
-    assert "interleaved" not in alone.config
+    assert alone.config.interleaved is None
     alone.save(tmp_path / "alone.json")
-    assert "interleaved" not in Trace.load(tmp_path / "alone.json").config
+    assert "interleaved" not in json.loads((tmp_path / "alone.json").read_text())["config"]
+    assert Trace.load(tmp_path / "alone.json").config.interleaved is None
 
 
 # -- the unstable-timings rule on interleaved lanes ---------------------------------------------------
@@ -153,7 +158,7 @@ def switching(times, factor=2.5, period=6):
 
 def interleaved(*traces):
     for t in traces:
-        t.config["interleaved"] = ["speculative", "plain"]
+        t.config = replace(t.config, interleaved=("speculative", "plain"))
     return traces
 
 

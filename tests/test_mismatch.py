@@ -4,6 +4,7 @@ vocabulary), token categories, the greedy difference explained, CSV export."""
 import csv
 import io
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -51,7 +52,7 @@ def test_most_disliked_drafts_and_missed_tokens():
     missed = mismatch.missed(spec)
     assert missed == [{"token": " cat", "token_id": 13, "category": "word start", "missed": 1,
                        "outside_draft_vocab": False, "draft_proposed": "'<b>&'×1", "context": "hi the"}]
-    spec.config["draft_vocab"] = encode_vocab([10, 11, 12, 20, 21], 100)       # 13 (" cat") is not in it
+    spec.config = replace(spec.config, draft_vocab=encode_vocab([10, 11, 12, 20, 21], 100))       # 13 (" cat") is not in it
     assert mismatch.missed(spec)[0]["outside_draft_vocab"] is True
 
 
@@ -73,7 +74,7 @@ def greedy_pair(gap_plain: float):
                        tok(8, " w8", 0.0, 1.0, None, False)],
               n_accepted=2, correction=Correction("resample", 9, " w9", p_top_raw=[[9, " w9", 0.6], [7, " w7", 0.599]]),
               committed=[5, 6, 9])
-    spec = Trace(config={**make_spec(temperature=0.0).config, "max_new_tokens": 3}, prompt={"text": "hi", "ids": [1]},
+    spec = Trace(config=replace(make_spec(temperature=0.0).config, max_new_tokens=3), prompt={"text": "hi", "ids": [1]},
                  rounds=[r], output={"ids": [5, 6, 9], "text": ""}, finished=True, stop_reason="max_new_tokens")
     return spec, plain
 

@@ -24,10 +24,10 @@ CHECK = textwrap.dedent('''
     assert data.file("examples", "example_speculative.trace.json").is_file()
     pair = load_pair("smollm2-135m", device="cpu")
     trace = speculative_generate(pair, pair.encode_prompt("Name three rivers."), k=3, max_new_tokens=12)
-    assert trace.config["draft"] == "lookup+distilled-feature-head" and trace.stats["new_tokens"] == 12
+    assert trace.config.draft == "lookup+distilled-feature-head" and trace.stats["new_tokens"] == 12
     block = speculative_generate(load_pair("smollm2-135m", draft="block", device="cpu"),
                                  pair.encode_prompt("Name three rivers."), k=4, temperature=0.0, max_new_tokens=12)
-    assert block.config["draft"] == "block-drafter" and block.config["draft_slots"] == 8
+    assert block.config.draft == "block-drafter" and block.config.draft_slots == 8
     assert block.output_ids == speculative_generate(pair, pair.encode_prompt("Name three rivers."), k=3,
                                                     temperature=0.0, max_new_tokens=12).output_ids
     print("OK", trace.stats["drafted"], specdec_core.__file__)

@@ -12,11 +12,18 @@ import pytest
 from specdec_core import ModelPair, Trace, autoregressive_generate, speculative_generate
 from specdec_core.decoding.plan import (AUTO_CHAIN, AUTO_TREE, CHAIN, PLAIN, PLAIN_PLAN, TREE, Plan, parse_plan)
 from specdec_core.settings import RANGES, SettingsError
+from specdec_core.trace import TraceConfig
 
 from .conftest import tiny_llama
 
 DATA = Path(__file__).parent / "data"
 EXAMPLES = resources.files("specdec_core") / "data" / "examples"
+
+
+def config_of(k, tree=None) -> TraceConfig:
+    """A trace config holding only a plan's k and tree beside the required fields."""
+    return TraceConfig(target="t", draft=None, k=k, tree=tree, temperature=0.0, top_k=0, top_p=1.0, seed=0,
+                       max_new_tokens=1)
 
 CHAIN4, TREE_8_3 = Plan(CHAIN, k=4), Plan(TREE, nodes=8, depth=3)
 
@@ -103,13 +110,16 @@ PLANS = [PLAIN_PLAN, Plan(CHAIN, k=1), CHAIN4, Plan(CHAIN, k=40), TREE_8_3, Plan
 def test_plan_config_plan_round_trips(plan):
     config = plan.to_config()
     assert set(config) == {"k", "tree"}
-    assert Plan.from_config(json.loads(json.dumps(config))) == plan     # through JSON: the tuple is a list
+    assert Plan.from_config(config_of(**config)) == plan
+    through_json = json.loads(json.dumps(config_of(**config).to_dict()))   # the tuple is a list there
+    assert Plan.from_config(TraceConfig.from_dict(through_json)) == plan
 
 
 def test_the_config_keys_are_written_as_before():
     assert PLAIN_PLAN.to_config() == {"k": 0, "tree": None}
     assert CHAIN4.to_config() == {"k": 4, "tree": None}
-    assert TREE_8_3.to_config() == {"k": 8, "tree": [8, 3]}      # config.k of a fixed tree: its node budget
+    assert TREE_8_3.to_config() == {"k": 8, "tree": (8, 3)}      # config.k of a fixed tree: its node budget
+    assert config_of(**TREE_8_3.to_config()).to_dict()["tree"] == [8, 3]     # the file's JSON
     assert Plan(AUTO_CHAIN).to_config() == {"k": "auto", "tree": None}
     assert Plan(AUTO_TREE).to_config() == {"k": "auto", "tree": "auto"}
 
@@ -149,7 +159,7 @@ def test_a_drafter_with_few_slots_refuses_long_chains_and_deep_trees():
 ])
 def test_an_old_traces_config_reads_back_to_its_plan(path, plan):
     raw = json.loads(path.read_text())
-    assert Plan.from_config(raw["config"]) == plan
+    assert Plan.from_config(TraceConfig.from_dict(raw["config"])) == plan
     assert Plan.from_config(Trace.load(str(path)).config) == plan
     if "tree" not in raw["config"]:                # /1: written before trees; the plan writes the same k
         assert plan.to_config()["k"] == raw["config"]["k"]
@@ -159,7 +169,7 @@ def test_an_old_traces_config_reads_back_to_its_plan(path, plan):
                                     {"k": True}, {}])
 def test_a_config_that_is_no_plan_is_refused(config):
     with pytest.raises(ValueError):
-        Plan.from_config(config)
+        Plan.from_config(config_of(**{"k": None, **config}))
 
 
 @pytest.mark.parametrize("keywords", [{"k": "3"}, {"tree": (4, 2)}, {"k": "auto", "tree": None}, {}])
@@ -167,7 +177,7 @@ def test_a_decode_stores_its_plan_in_the_config(keywords):
     pair = ModelPair.from_models(tiny_llama(seed=0), tiny_llama(seed=1))
     trace = speculative_generate(pair, [1, 2], **keywords, max_new_tokens=4)
     plan = parse_plan(**keywords)
-    assert {key: trace.config[key] for key in ("k", "tree")} == plan.to_config()
+    assert {key: getattr(trace.config, key) for key in ("k", "tree")} == plan.to_config()
     assert Plan.from_config(Trace.from_json(trace.to_json()).config) == plan
     plain = autoregressive_generate(pair, [1, 2], max_new_tokens=2)
     assert Plan.from_config(plain.config) == PLAIN_PLAN

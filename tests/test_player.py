@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from specdec_core.trace import Correction, Round, Trace
+from specdec_core.trace import Correction, Round, RoundPlan, Trace, TraceConfig, TreeNode
 
 from app import player
 from tests.test_timeline import make_plain, make_spec, tok
@@ -58,16 +58,16 @@ def tree_round(index=0, t=0.1):
     D (child of B, p .2) accepted: u .1 < .2/(1 − .6) = .5;
     E (child of A) never reached. Then the bonus "F" after D."""
     def node(parent, text, p, q, u, decision, on_path=False):
-        return {"id": 50 + ord(text[0]) % 20, "parent": parent, "text": text, "p": p, "q": q, "q_raw": q, "u": u,
-                "decision": decision, "on_path": on_path, "source": "model"}
+        return TreeNode(id=50 + ord(text[0]) % 20, parent=parent, text=text, p=p, q=q, q_raw=q, u=u,
+                        decision=decision, on_path=on_path, source="model")
     tree = [node(-1, "A", .5, .6, .7, "rejected"), node(-1, "B", .3, .2, .4, "accepted", True),
             node(1, "C", .6, .5, .9, "rejected"), node(1, "D", .2, .1, .1, "accepted", True),
             node(0, "E", .4, .3, None, "not reached")]
-    drafted = [tok(tree[1]["id"], "B", .3, .2, .4, True), tok(tree[3]["id"], "D", .2, .1, .1, True)]
+    drafted = [tok(tree[1].id, "B", .3, .2, .4, True), tok(tree[3].id, "D", .2, .1, .1, True)]
     return Round(index=index, t_start=t, t_end=t + 0.4, draft_s=0.1, verify_s=0.2, overhead_s=0.1, k=5,
                  drafted=drafted, n_accepted=2, correction=Correction("bonus", 77, "F", p_top=[[77, "F", .5]]),
-                 committed=[tree[1]["id"], tree[3]["id"], 77], tree=tree,
-                 plan={"depth": 2, "width": 2, "frontier": 2, "nodes": 5, "keep": None, "levels": 2})
+                 committed=[tree[1].id, tree[3].id, 77], tree=tree,
+                 plan=RoundPlan(depth=2, width=2, frontier=2, nodes=5, keep=None, levels=2))
 
 
 def lone_trace(rounds, finished=True, temperature=0.8):
@@ -75,7 +75,7 @@ def lone_trace(rounds, finished=True, temperature=0.8):
     cfg = {"target": "t", "draft": "d", "k": "auto", "tree": "auto", "temperature": temperature, "top_k": 0,
            "top_p": 1.0, "seed": 0, "max_new_tokens": len(ids), "device": "cpu", "dtype": "float32",
            "mode": "speculative", "versions": {}}
-    t = Trace(config=cfg, prompt={"text": "hi", "ids": [1]}, rounds=rounds, output={"ids": ids, "text": ""},
+    t = Trace(config=TraceConfig(**cfg), prompt={"text": "hi", "ids": [1]}, rounds=rounds, output={"ids": ids, "text": ""},
               prefill_s=0.1, finished=finished, stop_reason="max_new_tokens" if finished else None)
     return Trace.from_json(t.to_json())
 
@@ -106,7 +106,7 @@ def test_a_lookup_round_says_it_copied_and_a_chosen_chain_is_tested_by_r():
     rnd = Round(index=0, t_start=0.1, t_end=0.3, draft_s=0.02, verify_s=0.15, overhead_s=0.03, k=2,
                 drafted=[tok(5, " the", .8, 1.0, .5, True), tok(6, " end", .3, 1.0, .6, False)], n_accepted=1,
                 correction=Correction("resample", 7, " a", p_top=[[7, " a", .4]]), committed=[5, 7],
-                draft_source="lookup", plan={"depth": 2, "width": 2, "frontier": 1, "nodes": 4, "keep": [0, 1], "levels": 2})
+                draft_source="lookup", plan=RoundPlan(depth=2, width=2, frontier=1, nodes=4, keep=(0, 1), levels=2))
     spec = lone_trace([rnd])
     fs = player.frames(spec, None)
     assert fs[0].caption == "Prompt lookup copies from earlier text: token 1 ahead, “␣the” (level 1 of 2)."

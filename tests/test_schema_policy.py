@@ -18,7 +18,7 @@ def test_traces_from_before_the_regroup_still_load_and_render():
     """Written by the code of stop 7 (no kernels, no k_policy, no k_schedule fields)."""
     spec = Trace.load(DATA / "trace_v1_before_regroup.speculative.json")
     plain = Trace.load(DATA / "trace_v1_before_regroup.plain.json")
-    assert "kernels" not in spec.config and all(r.k_policy is None for r in spec.rounds)
+    assert spec.config.kernels is None and all(r.k_policy is None for r in spec.rounds)
     assert spec.stats["new_tokens"] == len(spec.output_ids) > 0
     assert "sd-tok" in timeline.timeline_html(spec)
     assert "kernels" not in race.stats_markdown(spec, plain)          # nothing invented
@@ -49,7 +49,7 @@ def test_new_fields_round_trip_under_version_2():
     assert all(r["k_policy"]["kind"] for r in d["rounds"])
     assert len(d["output"]["spans"]) == len(d["output"]["ids"]) and d["token_bytes"] == {}
     back = Trace.from_json(trace.to_json())
-    assert back.config["kernels"] == trace.config["kernels"]
+    assert back.config.kernels == trace.config.kernels
     assert back.output["spans"] == trace.output["spans"]
     assert [r.k_policy for r in back.rounds] == [r.k_policy for r in trace.rounds]
 

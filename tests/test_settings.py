@@ -86,4 +86,4 @@ def test_the_api_uses_the_same_check():
     with pytest.raises(SettingsError, match="give k .* or tree .*, not both"):
         speculative_generate(pair, [1, 2], k=3, tree=(8, 3))
     trace = speculative_generate(pair, [1, 2], k="3", max_new_tokens="5", temperature="0")
-    assert trace.config["k"] == 3 and trace.stats["new_tokens"] == 5
+    assert trace.config.k == 3 and trace.stats["new_tokens"] == 5

@@ -145,7 +145,7 @@ def test_a_drafter_used_alone_stops_its_chain_by_its_own_calibration(monkeypatch
         if len(r.drafted) == r.levels:                  # nothing pruned: every drafted row is here
             pays_next = [s * t.q_top_raw[0][2] >= level for t in r.drafted]
             assert all(pays_next[:-1])                  # each row but the last paid for the next level
-            if r.levels < r.plan["depth"]:
+            if r.levels < r.plan.depth:
                 assert not pays_next[-1]                # stopped short: the last one did not
                 cut += 1
     assert measured >= 3 and cut >= 1                   # the calibration moved off its prior, and cut
@@ -204,7 +204,7 @@ def test_auto_rounds_replay_and_chains_stay_chains():
     assert replay.output_ids == run.output_ids
     assert [r.n_verified for r in replay.rounds] == [r.n_verified for r in run.rounds]
     chain = speculative_generate(pair, [1, 5, 2], "auto", tree=None, temperature=0.9, max_new_tokens=16, seed=4)
-    assert chain.config["tree"] is None and all(r.tree is None for r in chain.rounds)
+    assert chain.config.tree is None and all(r.tree is None for r in chain.rounds)
     assert greedy_equal(pair)
 
 

@@ -136,8 +136,8 @@ def test_routes_chart_adds_up_to_p():
 def test_bundled_walkthrough_has_both_kinds_of_round():
     bundled = tab.load_bundled()
     spec, plain = bundled["spec"], bundled["plain"]
-    assert spec.config["temperature"] > 0 and spec.prompt["text"] == "I saw a dog ride"
-    full = [r for r in walkthrough.rounds_with(spec, "all_accepted") if len(spec.rounds[r].drafted) == spec.config["k"]]
+    assert spec.config.temperature > 0 and spec.prompt["text"] == "I saw a dog ride"
+    full = [r for r in walkthrough.rounds_with(spec, "all_accepted") if len(spec.rounds[r].drafted) == spec.config.k]
     assert walkthrough.rounds_with(spec, "rejection") and full
     for r in (walkthrough.default_round(spec), full[0]):
         assert len(render_all(spec, plain, r)) == 8

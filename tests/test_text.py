@@ -7,6 +7,7 @@ import json
 import pytest
 
 from specdec_core import Trace, TraceFormatError, stream_speculative
+from specdec_core.trace import TraceConfig
 from specdec_core.models.detokenize import _byte_level_alphabet, decode_with_spans, token_bytes
 from specdec_core.trace.token_text import display_texts, output_reading
 
@@ -68,7 +69,7 @@ def _trace_from(ids, spans, text, finished=True, token_bytes=None):
                     n_accepted=0, correction=Correction("bonus", t, "\ufffd"), committed=[t]) for i, t in enumerate(ids)]
     cfg = {"target": "t", "draft": None, "k": 0, "temperature": 0.0, "top_k": 0, "top_p": 1.0, "seed": 0,
            "max_new_tokens": 64, "mode": "autoregressive"}
-    return Trace.from_json(Trace(config=cfg, prompt={"text": "", "ids": [1]}, rounds=rounds,
+    return Trace.from_json(Trace(config=TraceConfig(**cfg), prompt={"text": "", "ids": [1]}, rounds=rounds,
                                  output={"ids": list(ids), "text": text, "spans": spans}, finished=finished,
                                  token_bytes=token_bytes).to_json())
 

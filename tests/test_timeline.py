@@ -1,8 +1,9 @@
 """app.timeline / app.race on hand-built traces: decisions, escaping, whitespace, lanes, verdict."""
 import re
+from dataclasses import replace
 
 from specdec_core.trace.decisions import DECISIONS
-from specdec_core.trace import Correction, DraftToken, Round, Trace
+from specdec_core.trace import Correction, DraftToken, Round, Trace, TraceConfig
 
 from app import race, timeline
 
@@ -36,7 +37,7 @@ def make_spec(temperature=0.7, finished=True, cut_last=False, eos_last=False) ->
     cfg = {"target": "t", "draft": "d", "k": 3, "temperature": temperature, "top_k": 0, "top_p": 1.0,
            "seed": 0, "max_new_tokens": len(ids), "device": "cpu", "dtype": "float32", "mode": "speculative",
            "versions": {}}
-    trace = Trace(config=cfg, prompt={"text": "hi", "ids": [1]}, rounds=rounds,
+    trace = Trace(config=TraceConfig(**cfg), prompt={"text": "hi", "ids": [1]}, rounds=rounds,
                   output={"ids": ids, "text": "the cat"}, prefill_s=0.1, finished=finished,
                   stop_reason=("eos" if eos_last else "max_new_tokens") if finished else None)
     return Trace.from_json(trace.to_json())   # schema-valid, as a file would be
@@ -51,7 +52,7 @@ def make_plain(ids, step=0.2, temperature=0.7) -> Trace:
     cfg = {"target": "t", "draft": None, "k": 0, "temperature": temperature, "top_k": 0, "top_p": 1.0,
            "seed": 0, "max_new_tokens": len(ids), "device": "cpu", "dtype": "float32", "mode": "autoregressive",
            "versions": {}}
-    return Trace.from_json(Trace(config=cfg, prompt={"text": "hi", "ids": [1]}, rounds=rounds,
+    return Trace.from_json(Trace(config=TraceConfig(**cfg), prompt={"text": "hi", "ids": [1]}, rounds=rounds,
                                  output={"ids": list(ids), "text": ""}, prefill_s=0.1, finished=True,
                                  stop_reason="max_new_tokens").to_json())
 
@@ -152,14 +153,14 @@ def test_no_speedup_is_claimed_when_nothing_was_drafted():
     from specdec_core import Trace
     quick = make_plain([5], step=0.2)                    # 1 token, 0.3 s
     slow = make_plain([5], step=0.3)                     # 1 token, 0.4 s: a "1.33×" that means nothing
-    spec = Trace.from_dict({**quick.to_dict(), "config": {**quick.config, "k": 4, "mode": "speculative", "draft": "d"}})
+    spec = Trace.from_dict({**quick.to_dict(), "config": {**quick.config.to_dict(), "k": 4, "mode": "speculative", "draft": "d"}})
     text = race.verdict_html(spec, slow)
     assert "No speculation in this run" in text and "one new token" in text and "timing noise" in text
     assert "× speedup" not in text and "every round was a plain target step" in text   # the why line agrees
     auto = Trace.from_dict({**spec.to_dict(), "output": {"ids": [5, 6], "text": ""},
                             "rounds": spec.to_dict()["rounds"] * 2})
     auto.rounds[1].index, auto.rounds[1].committed = 1, [6]
-    auto.config["k"] = "auto"
+    auto.config = replace(auto.config, k="auto")
     assert "the shape rule found no guess likely enough" in race.verdict_html(auto, make_plain([5, 6]))
     assert "× speedup" in race.verdict_html(make_spec(), make_plain(make_spec().output_ids))   # drafted: claimed
 
@@ -221,7 +222,7 @@ def test_stats_table():
 def test_cli_show_hides_eos_like_the_live_cli(tmp_path, capsys):
     from specdec_core.cli.main import show
     spec = make_spec(eos_last=True)
-    spec.config["eos_ids"] = [2]
+    spec.config = replace(spec.config, eos_ids=(2,))
     path = tmp_path / "t.json"
     spec.save(path)
     show(str(path), colour=False)

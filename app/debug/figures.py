@@ -87,7 +87,7 @@ def greedy_markdown(spec, plain) -> str:
     """'Why do my outputs differ?' for a greedy run: the first difference and its verdict."""
     if spec is None or plain is None:
         return "Needs a speculative and a plain lane (run a race, or load both trace files)."
-    if float(spec.config.get("temperature") or 0.0) != 0.0:
+    if not spec.config.greedy:
         return ("Temperature > 0: the two lanes are different samples of the same distribution, so their texts "
                 "may differ. Run at temperature 0 to compare token for token.")
     d = mismatch.greedy_diff(spec, plain)

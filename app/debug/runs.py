@@ -3,6 +3,7 @@ Both run through the app's model queue (never while a lane is timed); on a ZeroG
 `gpu` holds a GPU for exactly these functions."""
 from __future__ import annotations
 
+from functools import partial
 from typing import Iterator
 
 from specdec_core import K_VALUES, DraftSpec, Request, interleave, stream_decode, sweep_runs, warm_up
@@ -34,7 +35,7 @@ def two_drafts(target_ref: str, drafts: tuple[str, str], device: str, prompt: st
     for pair in pairs:
         warm_up(pair, ids, request)
     # The three lanes take turns a round at a time (specdec_core.interleave): each sees the same machine.
-    lanes = {"a": stream_decode(pairs[0], ids, request), "b": stream_decode(pairs[1], ids, request),
-             "plain": stream_decode(pairs[0], ids, request.plain())}
+    lanes = {"a": partial(stream_decode, pairs[0], ids, request), "b": partial(stream_decode, pairs[1], ids, request),
+             "plain": partial(stream_decode, pairs[0], ids, request.plain())}
     done = dict(interleave(lanes))
     return done["a"], done["b"], done["plain"]

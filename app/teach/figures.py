@@ -108,7 +108,7 @@ def bonus(spec, round_index: int) -> go.Figure:
     c = spec.rounds[round_index].correction
     fig = _layout(go.Figure(), "The target's distribution after the last draft (the bonus position)",
                   "token (▶ = drawn)", "p (target)")
-    top = c.p_top if float(spec.config.get("temperature") or 0) > 0 or not c.p_top_raw else c.p_top_raw
+    top = c.p_top if not spec.config.greedy or not c.p_top_raw else c.p_top_raw
     top_label = display_texts(spec).top
     fig.add_bar(x=[("▶ " if r[0] == c.id else "") + _label(top_label(r[0], r[1])) for r in top], y=[r[2] for r in top],
                 marker_color=[DECISIONS["bonus"].colour if r[0] == c.id else TARGET_COLOUR + "88" for r in top],

@@ -54,7 +54,7 @@ def race_key(spec) -> Optional[tuple]:
     """What tells one race from another on the page (its prompt, seed, start time and length)."""
     if spec is None:
         return None
-    return (spec.prompt.get("text"), spec.config.get("seed"), (spec.wall_clock or {}).get("start"), len(spec.rounds))
+    return (spec.prompt.get("text"), spec.config.seed, (spec.wall_clock or {}).get("start"), len(spec.rounds))
 
 
 def _traces(source, run_traces, bundled) -> dict:

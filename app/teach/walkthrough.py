@@ -9,7 +9,7 @@ from specdec_core import run_costs, theory
 from specdec_core.trace import cost_ratios, measured_speedup, run_theory
 from specdec_core.trace.decisions import correction_decision, draft_decision, visible_whitespace
 from specdec_core.trace.token_text import TokenText, display_texts, round_texts, text_before
-from specdec_core.trace.trees import chosen, keep_thresholds, main_line
+from specdec_core.trace.trees import chosen, keep_thresholds, main_line, round_sources
 
 from .. import race
 from ..charts import _label
@@ -110,31 +110,31 @@ def tree_trials(spec, rnd, greedy: bool) -> str:
     leaving r before the next is tried; the children of a node never reached are not tried."""
     tree = rnd.tree or []
     label = display_texts(spec).top
-    name = lambda i: _tok(label(tree[i]["id"], tree[i]["text"]))
+    name = lambda i: _tok(label(tree[i].id, tree[i].text))
     limits = keep_thresholds(rnd)
-    reached = [-1] + [i for i, n in enumerate(tree) if n["on_path"]]
+    reached = [-1] + [i for i, n in enumerate(tree) if n.on_path]
     lines = []
     for parent in reached:
-        kids = [i for i, n in enumerate(tree) if n["parent"] == parent]
+        kids = [i for i, n in enumerate(tree) if n.parent == parent]
         if not kids:
             continue
         where = "After the committed text" if parent < 0 else f"After {name(parent)}"
         removed, tries = 0.0, []
         for i in kids:
             n = tree[i]
-            if n["decision"] == "not reached":
+            if n.decision == "not reached":
                 tries.append(f"{name(i)} not tried (an earlier child was kept)")
                 continue
             if greedy:
-                tries.append(f"{name(i)} " + ("is the target's top token → **kept**" if n["decision"] == "accepted"
+                tries.append(f"{name(i)} " + ("is the target's top token → **kept**" if n.decision == "accepted"
                                               else "is not the target's top token → rejected"))
             else:
-                share = f"{_fmt(n['p'], '.3f')}/{_fmt(1 - removed, '.3f')} = " if removed else ""
-                kept = n["decision"] == "accepted"
-                tries.append(f"{name(i)}: r(x)/Σr = {share}{_fmt(limits[i], '.3f')}, u = {_fmt(n['u'], '.3f')} "
+                share = f"{_fmt(n.p, '.3f')}/{_fmt(1 - removed, '.3f')} = " if removed else ""
+                kept = n.decision == "accepted"
+                tries.append(f"{name(i)}: r(x)/Σr = {share}{_fmt(limits[i], '.3f')}, u = {_fmt(n.u, '.3f')} "
                              + ("→ **kept**" if kept else f"→ rejected, so r({name(i)}) ← 0"))
-            if n["decision"] == "rejected":
-                removed += n["p"] or 0.0
+            if n.decision == "rejected":
+                removed += n.p or 0.0
         lines.append(f"- {where}: " + "; then ".join(tries))
     return "\n".join(lines)
 
@@ -143,7 +143,7 @@ def _race_exact(spec, plain) -> str:
     check = race.greedy_check(spec, plain)
     if check is not None:
         return f"**In this race (temperature 0):** {check['text']}."
-    if float(spec.config.get("temperature") or 0) == 0:
+    if spec.config.greedy:
         return "At temperature 0 the speculative text equals plain decoding's token for token (run a race to see the check)."
     return ("At temperature > 0 the two lanes draw different random numbers, so their texts differ while "
             "their distributions are the same: the **Exactness lab** draws thousands of samples to show it.")
@@ -152,7 +152,7 @@ def _race_exact(spec, plain) -> str:
 def round_facts(spec, plain, round_index: int, weight_bytes: Optional[int] = None) -> dict:
     """The names a step's text template may use, with this round's real values (formatted)."""
     rnd = spec.rounds[round_index]
-    greedy = float(spec.config.get("temperature") or 0.0) == 0.0
+    greedy = spec.config.greedy
     stats, k = spec.stats, len(rnd.drafted)
     step_s = plain.stats["step_s"] if plain is not None else None
     ratios = cost_ratios(spec, plain) if plain is not None else {"c": None, "v": {}}
@@ -164,7 +164,7 @@ def round_facts(spec, plain, round_index: int, weight_bytes: Optional[int] = Non
     drafted, correction = round_texts(spec, rnd)
     labels = [t.label for t in drafted]
     return {
-        "round": round_index, "k": k, "draft": spec.config.get("draft", "?"),
+        "round": round_index, "k": k, "draft": spec.config.draft or "?",
         "drafted": ", ".join(f"{_d(i)} = {_tok(label)}" for i, label in enumerate(labels, 1)) or "nothing",
         "draft_ms": _fmt(rnd.draft_s * 1e3, ".1f"), "c": _fmt(ratios["c"]),
         "step_ms": _fmt(step_s * 1e3 if step_s else None, ".1f"),
@@ -192,17 +192,15 @@ def round_facts(spec, plain, round_index: int, weight_bytes: Optional[int] = Non
     }
 
 
-LOOKUP_DRAFTER = "ngram"     # config["draft"] of prompt lookup alone (its rounds name no source)
-
-
 def draft_kind(spec, rnd) -> str:
     """How a round's guesses were made, read from the trace (a key of steps.DRAFT_HOW): "lookup"
     (copied from earlier text), "mixed" (a tree of a copy and the model's guesses), "block" (one
     draft call for more than one level: Round.levels 1 under deeper guesses), "single" (one guess
     from one pass), else "sequential" / "sequential_tree" (one draft call per level)."""
-    if rnd.draft_source == "lookup" or (rnd.draft_source is None and spec.config.get("draft") == LOOKUP_DRAFTER):
+    sources = {s.value for s in round_sources(spec.config, rnd)}
+    if sources == {"lookup"}:
         return "lookup"
-    if rnd.draft_source == "lookup+model":
+    if sources == {"lookup", "model"}:
         return "mixed"
     if rnd.levels == 1:
         return "block" if _model_depth(rnd) > 1 else "single"
@@ -213,10 +211,7 @@ def _model_depth(rnd) -> int:
     """Levels of the model's guesses (a tree's nodes a lookup did not copy; a chain: its length)."""
     if not rnd.tree:
         return len(rnd.drafted)
-    depth: list = []
-    for node in rnd.tree:           # parents come before their children
-        depth.append(1 + (depth[node["parent"]] if node["parent"] >= 0 else 0))
-    return max((d for d, node in zip(depth, rnd.tree) if node.get("source") != "lookup"), default=0)
+    return max((d for d, node in zip(rnd.node_depths(), rnd.tree) if node.source != "lookup"), default=0)
 
 
 def _draft_facts(spec, rnd) -> dict:
@@ -238,7 +233,7 @@ def _tree_facts(spec, plain, rnd) -> dict:
     and the shape rule's reason."""
     tree = rnd.tree or []
     label = display_texts(spec).top
-    name = lambda node: _tok(label(node["id"], node["text"]))
+    name = lambda node: _tok(label(node.id, node.text))
     slope = None
     if plain is not None:
         r = cost_ratios(spec, plain)
@@ -246,9 +241,9 @@ def _tree_facts(spec, plain, rnd) -> dict:
     why = (rnd.k_policy or {}).get("why") if (rnd.k_policy or {}).get("kind") == "shape" else None
     return {"n_nodes": len(tree), "tree_depth": rnd.tree_depth, "n_positions": len(tree) + 1,
             "tree_v": _fmt(1 + slope * len(tree) if slope is not None else None),
-            "tree_path": " → ".join(name(n) for n in tree if n["on_path"]) or "no guess",
-            "tree_rejected": ", ".join(name(n) for n in tree if n["decision"] == "rejected") or "none",
-            "tree_trials": tree_trials(spec, rnd, float(spec.config.get("temperature") or 0.0) == 0.0) if tree else "",
+            "tree_path": " → ".join(name(n) for n in tree if n.on_path) or "no guess",
+            "tree_rejected": ", ".join(name(n) for n in tree if n.decision == "rejected") or "none",
+            "tree_trials": tree_trials(spec, rnd, spec.config.greedy) if tree else "",
             "tree_why": (f"it expected it to pay: {why}" if why else "its budget was fixed (tree = N,D)")}
 
 
@@ -279,7 +274,7 @@ def strip_html(spec, round_index: int, stage: str) -> str:
     """The round's tokens as the step shows them: stage is one of plain | drafted | questions |
     decided | corrected | committed (see steps.py)."""
     rnd = spec.rounds[round_index]
-    greedy = float(spec.config.get("temperature") or 0.0) == 0.0
+    greedy = spec.config.greedy
     ctx = f'<span class="sd-wt-ctx">…{_context(spec, round_index)}</span>'
     drafted, correction = round_texts(spec, rnd)
     cells = []
@@ -336,7 +331,7 @@ def render_step(spec, plain, round_index: int, step_index: int, weight_bytes: Op
     steps = steps_for(has_rejection(rnd), bool(rnd.tree))
     step_index = min(max(int(step_index), 0), len(steps) - 1)
     step = steps[step_index]
-    greedy = float(spec.config.get("temperature") or 0.0) == 0.0
+    greedy = spec.config.greedy
     if not rnd.drafted and step.id not in ("plain", "committed", "theory"):
         text = (f"Round {round_index} drafted nothing (the shape rule chose a plain step, or the drafter had "
                 f"nothing to propose): pick a round with drafts.")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import statistics
 from contextlib import closing
+from functools import partial
 from dataclasses import replace
 from typing import Iterator, Optional, Sequence, Union
 
@@ -36,9 +37,9 @@ def sweep_runs(pair, prompt_ids, request: Request, ks: Sequence[Union[int, str]]
     total, done = repeats * len(order), 0
     for rep in range(repeats):
         shift = rep % len(order)
-        lanes = {k: stream_decode(pair, prompt_ids, request.plain() if k == 0 else replace(request, plan=plans[k]))
+        lanes = {k: partial(stream_decode, pair, prompt_ids, request.plain() if k == 0 else replace(request, plan=plans[k]))
                  for k in order[shift:] + order[:shift]}
-        with closing(interleave({str(k): stream for k, stream in lanes.items()})) as turns:
+        with closing(interleave({str(k): start for k, start in lanes.items()})) as turns:
             for name, trace in turns:
                 done += trace.finished
                 k = next(k for k in lanes if str(k) == name)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from functools import partial
 
 from ..decoding.plan import Plan, parse_request
 from ..settings import SettingsError
@@ -65,12 +66,12 @@ def show(path: str, colour: bool) -> None:
 
     trace = Trace.load(path)
     cfg = trace.config
-    kernels = (cfg.get("kernels") or {}).get("target")   # optional: older traces lack it
-    shape = Plan.from_config(cfg).label() if cfg.get("mode") != "autoregressive" else "plain"
-    print(f"trace {path}: {cfg['target']} + {cfg.get('draft')} · {shape} · T={cfg['temperature']} "
-          f"· {cfg.get('device', '?')}" + (f" · kernels: {kernels}" if kernels else ""))
+    kernels = (cfg.kernels or {}).get("target")   # optional: older traces lack it
+    shape = "plain" if cfg.plain else Plan.from_config(cfg).label()
+    print(f"trace {path}: {cfg.target} + {cfg.draft} · {shape} · T={cfg.temperature} "
+          f"· {cfg.device or '?'}" + (f" · kernels: {kernels}" if kernels else ""))
     print(legend_line(colour))
-    print(render_tokens(trace, eos_ids=set(cfg.get("eos_ids") or ()), colour=colour))   # EOS hidden, as live
+    print(render_tokens(trace, eos_ids=set(cfg.eos_ids or ()), colour=colour))   # EOS hidden, as live
     print("\n".join(stats_lines(trace)))
 
 
@@ -87,9 +88,9 @@ def run(args) -> None:
     print(f"{pair.target_name} + {pair.draft_name} · {request.plan.label()} · {pair.input_device} · "
           f"{str(pair.dtype).replace('torch.', '')} · kernels: {pair.kernels()['target']}")
     print(legend_line(args.color))
-    lanes = {"speculative": stream_decode(pair, ids, request)}
+    lanes = {"speculative": partial(stream_decode, pair, ids, request)}
     if args.compare_plain:   # plain decoding takes turns with it, a round each: both see the same machine
-        lanes["plain"] = stream_decode(pair, ids, request.plain())
+        lanes["plain"] = partial(stream_decode, pair, ids, request.plain())
     done = {}
     for lane, trace in interleave(lanes):
         done[lane] = trace

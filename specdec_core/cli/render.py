@@ -59,7 +59,7 @@ def stats_lines(trace: Trace) -> list[str]:
     s = trace.stats
     lines = [f"new tokens {s['new_tokens']} in {s['rounds']} rounds · {_fmt(s['tokens_per_s'], '.1f')} tok/s · "
              f"wall {_fmt(s['wall_s'], '.2f')} s (prefill {_fmt(s['prefill_s'], '.2f')} s)"]
-    if trace.config.get("k") != 0:
+    if trace.config.k != 0:
         by_pos = " ".join(_fmt(a, ".2f") for a in s["acceptance_by_position"])
         lines.append(f"acceptance rate {_fmt(s['acceptance_rate'])} (accepted/drafted) · α {_fmt(s['alpha'])} "
                      f"(mean Σmin(p,q)) · mean committed/round {_fmt(s['mean_committed_per_round'], '.2f')}")
@@ -87,12 +87,12 @@ def comparison_lines(spec: Trace, plain: Trace) -> list[str]:
              f"speculative decoding {_fmt(spec.stats['tokens_per_s'], '.1f')} tok/s "
              f"({spec.stats['new_tokens']} tokens, {spec.stats['wall_s']:.2f} s)",
              f"speedup              {_fmt(measured_speedup(spec, plain), '.2f')}×"]
-    if spec.config.get("interleaved") and plain.config.get("interleaved"):
+    if spec.config.interleaved and plain.config.interleaved:
         lines.append("timing               the lanes took turns, a round each (each clock counts its own work)")
     why = speedup_why(spec, plain)
     if why:
         lines.append(f"                     {why}")
         lines += glossary_lines(("c", "v"))
-    if spec.config["temperature"] == 0:
+    if spec.config.temperature == 0:
         lines.append(f"greedy check         {greedy_check(plain, spec.output_ids).text()}")
     return lines

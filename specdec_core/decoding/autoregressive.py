@@ -13,11 +13,12 @@ from ..trace.schema import Trace
 
 
 def stream_autoregressive(pair, prompt_ids, *, temperature=0.0, top_k=0, top_p=1.0,
-                          max_new_tokens=64, seed=0) -> Iterator[Trace]:
-    """Yield the Trace after every token; the last one yielded is the final Trace (k = 0)."""
+                          max_new_tokens=64, seed=0, interleaved=None) -> Iterator[Trace]:
+    """Yield the Trace after every token; the last one yielded is the final Trace (k = 0).
+    interleaved: the lanes it is timed beside (set by decoding.interleave)."""
     request = parse_request(temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens,
                             seed=seed, plain=True)
-    yield from stream_decode(pair, prompt_ids, request)
+    yield from stream_decode(pair, prompt_ids, request, interleaved=interleaved)
 
 
 def autoregressive_generate(pair, prompt_ids, **settings) -> Trace:

@@ -55,7 +55,7 @@ def sample_speculative(p_target: torch.Tensor, q_draft: torch.Tensor, n: int,
     # 1. The draft proposes x ~ q in every trial.
     x = torch.multinomial(q_draft, n, replacement=True, generator=generator)
     # 2. Keep x if u < p(x)/q(x): the decoder's test at a sampled node (r = p, Σr = 1).
-    u = torch.rand(n, generator=generator)
+    u = torch.rand(n, generator=generator, device=p_target.device)
     kept = keeps_draft(u.double(), p_target[x].double(), q_draft[x].double())
     # 3. Otherwise the token comes from norm(max(0, p − q)), as the decoder's last token after a rejection.
     residual = last_distribution(p_target, q_draft)
@@ -72,10 +72,11 @@ def sample_tree_first(p_target: torch.Tensor, guesses: torch.Tensor, n: int,
     m = len(guesses)
     # 1. One u per guess per trial; guess i is tried (only after 0..i-1 were rejected) against what
     #    they left: the same r(x) and Σr in every trial.
-    u = torch.rand(n, m, generator=generator)
+    dev = p_target.device
+    u = torch.rand(n, m, generator=generator, device=dev)
     r_x, r_mass, removed = guess_masses(guesses.tolist(), p_target[guesses].tolist())
-    kept = keeps_draft(u.double(), torch.tensor(r_x, dtype=torch.float64), 1.0,
-                       torch.tensor(r_mass, dtype=torch.float64))            # [n, m]
+    kept = keeps_draft(u.double(), torch.tensor(r_x, dtype=torch.float64, device=dev), 1.0,
+                       torch.tensor(r_mass, dtype=torch.float64, device=dev))            # [n, m]
     first = torch.where(kept.any(-1), kept.float().argmax(-1), m)      # the first kept guess, m: none
     # 2. No guess kept: draw from norm(p with every guess removed), the guesses' q their point masses.
     rest = last_distribution(p_target, point_masses(list(removed), p_target))

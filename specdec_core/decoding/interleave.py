@@ -14,19 +14,28 @@ from typing import Callable, Iterator, Mapping, Optional
 
 from ..trace.schema import Trace
 
+Lane = Callable[..., Iterator[Trace]]   # start(interleaved=names) -> a decode's stream, not yet begun
 
-def interleave(lanes: Mapping[str, Iterator[Trace]],
+
+def interleave(lanes: Mapping[str, Lane],
                should_stop: Optional[Callable[[], bool]] = None) -> Iterator[tuple[str, Trace]]:
-    """Advance the streams in `lanes` ({name: stream_speculative(...) or stream_autoregressive(...)},
-    not yet started) turn by turn until all finish; yield (name, that lane's Trace) after each turn.
+    """Start the decodes in `lanes` ({name: a function starting a stream, e.g.
+    functools.partial(stream_decode, pair, ids, request)}) and advance them turn by turn until all
+    finish; yield (name, that lane's Trace) after each turn.
 
-    A turn: the unfinished lane with the fewest committed tokens runs one round; ties go to the lane
-    that waited longest (the mapping's order at the start), so tied lanes alternate. Every lane's
-    trace records `config["interleaved"]` = the names of the lanes it ran beside. `should_stop()` is
-    asked after every turn: once it says yes every lane ends after its current round (closing this
-    generator does the same), their traces left unfinished."""
-    names = list(lanes)
-    streams = dict(lanes)
+    Each lane is started as `start(interleaved=names)`, so its trace's config records the lanes it
+    ran beside from the first round on. A turn: the unfinished lane with the fewest committed
+    tokens runs one round; ties go to the lane that waited longest (the mapping's order at the
+    start), so tied lanes alternate. `should_stop()` is asked after every turn: once it says yes
+    every lane ends after its current round (closing this generator does the same), their traces
+    left unfinished."""
+    names = tuple(lanes)
+    for name, start in lanes.items():
+        if not callable(start):
+            raise TypeError(f"interleave: lane {name!r} must be a function that starts its decode "
+                            "(e.g. functools.partial(stream_decode, pair, ids, request)), not a started stream")
+    # Generators: nothing runs until a lane's first turn.
+    streams = {name: start(interleaved=names) for name, start in lanes.items()}
     committed = {name: 0 for name in names}
     last_turn = {name: i - len(names) for i, name in enumerate(names)}   # earlier in order: waited longer
     turn = 0
@@ -39,8 +48,6 @@ def interleave(lanes: Mapping[str, Iterator[Trace]],
             if trace is None:            # a stream that ended without a last round (nothing left)
                 del streams[name]
                 continue
-            if "interleaved" not in trace.config:   # recorded once, at the lane's first round
-                trace.config["interleaved"] = list(names)
             committed[name] = len(trace.output_ids)
             if trace.finished:
                 streams.pop(name).close()

@@ -45,17 +45,17 @@ class Plan:
         return self.kind in (TREE, AUTO_TREE)
 
     def to_config(self) -> dict:
-        """The trace config's k and tree keys (trace/schema.json, as written before the Plan): k is a
-        chain's k, a tree's node budget, "auto" or 0; tree "auto", [nodes, depth] or None."""
+        """The trace config's k and tree (TraceConfig; trace/schema.json, as written before the Plan):
+        k is a chain's k, a tree's node budget, "auto" or 0; tree "auto", (nodes, depth) or None."""
         k = {PLAIN: 0, CHAIN: self.k, TREE: self.nodes}.get(self.kind, "auto")
-        tree = "auto" if self.kind == AUTO_TREE else [self.nodes, self.depth] if self.kind == TREE else None
+        tree = "auto" if self.kind == AUTO_TREE else (self.nodes, self.depth) if self.kind == TREE else None
         return {"k": k, "tree": tree}
 
     @classmethod
-    def from_config(cls, config: dict) -> "Plan":
-        """A trace's config -> its Plan. /1 traces have no tree key: their k was a chain's. Not range
+    def from_config(cls, config) -> "Plan":
+        """A trace's TraceConfig -> its Plan. /1 traces have no tree: their k was a chain's. Not range
         checked: a recorded run is read as it ran, even where today's caps are lower."""
-        k, tree = config.get("k"), config.get("tree")
+        k, tree = config.k, config.tree
         if tree == "auto":
             return cls(AUTO_TREE)
         if isinstance(tree, (list, tuple)) and len(tree) == 2:

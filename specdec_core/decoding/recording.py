@@ -10,7 +10,7 @@ import torch
 
 from ..drafters.base import Source, TokenTree
 from ..sampling import raw_probs
-from ..trace.schema import Correction, DraftToken, Round
+from ..trace.schema import Correction, DraftToken, Round, TreeNode
 from .tree import Shape
 
 TOP_N = 5  # how many alternatives the trace keeps per distribution
@@ -72,10 +72,10 @@ def record_round(st, tree: TokenTree, acc, logits, p_target, new_ids, shape: Sha
     nodes = None
     if not tree.is_chain:
         on_path = set(acc.path)
-        nodes = [{"id": int(tree.ids[i]), "parent": tree.parents[i], "text": text(int(tree.ids[i])),
-                  "p": min(p_h[i], 1.0), "q": min(q_h[i], 1.0), "q_raw": min(qr_h[i], 1.0),
-                  "u": acc.u[i], "decision": acc.decisions[i], "on_path": i in on_path,
-                  "source": Source(tree.sources[i]).value} for i in range(n)]
+        nodes = [TreeNode(id=int(tree.ids[i]), parent=tree.parents[i], text=text(int(tree.ids[i])),
+                          p=min(p_h[i], 1.0), q=min(q_h[i], 1.0), q_raw=min(qr_h[i], 1.0), u=acc.u[i],
+                          decision=acc.decisions[i], on_path=i in on_path, source=Source(tree.sources[i]).value)
+                 for i in range(n)]
     k = n if (shape.width > 1 or not tree.is_chain) else shape.depth
     return Round(index=len(st.trace.rounds), t_start=0.0, t_end=0.0, draft_s=0.0, verify_s=0.0,
                  overhead_s=0.0, k=k, drafted=drafted, n_accepted=len(acc.path),

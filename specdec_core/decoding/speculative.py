@@ -27,7 +27,7 @@ from ..errors import DecodeError
 from ..registry import REGISTRY
 from ..sampling import SamplingConfig, warp_probs
 from ..settings import RANGES, SettingsError, check_fits_context, check_k
-from ..trace.schema import Round, Trace
+from ..trace.schema import Round, RoundPlan, Trace
 from .plan import PLAIN, Request, parse_request
 from .grow import draft_round
 from .recording import record_round, source_of, sync_output
@@ -64,9 +64,10 @@ class DecodeState:
 
 @torch.inference_mode()
 def start_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafter] = None,
-                 k_schedule: Optional[list] = None) -> DecodeState:
+                 k_schedule: Optional[list] = None, interleaved: Optional[Sequence[str]] = None) -> DecodeState:
     """Prefill target and drafter on prompt_ids [T] for a checked Request (parse_request; a plain
-    plan: autoregressive decoding); return the state the rounds run on."""
+    plan: autoregressive decoding); return the state the rounds run on. k_schedule: checked replay
+    entries (ints and RoundPlans); interleaved: the lanes this decode is timed beside (its config)."""
     if len(prompt_ids) == 0:
         raise SettingsError("the prompt is empty: give at least one token")
     mode = "autoregressive" if request.plan.kind == PLAIN else "speculative"
@@ -81,10 +82,8 @@ def start_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafte
     if not cfg.greedy:  # greedy never touches an RNG
         generator = torch.Generator(device=device)
         generator.manual_seed(int(seed) if seed is not None else torch.seed())
-    config = pair.trace_config(plan=request.plan, drafter=drafter, cfg=cfg, seed=seed,
-                               max_new_tokens=max_new_tokens, mode=mode)
-    if k_schedule is not None:
-        config["k_schedule"] = k_schedule
+    config = pair.trace_config(plan=request.plan, drafter=drafter, cfg=cfg, seed=seed, max_new_tokens=max_new_tokens,
+                               mode=mode, k_schedule=k_schedule, interleaved=interleaved)
     trace = Trace(config=config,
                   prompt={"text": pair.decode(prompt.tolist()), "ids": prompt.tolist()}, token_bytes={})
     st = DecodeState(pair, cfg, drafter, DynamicCache(config=pair.target.config), prompt, generator,
@@ -183,8 +182,8 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
     rnd.k_policy = decision
     rnd.draft_source = source_of(tree, st.drafter)
     if planned or grown != rnd.tree_depth:   # levels ≠ depth (a block round) are recorded too
-        rnd.plan = {"depth": depth, "width": shape.width, "frontier": shape.frontier,
-                    "nodes": shape.nodes, "keep": keep, "levels": grown}
+        rnd.plan = RoundPlan(depth, shape.width, shape.frontier, shape.nodes,
+                             None if keep is None else tuple(keep), grown)
     rnd.t_end = st.elapsed()
     rnd.overhead_s = rnd.t_end - t_verified
     st.trace.rounds.append(rnd)
@@ -216,7 +215,8 @@ def _draft(st: DecodeState, shape: Shape, decider=None) -> tuple:
 
 def stream_speculative(pair, prompt_ids, k: Union[int, str, None] = None, *, tree="auto", temperature=0.0,
                        top_k=0, top_p=1.0, max_new_tokens=64, seed=0, drafter: Optional[Drafter] = None,
-                       k_schedule: Optional[Sequence] = None) -> Iterator[Trace]:
+                       k_schedule: Optional[Sequence] = None,
+                       interleaved: Optional[Sequence[str]] = None) -> Iterator[Trace]:
     """Yield the Trace after every round; the last one yielded is the final Trace.
 
     prompt_ids: sequence of ids (list or 1-D tensor). The drafting shape:
@@ -225,18 +225,22 @@ def stream_speculative(pair, prompt_ids, k: Union[int, str, None] = None, *, tre
       k=N (int ≥ 1) alone: a chain of N drafts per round, as tree=None, k=N;
       tree=None, k="auto": the shape rule restricted to width 1 (a chain chosen per round).
     k_schedule: how the first rounds drafted, `trace.k_schedule()` of an earlier run (ints: chains;
-    dicts: tree or rule rounds); replaying it with the same seed reproduces that run's tokens.
-    Time spent by the consumer between yields is excluded from the trace's timings.
+    RoundPlans, or their dicts: tree or rule rounds); replaying it with the same seed reproduces that
+    run's tokens. Time spent by the consumer between yields is excluded from the trace's timings.
+    interleaved: the lanes it is timed beside (set by decoding.interleave).
     """
     request = parse_request(k, tree, temperature, top_k, top_p, max_new_tokens, seed)
-    yield from stream_decode(pair, prompt_ids, request, drafter=drafter, k_schedule=k_schedule)
+    yield from stream_decode(pair, prompt_ids, request, drafter=drafter, k_schedule=k_schedule,
+                             interleaved=interleaved)
 
 
 def stream_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafter] = None,
-                  k_schedule: Optional[Sequence] = None) -> Iterator[Trace]:
+                  k_schedule: Optional[Sequence] = None,
+                  interleaved: Optional[Sequence[str]] = None) -> Iterator[Trace]:
     """The round loop for a checked Request (parse_request), speculative or plain (request.plan
     PLAIN: one target step a round, no drafter), yielding the Trace after every round. The pair's
-    models are held in the registry while it runs (never evicted mid-decode)."""
+    models are held in the registry while it runs (never evicted mid-decode). interleaved: the
+    lanes it is timed beside (decoding.interleave starts each lane with their names)."""
     plan = request.plan
     with REGISTRY.holding(pair.target, pair.draft_model):
         if plan.kind == PLAIN:
@@ -247,7 +251,7 @@ def stream_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Draft
             drafter = drafter or pair.new_drafter()
             plan.check_drafter(drafter.slots, drafter.name)
         schedule = _check_schedule(k_schedule)
-        st = start_decode(pair, prompt_ids, request, drafter=drafter, k_schedule=schedule)
+        st = start_decode(pair, prompt_ids, request, drafter=drafter, k_schedule=schedule, interleaved=interleaved)
         # The shape rule (tree = "auto", or k = "auto" as a chain): its state lives in this decode.
         rule = (ShapeRule.for_decode(pair, chain=not plan.branches, slots=st.drafter.slots)
                 if plan.auto else None)
@@ -256,9 +260,9 @@ def stream_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Draft
             keep, levels, reason, use_rule = None, None, None, None
             if schedule is not None and len(st.trace.rounds) < len(schedule):   # a recorded schedule
                 entry, reason = schedule[len(st.trace.rounds)], "recorded schedule"
-                if isinstance(entry, dict):
-                    shape = Shape(entry["nodes"], entry["depth"], entry["width"], entry["frontier"])
-                    keep, levels = entry["keep"], entry["levels"]
+                if isinstance(entry, RoundPlan):
+                    shape = Shape(entry.nodes, entry.depth, entry.width, entry.frontier)
+                    keep, levels = (None if entry.keep is None else list(entry.keep)), entry.levels
                 else:
                     shape = entry
             elif rule is not None:
@@ -273,17 +277,18 @@ def stream_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Draft
 
 
 def _check_schedule(k_schedule) -> Optional[list]:
-    """Recorded rounds: an int (a chain of k; 0: plain) or a dict {depth, width, frontier, nodes,
-    keep} (a tree or a rule's round, Round.plan)."""
+    """Recorded rounds -> ints (a chain of k; 0: plain) and RoundPlans (a tree or a rule's round,
+    Round.plan; given as a RoundPlan or its JSON dict {depth, width, frontier, nodes, keep})."""
     if k_schedule is None:
         return None
     out = []
     for entry in k_schedule:
-        if isinstance(entry, dict):
+        if isinstance(entry, (dict, RoundPlan)):
             try:
-                out.append({"depth": RANGES["tree_depth"].check(entry["depth"]) if entry["depth"] else 0,
-                            "width": int(entry["width"]), "frontier": int(entry["frontier"]),
-                            "nodes": entry.get("nodes"), "keep": entry.get("keep"), "levels": entry.get("levels")})
+                plan = entry if isinstance(entry, RoundPlan) else RoundPlan.from_dict(entry)
+                if plan.depth:
+                    RANGES["tree_depth"].check(plan.depth)
+                out.append(plan)
             except (KeyError, TypeError, ValueError) as e:
                 raise SettingsError(f"k_schedule: a round entry must hold depth, width, frontier, nodes and keep ({e})") from None
         else:

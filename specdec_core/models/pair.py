@@ -123,25 +123,32 @@ class ModelPair:
             out["draft"] = drafter.kernels
         return out
 
-    def trace_config(self, *, plan, drafter, cfg, seed, max_new_tokens, mode) -> dict:
+    def trace_config(self, *, plan, drafter, cfg, seed, max_new_tokens, mode, k_schedule=None,
+                     interleaved=None):
+        """The TraceConfig of a decode of this pair: what it was asked for (plan, sampling, seed,
+        tokens, a replayed k_schedule, the lanes it is timed beside) and where it runs."""
         import transformers
 
         from ..version import __version__
+        from ..trace.schema import TraceConfig
         from ..trace.tokens import encode_vocab
         from .machine import describe
-        return {"kernels": self.kernels(None if mode == "autoregressive" else drafter),
-                "target": self.target_name, "draft": None if mode == "autoregressive" else drafter.name,
-                **plan.to_config(), "temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p,
-                "seed": seed, "max_new_tokens": max_new_tokens, "device": str(self.input_device),
-                "machine": describe(self.input_device),
-                "dtype": str(self.dtype).replace("torch.", ""), "mode": mode,
-                "eos_ids": sorted(self.eos_ids),
-                "versions": {"specdec_core": __version__, "torch": torch.__version__,
-                             "transformers": transformers.__version__,
-                             **({"draft": drafter.version} if mode != "autoregressive" and getattr(drafter, "version", None) else {})},
-                **({"draft_slots": drafter.slots} if mode != "autoregressive" and drafter.slots is not None else {}),
-                **({"draft_vocab": encode_vocab(drafter.proposable.tolist(), self.vocab_size)}
-                   if mode != "autoregressive" and getattr(drafter, "proposable", None) is not None else {})}
+        spec = mode != "autoregressive"
+        versions = {"specdec_core": __version__, "torch": torch.__version__, "transformers": transformers.__version__}
+        if spec and getattr(drafter, "version", None):
+            versions["draft"] = drafter.version
+        proposable = getattr(drafter, "proposable", None) if spec else None
+        return TraceConfig(
+            target=self.target_name, draft=drafter.name if spec else None, **plan.to_config(),
+            temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p, seed=seed,
+            max_new_tokens=max_new_tokens, mode=mode, device=str(self.input_device),
+            dtype=str(self.dtype).replace("torch.", ""), machine=describe(self.input_device),
+            eos_ids=tuple(sorted(self.eos_ids)), versions=versions,
+            kernels=self.kernels(drafter if spec else None),
+            k_schedule=None if k_schedule is None else tuple(k_schedule),
+            interleaved=None if interleaved is None else tuple(interleaved),
+            draft_slots=drafter.slots if spec else None,
+            draft_vocab=encode_vocab(proposable.tolist(), self.vocab_size) if proposable is not None else None)
 
 
 def _ngram_factory(pair: ModelPair) -> Drafter:

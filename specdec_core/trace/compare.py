@@ -94,7 +94,7 @@ def greedy_check(plain: "Trace", other_ids: Sequence[int]) -> GreedyVerdict:
     """Check a greedy output against plain decoding's trace of the same prompt and pair. The gap is
     read from the plain trace (the single-token pass) at the first differing position."""
     ref = plain.output_ids
-    tol = tie_tolerance(plain.config.get("dtype", "float32"))
+    tol = tie_tolerance(plain.config.dtype or "float32")
     pos = first_mismatch(ref, list(other_ids))
     if pos is None:
         return GreedyVerdict("identical", len(ref), tol)
@@ -126,7 +126,7 @@ def run_theory(spec: "Trace", plain: "Trace") -> Optional[theory.Theory]:
 
 def one_pass(spec: "Trace") -> bool:
     """The run's drafter fills a whole chain in one call (a block drafter: config.draft_slots)."""
-    return bool(spec.config.get("draft_slots"))
+    return bool(spec.config.draft_slots)
 
 
 def timings_unstable(spec: "Trace", plain: "Trace") -> Optional[str]:
@@ -137,12 +137,7 @@ def timings_unstable(spec: "Trace", plain: "Trace") -> Optional[str]:
 
 def interleaved(*traces: "Trace") -> bool:
     """True when the lanes took turns a round at a time beside each other (decoding.interleave)."""
-    return all(t.config.get("interleaved") for t in traces)
-
-
-def _shaped(spec: "Trace") -> bool:
-    """True when the run's rounds vary in shape (token trees, or the shape rule's cuts)."""
-    return any(r.tree or r.plan is not None for r in spec.rounds)
+    return all(t.config.interleaved for t in traces)
 
 
 def speedup_reasons(spec: "Trace", plain: "Trace") -> Optional[dict]:
@@ -165,14 +160,14 @@ def speedup_reasons(spec: "Trace", plain: "Trace") -> Optional[dict]:
            "alpha": spec.stats["alpha"], "c": costs["c"], "k": None, "v": None,
            "v_measured": None, "slope": None, "theory": None, "terms": None, "limit": None,
            "unstable": timings_unstable(spec, plain), "shape": None}
-    if spec_k and _shaped(spec):
+    if spec_k and spec.shaped:
         # Trees or rule-cut rounds vary in shape: explain them by what they did on average.
         rounds = [r for r in spec.rounds if r.n_verified > 0 or r.plan is not None]
         nodes = sum(r.n_verified for r in rounds) / len(rounds)
         levels = sum(r.levels for r in rounds) / len(rounds)
         tokens = sum(len(r.committed) for r in rounds) / len(rounds)
-        slope = theory.verify_cost(costs["v"], rounds=costs["rounds"]).slope
-        v = 1.0 + slope * nodes
+        line = theory.verify_cost(costs["v"], rounds=costs["rounds"])
+        v, slope = line(nodes), line.slope
         if costs["c"] is not None:
             terms = theory.shape_terms(tokens, nodes, levels, costs["c"], v)
             out.update(shape={"nodes": nodes, "levels": levels, "tokens": tokens}, v=v, slope=slope,
@@ -197,7 +192,7 @@ def no_draft_reason(spec: "Trace") -> str:
     """Why a speculative trace drafted nothing, from its config and rounds."""
     if len(spec.output_ids) <= 1:
         return "one new token: a round drafts only what comes after the token it must produce anyway"
-    if spec.config.get("k") == "auto":
+    if spec.config.k == "auto":
         return "the shape rule found no guess likely enough to pay for its place in the pass"
     return "the drafter had nothing to propose"
 

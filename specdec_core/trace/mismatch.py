@@ -29,7 +29,7 @@ CONTEXT_CHARS = 40
 def positions(trace: "Trace") -> list[dict]:
     """Every checked drafted token in time order: round, position (1-based), token (as views show
     it: trace/token_text.py), category, p, q, min(1, p/q), TV(p, q), decision, and the text before it."""
-    eos = set(trace.config.get("eos_ids") or [])
+    eos = set(trace.config.eos_ids or [])
     texts, n_before = display_texts(trace), 0
     rows = []
     for r, drafted in zip(trace.rounds, texts.drafted):
@@ -66,8 +66,8 @@ def disliked(trace: "Trace", n: int = 10) -> list[dict]:
 def missed(trace: "Trace", n: int = 10) -> list[dict]:
     """The target's tokens at rejections (what it wanted where the draft proposed something else),
     most frequent first; `outside_draft_vocab` marks those the draft could never have proposed."""
-    vocab = decode_vocab(trace.config.get("draft_vocab"))
-    eos = set(trace.config.get("eos_ids") or [])
+    vocab = decode_vocab(trace.config.draft_vocab)
+    eos = set(trace.config.eos_ids or [])
     rows_by_pos = {(r["round"], r["position"]): r for r in positions(trace)}
     texts = display_texts(trace)
     groups: dict = {}
@@ -111,7 +111,7 @@ def greedy_diff(spec: "Trace", plain: "Trace") -> Optional[dict]:
     the target's top-2 log-probabilities from the verify pass (speculative) and from the single-token
     pass (plain) — their gap is the logit gap — and the core's greedy verdict. None when the check
     does not apply (sampling) or the outputs are identical."""
-    if float(spec.config.get("temperature") or 0.0) != 0.0:
+    if not spec.config.greedy:
         return None
     pos = first_mismatch(plain.output_ids, spec.output_ids)
     if pos is None:

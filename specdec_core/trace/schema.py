@@ -7,10 +7,10 @@ form; "specdec.trace/1" files, written before token trees, still load). Top-N li
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from ..atomic import write_atomic
 from ..drafters.base import node_depths
@@ -24,6 +24,110 @@ TopList = list  # [[token_id, token_text, probability], ...]
 
 class TraceFormatError(ValueError):
     """A trace file that is not valid JSON or does not follow specdec.trace/1 or /2."""
+
+
+def _drop_none(d: dict, *keys: str) -> dict:
+    """d without those of `keys` whose value is None (optional fields the schema does not allow
+    as null: absent means "not recorded")."""
+    return {k: v for k, v in d.items() if not (k in keys and v is None)}
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """How one round drafted, enough to replay it (Round.plan, a k_schedule entry): candidates
+    grown `depth` levels deep, `width` children per expanded node, `frontier` nodes expanded per
+    level, at most `nodes` kept (None: no budget), the candidates verified `keep` (None: all),
+    and the draft calls the drafter made, `levels` (None: as many as the depth; a block drafter's
+    one call, or the shape rule stopping early, make it differ)."""
+    depth: int
+    width: int
+    frontier: int
+    nodes: Optional[int]
+    keep: Optional[tuple] = None
+    levels: Optional[int] = None
+
+    @property
+    def draft_calls(self) -> int:
+        return self.depth if self.levels is None else self.levels
+
+    def to_dict(self) -> dict:
+        return {"depth": self.depth, "width": self.width, "frontier": self.frontier, "nodes": self.nodes,
+                "keep": None if self.keep is None else list(self.keep), "levels": self.levels}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RoundPlan":
+        """Raises KeyError / TypeError / ValueError on a malformed entry (the caller names it)."""
+        keep, nodes, levels = d.get("keep"), d.get("nodes"), d.get("levels")
+        return cls(int(d["depth"]), int(d["width"]), int(d["frontier"]), None if nodes is None else int(nodes),
+                   None if keep is None else tuple(int(i) for i in keep), None if levels is None else int(levels))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceConfig:
+    """What a decode was asked for and where it ran, fixed when the decode starts (never changed
+    after). The JSON keys are the schema's (`schema.json`: config); keys this reader does not know
+    are kept in `extra` and written back as they were."""
+    target: str
+    draft: Optional[str]                  # the drafter's name; None for a plain decode
+    k: Union[int, str]                    # a chain's k, a fixed tree's node budget, "auto", 0: plain
+    tree: Union[str, tuple, None] = None  # /2: "auto", (nodes, depth), None: chains (decoding.plan)
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: Optional[int]
+    max_new_tokens: int
+    mode: Optional[str] = None            # "speculative" | "autoregressive"
+    device: Optional[str] = None
+    dtype: Optional[str] = None
+    machine: Optional[str] = None         # one line naming the GPU or the CPU (models/machine.py)
+    eos_ids: Optional[tuple] = None
+    versions: Optional[dict] = None
+    kernels: Optional[dict] = None        # {"target": ..., "draft": ...}: the matrix kernels each ran
+    k_schedule: Optional[tuple] = None    # replayed rounds: ints (a chain's k) and RoundPlans
+    interleaved: Optional[tuple] = None   # the lanes it was timed beside, a round each in turn
+    draft_slots: Optional[int] = None     # a block drafter: one draft call fills up to this many
+    draft_vocab: Optional[dict] = None    # the ids a truncated draft vocabulary can propose (trace.tokens)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def greedy(self) -> bool:
+        """Temperature 0: every token is the target's argmax and no u is drawn."""
+        return float(self.temperature or 0.0) == 0.0
+
+    @property
+    def plain(self) -> bool:
+        """A plain (autoregressive) decode: no drafts."""
+        return self.mode == "autoregressive" or self.k == 0
+
+    def to_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        d["tree"] = list(self.tree) if isinstance(self.tree, tuple) else self.tree
+        for key in ("eos_ids", "interleaved"):
+            d[key] = None if d[key] is None else list(d[key])
+        if self.k_schedule is not None:
+            d["k_schedule"] = [e.to_dict() if isinstance(e, RoundPlan) else e for e in self.k_schedule]
+        return {**_drop_none(d, *_OPTIONAL_CONFIG), **self.extra}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TraceConfig":
+        """A validated config object (validate) -> TraceConfig; lists become tuples."""
+        known = {f.name for f in fields(cls)} - {"extra"}
+        values = {k: v for k, v in d.items() if k in known}
+        tree = values.get("tree")
+        values["tree"] = tuple(tree) if isinstance(tree, list) else tree
+        for key in ("eos_ids", "interleaved"):
+            if values.get(key) is not None:
+                values[key] = tuple(values[key])
+        if values.get("k_schedule") is not None:
+            values["k_schedule"] = tuple(RoundPlan.from_dict(e) if isinstance(e, dict) else e
+                                         for e in values["k_schedule"])
+        return cls(**values, extra={k: v for k, v in d.items() if k not in known})
+
+
+# Config keys written only when set (schema.json: optional, not nullable). draft, seed and tree are
+# always written (nullable).
+_OPTIONAL_CONFIG = ("mode", "device", "dtype", "machine", "eos_ids", "versions", "kernels", "k_schedule",
+                    "interleaved", "draft_slots", "draft_vocab")
 
 
 @dataclass
@@ -40,6 +144,24 @@ class DraftToken:
     p_top: TopList = field(default_factory=list)
     q_top_raw: TopList = field(default_factory=list)  # raw temperature-1 softmax
     p_top_raw: TopList = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TreeNode:
+    """One guess of a branching round (Round.tree), in the order the target verified them."""
+    id: int
+    parent: int                      # index of its parent node; -1: a child of the root (the last committed token)
+    text: str
+    p: float                         # p(x) at the parent's row, after the warps
+    q: float                         # q(x) from its own draft row, after the warps
+    q_raw: Optional[float] = None    # q(x) at temperature 1: the draft's confidence (absent in early /2 files)
+    u: Optional[float] = None        # the uniform draw; None: greedy or not reached
+    decision: str                    # "accepted" | "rejected" | "not reached" (trace.decisions)
+    on_path: bool                    # on the accepted path
+    source: Optional[str] = None     # which source proposed it ("lookup" | "model")
+
+    def to_dict(self) -> dict:
+        return _drop_none(asdict(self), "q_raw")
 
 
 @dataclass
@@ -68,8 +190,8 @@ class Round:
     k_reason: Optional[str] = None   # why this shape, in words (the shape rule, or why the drafter stopped early)
     k_policy: Optional[dict] = None  # optional: the shape rule's decision as data ({"kind", "why", numbers})
     draft_source: Optional[str] = None  # optional: which source proposed `drafted` ("lookup" | "model" | "lookup+model")
-    tree: Optional[list] = None      # /2: a branching round's nodes {id, parent, text, p, q, q_raw, u, decision, on_path, source}
-    plan: Optional[dict] = None      # /2: how it drafted {depth, width, frontier, nodes, keep} (replay)
+    tree: Optional[list[TreeNode]] = None   # /2: every node of a branching round, in the order verified
+    plan: Optional[RoundPlan] = None        # /2: how it drafted (replay)
 
     @property
     def n_verified(self) -> int:
@@ -79,17 +201,26 @@ class Round:
     @property
     def levels(self) -> int:
         """Draft levels the round drafted (a chain: its length; a tree: its depth; a planned round:
-        the depth its candidates were grown to, kept or not): the drafter's sequential steps."""
+        the draft calls its candidates were grown with, kept or not): the drafter's sequential steps."""
         if self.plan is not None:
-            return self.plan.get("levels", self.plan["depth"])
+            return self.plan.draft_calls
         return self.tree_depth
+
+    @property
+    def shaped(self) -> bool:
+        """The round drafted a tree, or a shape the rule chose (its plan is recorded)."""
+        return bool(self.tree) or self.plan is not None
+
+    def node_depths(self) -> list:
+        """[n] each tree node's depth (1: a child of the root); a chain round: 1..k."""
+        if not self.tree:
+            return list(range(1, len(self.drafted) + 1))
+        return node_depths([node.parent for node in self.tree])
 
     @property
     def tree_depth(self) -> int:
         """Levels of the verified guesses (a chain: its length)."""
-        if not self.tree:
-            return len(self.drafted)
-        return max(node_depths([node["parent"] for node in self.tree]))
+        return max(self.node_depths(), default=0)
 
     def shape_text(self) -> str:
         """'12 nodes, depth 4' (a tree), 'chain of 3' or 'plain step'."""
@@ -97,11 +228,27 @@ class Round:
             return f"{len(self.tree)} nodes, depth {self.tree_depth}"
         return f"chain of {len(self.drafted)}" if self.drafted else "plain step"
 
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["tree"] = None if self.tree is None else [node.to_dict() for node in self.tree]
+        d["plan"] = None if self.plan is None else self.plan.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, r: dict) -> "Round":
+        r = dict(r)
+        r["drafted"] = [DraftToken(**t) for t in r["drafted"]]
+        r["correction"] = Correction(**r["correction"])
+        if r.get("tree") is not None:
+            r["tree"] = [TreeNode(**node) for node in r["tree"]]
+        if r.get("plan") is not None:
+            r["plan"] = RoundPlan.from_dict(r["plan"])
+        return cls(**r)
+
 
 @dataclass
 class Trace:
-    config: dict             # target, draft, k, temperature, top_k, top_p, seed, max_new_tokens,
-                             # device, dtype, versions, mode ("speculative" | "autoregressive")
+    config: TraceConfig      # what was asked for and where it ran (fixed at the start)
     prompt: dict             # {"text": str, "ids": [int]}
     rounds: list[Round] = field(default_factory=list)
     output: dict = field(default_factory=lambda: {"ids": [], "text": ""})  # + optional "spans" (trace/token_text.py)
@@ -121,8 +268,14 @@ class Trace:
 
     def k_schedule(self) -> list:
         """How every round drafted: a chain's length (what it really proposed), or a tree or
-        rule round's plan. Pass it as `k_schedule=` to replay the decode round for round."""
+        rule round's RoundPlan. Pass it as `k_schedule=` to replay the decode round for round."""
         return [r.plan if r.plan is not None else len(r.drafted) for r in self.rounds]
+
+    @property
+    def shaped(self) -> bool:
+        """Some round drafted a tree or a shape the rule chose (Round.plan): v(m) is then measured
+        over several node counts, not one k."""
+        return any(r.shaped for r in self.rounds)
 
     @property
     def stats(self) -> dict:
@@ -136,9 +289,11 @@ class Trace:
         return self.__dict__["_stats"]
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["stats"] = self.stats
-        return {"schema": SCHEMA_ID, **d}
+        """The trace as JSON data (the one place the typed trace becomes dicts)."""
+        return {"schema": SCHEMA_ID, "config": self.config.to_dict(), "prompt": self.prompt,
+                "rounds": [r.to_dict() for r in self.rounds], "output": self.output,
+                "prefill_s": self.prefill_s, "finished": self.finished, "stop_reason": self.stop_reason,
+                "wall_clock": self.wall_clock, "token_bytes": self.token_bytes, "stats": self.stats}
 
     def to_json(self, indent: Optional[int] = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, allow_nan=False)
@@ -146,13 +301,8 @@ class Trace:
     @classmethod
     def from_dict(cls, d: Any) -> "Trace":
         validate(d)
-        rounds = []
-        for r in d["rounds"]:
-            r = dict(r)
-            r["drafted"] = [DraftToken(**t) for t in r["drafted"]]
-            r["correction"] = Correction(**r["correction"])
-            rounds.append(Round(**r))
-        return cls(config=d["config"], prompt=d["prompt"], rounds=rounds, output=d["output"],
+        return cls(config=TraceConfig.from_dict(d["config"]), prompt=d["prompt"],
+                   rounds=[Round.from_dict(r) for r in d["rounds"]], output=d["output"],
                    prefill_s=d["prefill_s"], finished=d["finished"], stop_reason=d.get("stop_reason"),
                    wall_clock=d.get("wall_clock"), token_bytes=d.get("token_bytes"))
 

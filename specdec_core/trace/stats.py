@@ -58,7 +58,7 @@ def compute_stats(trace) -> dict:
         "draft_step_s": _ratio(sum(r.draft_s for r in rounds), draft_steps),
         "nodes_verified": sum(r.n_verified for r in rounds),
         "tree_rounds": sum(1 for r in rounds if r.tree),
-        "step_s": run_costs.step_s(sums) if trace.config.get("k") == 0 else None,
+        "step_s": run_costs.step_s(sums) if trace.config.k == 0 else None,
         "target_s_by_k": {m: t / n for m, (t, n) in sorted(sums.target_by_m.items())},
         "rounds_by_k": {m: n for m, (_, n) in sorted(sums.target_by_m.items())},
     }

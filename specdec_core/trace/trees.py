@@ -5,7 +5,8 @@ happens with the target's probability p(x) (accept_tree draws the node's token f
 hit rate against the draft's confidence is the draft's calibration."""
 from __future__ import annotations
 
-from ..drafters.base import node_depths, sibling_ranks
+from ..drafters.base import Source, node_depths, sibling_ranks
+from ..drafters.ngram import NGramDrafter
 
 
 def child_outcomes(parents: list, ids: list, path: list, tokens: list) -> list:
@@ -26,12 +27,12 @@ def guess_outcomes(trace) -> list:
         tree = rnd.tree
         if not tree:
             continue
-        parents, ids = [n["parent"] for n in tree], [n["id"] for n in tree]
-        path = [i for i, n in enumerate(tree) if n["on_path"]]
+        parents, ids = [n.parent for n in tree], [n.id for n in tree]
+        path = [i for i, n in enumerate(tree) if n.on_path]
         depth, rank = node_depths(parents), sibling_ranks(parents)
         for i, hit in child_outcomes(parents, ids, path, [ids[i] for i in path] + [rnd.correction.id]):
-            rows.append({"round": rnd.index, "depth": depth[i], "rank": rank[i], "conf": tree[i].get("q_raw"),
-                         "hit": hit, "source": tree[i].get("source"), "decision": tree[i]["decision"]})
+            rows.append({"round": rnd.index, "depth": depth[i], "rank": rank[i], "conf": tree[i].q_raw,
+                         "hit": hit, "source": tree[i].source, "decision": tree[i].decision})
     return rows
 
 
@@ -39,8 +40,21 @@ def chosen(rnd) -> bool:
     """True when a round's guesses were chosen, not drawn from q (a token tree, or a chain cut from
     one by the shape rule: Round.plan of width or frontier > 1): rule.accept_tree then keeps each
     with probability r(x)/Σr; a sampled chain keeps each with min(1, p/q)."""
-    plan = rnd.plan or {}
-    return bool(rnd.tree) or plan.get("width", 1) > 1 or plan.get("frontier", 1) > 1
+    return bool(rnd.tree) or (rnd.plan is not None and (rnd.plan.width > 1 or rnd.plan.frontier > 1))
+
+
+def round_sources(config, rnd) -> frozenset:
+    """{Source} that proposed a round's verified guesses (empty: a plain step). A tree's nodes name
+    theirs; a chain of a drafter of several sources names them in Round.draft_source ("lookup",
+    "model", "lookup+model"); a single-source drafter's rounds name none: prompt lookup alone
+    (config.draft "ngram") is LOOKUP, every other drafter a MODEL."""
+    if rnd.tree:
+        return frozenset(Source(n.source) if n.source else Source.MODEL for n in rnd.tree)
+    if not rnd.drafted:
+        return frozenset()
+    if rnd.draft_source:
+        return frozenset(Source(s) for s in rnd.draft_source.split("+"))
+    return frozenset({Source.LOOKUP if config.draft == NGramDrafter.name else Source.MODEL})
 
 
 def keep_thresholds(rnd) -> list:
@@ -50,7 +64,7 @@ def keep_thresholds(rnd) -> list:
     None where p is not recorded. At temperature 0 no u is drawn: a guess is kept iff it is the
     target's top token."""
     if rnd.tree:
-        nodes = [(n["parent"], n.get("p"), n.get("q"), n["decision"]) for n in rnd.tree]
+        nodes = [(n.parent, n.p, n.q, n.decision) for n in rnd.tree]
     else:
         nodes = [(i - 1, t.p, t.q, "accepted" if t.accepted else "rejected" if t.evaluated else "not reached")
                  for i, t in enumerate(rnd.drafted)]
@@ -77,8 +91,8 @@ def main_line(rnd) -> list:
         return list(range(len(rnd.drafted)))
     kids: dict = {}
     for i, n in enumerate(rnd.tree):
-        kids.setdefault(n["parent"], []).append(i)
-    spine = [i for i, n in enumerate(rnd.tree) if n["on_path"]]
+        kids.setdefault(n.parent, []).append(i)
+    spine = [i for i, n in enumerate(rnd.tree) if n.on_path]
     node = spine[-1] if spine else -1
     while kids.get(node):
         node = kids[node][0]
