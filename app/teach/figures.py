@@ -165,15 +165,16 @@ def tree_cost(spec, plain, round_index: int) -> go.Figure:
     if not ratios or not ratios["v"]:
         return _empty(fig, "needs the plain lane's step time: run a race")
     ms = sorted(ratios["v"])
-    slope = theory.verify_cost(ratios["v"], rounds=ratios["rounds"]).slope
+    line = theory.verify_cost(ratios["v"], rounds=ratios["rounds"])
+    slope = line.slope
     top = max(ms + [n]) + 1
     fig.add_scatter(x=[m + 1 for m in ms], y=[ratios["v"][m] for m in ms], mode="markers", name="measured v(m)",
                     marker=dict(color=TARGET_COLOUR, size=[6 + min(ratios["rounds"][m], 20) for m in ms]))
-    fig.add_scatter(x=[1, top], y=[1.0, 1.0 + slope * (top - 1)], mode="lines", name=f"line 1 + {slope:.3f}·m",
+    fig.add_scatter(x=[1, top], y=[line(0), line(top - 1)], mode="lines", name=f"line 1 + {slope:.3f}·m",
                     line=dict(color=THEORY_COLOUR, dash="dash"))
     fig.add_scatter(x=[1, top], y=[1, top], mode="lines", name="m + 1 separate plain steps",
                     line=dict(color=FAINT_COLOUR))
-    fig.add_scatter(x=[n + 1], y=[1.0 + slope * n], mode="markers+text", text=[f"this round: {n + 1} tokens"],
+    fig.add_scatter(x=[n + 1], y=[line(n)], mode="markers+text", text=[f"this round: {n + 1} tokens"],
                     textposition="top left", name="this round", marker=dict(color=DRAFT_COLOUR, size=14, symbol="star"))
     return fig
 

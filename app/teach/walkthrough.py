@@ -234,13 +234,13 @@ def _tree_facts(spec, plain, rnd) -> dict:
     tree = rnd.tree or []
     label = display_texts(spec).top
     name = lambda node: _tok(label(node.id, node.text))
-    slope = None
+    line = None
     if plain is not None:
         r = cost_ratios(spec, plain)
-        slope = theory.verify_cost(r["v"], rounds=r["rounds"]).slope if r["v"] else None
+        line = theory.verify_cost(r["v"], rounds=r["rounds"]) if r["v"] else None
     why = (rnd.k_policy or {}).get("why") if (rnd.k_policy or {}).get("kind") == "shape" else None
     return {"n_nodes": len(tree), "tree_depth": rnd.tree_depth, "n_positions": len(tree) + 1,
-            "tree_v": _fmt(1 + slope * len(tree) if slope is not None else None),
+            "tree_v": _fmt(line(len(tree)) if line is not None else None),
             "tree_path": " → ".join(name(n) for n in tree if n.on_path) or "no guess",
             "tree_rejected": ", ".join(name(n) for n in tree if n.decision == "rejected") or "none",
             "tree_trials": tree_trials(spec, rnd, spec.config.greedy) if tree else "",

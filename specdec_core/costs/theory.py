@@ -65,6 +65,11 @@ def fitted_slope(points: dict, rounds: Optional[dict] = None) -> Optional[float]
     return max(sum(wi * k * (v - 1.0) for wi, (k, v) in zip(w, pts)) / sum(wi * k * k for wi, (k, _) in zip(w, pts)), 0.0)
 
 
+def line_v(slope: float, k: float) -> float:
+    """The verify-cost line, written once: v(k) = 1 + slope·k target steps for a pass over k guesses."""
+    return 1.0 + slope * k
+
+
 def verify_cost(measured: dict, prior: Optional[dict] = None, default_slope: float = 0.0,
                 rounds: Optional[dict] = None) -> Callable[[int], float]:
     """The one verify-cost model, in target steps: v(k) = 1 + slope·k, a line through (0, 1), so every
@@ -80,7 +85,7 @@ def verify_cost(measured: dict, prior: Optional[dict] = None, default_slope: flo
         slope = default_slope
 
     def v(k: int) -> float:
-        return 1.0 + slope * k
+        return line_v(slope, k)
     v.slope = slope
     return v
 
@@ -114,7 +119,7 @@ class Theory:
     one_pass: bool = False
 
     def v(self, k: int) -> float:
-        return 1.0 + self.slope * k
+        return line_v(self.slope, k)
 
     def speedup(self, k: int) -> float:
         """Predicted speedup over plain at k drafts per round."""
