@@ -93,6 +93,6 @@ def comparison_lines(spec: Trace, plain: Trace) -> list[str]:
     if why:
         lines.append(f"                     {why}")
         lines += glossary_lines(("c", "v"))
-    if spec.config.temperature == 0:
+    if spec.config.greedy:
         lines.append(f"greedy check         {greedy_check(plain, spec.output_ids).text()}")
     return lines

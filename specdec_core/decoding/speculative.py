@@ -107,7 +107,7 @@ def start_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafte
 
 @torch.inference_mode()
 def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[ShapeRule] = None,
-                 keep: Optional[list] = None, levels: Optional[int] = None,
+                 keep: Optional[Sequence[int]] = None, levels: Optional[int] = None,
                  k_reason: Optional[str] = None) -> Round:
     """Run one draft–verify–accept round. shape: a Shape (a tree or chain budget), or an int k (a
     chain of k; 0: one plain target step). rule: tree = "auto" decides level by level how far the
@@ -262,7 +262,7 @@ def stream_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Draft
                 entry, reason = schedule[len(st.trace.rounds)], "recorded schedule"
                 if isinstance(entry, RoundPlan):
                     shape = Shape(entry.nodes, entry.depth, entry.width, entry.frontier)
-                    keep, levels = (None if entry.keep is None else list(entry.keep)), entry.levels
+                    keep, levels = entry.keep, entry.levels
                 else:
                     shape = entry
             elif rule is not None:

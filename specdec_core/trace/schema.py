@@ -14,6 +14,7 @@ from typing import Any, Optional, Union
 
 from ..atomic import write_atomic
 from ..drafters.base import node_depths
+from ..sampling import SamplingConfig
 from .stats import compute_stats
 
 SCHEMA_ID = "specdec.trace/2"
@@ -90,9 +91,14 @@ class TraceConfig:
     extra: dict = field(default_factory=dict)
 
     @property
+    def sampling(self) -> SamplingConfig:
+        """How the decode drew its tokens (sampling.py)."""
+        return SamplingConfig(self.temperature, self.top_k, self.top_p)
+
+    @property
     def greedy(self) -> bool:
-        """Temperature 0: every token is the target's argmax and no u is drawn."""
-        return float(self.temperature or 0.0) == 0.0
+        """Temperature 0: every token is the target's argmax and no u is drawn (SamplingConfig's test)."""
+        return self.sampling.greedy
 
     @property
     def plain(self) -> bool:
