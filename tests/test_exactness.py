@@ -21,11 +21,13 @@ PROMPT = [1, 5, 2]
 
 @torch.inference_mode()
 def exact_two_token_distribution(target, prompt, cfg: SamplingConfig, vocab_size: int) -> torch.Tensor:
-    """P(x1, x2 | prompt) [V, V] under the target with the sampling warps applied at each step."""
-    first = warp_probs(target(torch.tensor([prompt])).logits[0, -1, :vocab_size], cfg)       # [V]
-    batch = torch.tensor([prompt + [x] for x in range(vocab_size)])
-    second = warp_probs(target(batch).logits[:, -1, :vocab_size], cfg)                      # [V, V]
-    return first[:, None] * second
+    """P(x1, x2 | prompt) [V, V] under the target with the sampling warps applied at each step
+    (on the CPU, whatever device the target is on: the counts it is compared with live there)."""
+    device = next(target.parameters()).device
+    first = warp_probs(target(torch.tensor([prompt], device=device)).logits[0, -1, :vocab_size], cfg)       # [V]
+    batch = torch.tensor([prompt + [x] for x in range(vocab_size)], device=device)
+    second = warp_probs(target(batch).logits[:, -1, :vocab_size], cfg)                                    # [V, V]
+    return (first[:, None] * second).cpu()
 
 
 def chi_square_p_value(counts: torch.Tensor, expected_probs: torch.Tensor) -> float:

@@ -56,7 +56,8 @@ class RunConfig:
 
 def load_target(device: str):
     from ..models import load_pair
-    return load_pair("smollm2-135m", draft="ngram", device=device)
+    # fp32 on every device: "auto" picks bf16 on a GPU, and the head trains in fp32 on the captured states
+    return load_pair("smollm2-135m", draft="ngram", device=device, dtype="float32")
 
 
 def _answer(pair, texts: list[str], cfg: RunConfig, cycle: int, capture: bool = True) -> list[dict]:
