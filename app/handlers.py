@@ -4,9 +4,9 @@ Every handler returns/yields dicts keyed by view name; ui.py maps names to compo
 here decodes on its own: tokens, probabilities and timings all come from specdec_core's Traces."""
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
-import time
 from contextlib import closing
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,7 +26,11 @@ COMBINED_CHOICE = "prompt lookup + draft model"
 DRAFTERS = [COMBINED_CHOICE, MODEL_CHOICE, NGRAM_CHOICE]
 K_CHOICES = ["auto", "1", "2", "3", "4", "5", "6", "8", "10", "12"]
 LOG = logging.getLogger("specdec-explainer")
-UPDATE_EVERY_S = 0.2          # throttle streamed UI updates (consumer time is excluded from timings)
+# While a race runs the page redraws only the two lanes, at most this often: every redraw costs the
+# server (HTML, serialising) and the browser (layout) CPU that the decoder, on the same cores, then
+# lacks. Measured on 2 cores with Chromium open (docs/bench/page-race): redrawing lanes + timeline
+# every 0.2 s cost the decoder half its speed; the timeline, charts and player are drawn once, at the end.
+RACE_REDRAW_S = 0.5
 
 
 class UserError(Exception):
@@ -146,13 +150,68 @@ def load(target: str, draft, device: str, progress, notify) -> object:
 def race_lanes(spec, plain) -> dict:
     """Both lanes as of the race's clock (race.race_clock: the earliest own clock of a lane still
     running): each lane shows what it had committed by then on its own clock, so the faster lane
-    pulls ahead although the two take turns; the timeline shows every speculative round so far."""
+    pulls ahead although the two take turns. Only the lanes: the timeline waits for the end."""
     t = race.race_clock(spec, plain)
     status = lambda tr: ("waiting" if tr is None else "finished" if tr.finished and (t is None or race.lane_clock(tr) <= t)
                          else "running")
     return {"plain_lane": plain_lane_html(plain, upto_t=t, status=status(plain)),
-            "spec_lane": spec_lane_html(spec, upto_t=t, status=status(spec)),
-            "timeline": timeline_html(spec)}
+            "spec_lane": spec_lane_html(spec, upto_t=t, status=status(spec))}
+
+
+class RacePump:
+    """Runs a race's steps (decode_race) on a thread of its own, so the decoder goes from round to
+    round without waiting for the page: the page's thread only looks at the latest traces now and
+    then (`wait`). Stops after the round in which `should_stop()` or `cancel()` said so. The thread
+    runs in a copy of the caller's context (Gradio's progress bar and toasts during loading)."""
+
+    def __init__(self, steps, should_stop):
+        self.done = {"plain": None, "speculative": None}
+        self.racing = self.stopped = False
+        self.error: Optional[BaseException] = None
+        self._over = threading.Event()
+        self._changed = threading.Event()
+        self._cancel = threading.Event()
+        ctx = contextvars.copy_context()
+        self._thread = threading.Thread(target=ctx.run, args=(self._pump, steps, should_stop), daemon=True,
+                                        name="specdec-race")
+        self._thread.start()
+
+    def _pump(self, steps, should_stop) -> None:
+        try:
+            with closing(steps):                     # closing ends both decodes at their current round
+                for lane, _status, trace in steps:
+                    if lane == "racing":
+                        self.racing = True
+                    else:
+                        self.done[lane] = trace
+                    self._changed.set()
+                    if should_stop():
+                        self.stopped = True
+                        return
+                    if self._cancel.is_set():
+                        return
+        except BaseException as e:                   # handed to the page's thread, which explains it
+            self.error = e
+        finally:
+            self._over.set()
+            self._changed.set()
+
+    @property
+    def over(self) -> bool:
+        return self._over.is_set()
+
+    def wait(self, timeout: float) -> None:
+        """Until something changed or `timeout` seconds passed (both lanes' traces are read after)."""
+        self._changed.wait(timeout)
+        self._changed.clear()
+
+    def wait_over(self, timeout: float) -> bool:
+        return self._over.wait(timeout)
+
+    def cancel(self) -> None:
+        """End the race after its current round (the page went away) and wait for the thread."""
+        self._cancel.set()
+        self._thread.join()
 
 
 @gpu
@@ -192,38 +251,38 @@ def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, to
     # Only the banner changes until the race starts: a run refused while loading leaves the
     # previous results on the page (see `refused`).
     yield {"banner": f"▶ **Loading {target_ref} + {draft_ref}** and warming up (not timed)…"}
-    done, last = {"plain": None, "speculative": None}, 0.0
     race_steps = decode_race(target_ref, draft_ref, device or "auto", prompt, bool(chat), request, run_number,
                              progress, notify)
+    pump = RacePump(race_steps, should_stop)
     try:
-        for lane, status, trace in race_steps:
-            if lane != "racing":
-                done[lane] = trace
-            if should_stop():
-                race_steps.close()          # ends the decode at its current round
-                yield after_stop({"spec": done["speculative"], "plain": done["plain"]})
-                return
-            if lane == "racing":
-                yield {"run_number": run_number + 1,
-                       "banner": "▶ **Racing…** plain and speculative decoding take turns, a round each, "
-                                 "so both see the same machine; each lane's clock counts only its own work.",
-                       "plain_lane": plain_lane_html(None, status="waiting"),
-                       "spec_lane": spec_lane_html(None, status="waiting"),
-                       "verdict": race.verdict_html(None, None), "timeline": timeline_html(None)}
-                continue
-            traces = {"traces": {"spec": done["speculative"], "plain": done["plain"]}}
-            now = time.monotonic()
-            if not trace.finished and now - last < UPDATE_EVERY_S:
-                # Nothing to redraw yet; yielding every round lets a Stop or a closed tab end the
-                # decode here, within one round (the State keeps the partial traces for Stop).
-                yield traces
-                continue
-            last = now
-            yield {**race_lanes(done["speculative"], done["plain"]), **traces}
-    except UserError:
-        raise
-    except Exception as e:
-        raise user_error(e, target_ref) from None
+        # Loading and warm-up: nothing to draw until the race starts (the banner says loading).
+        while not pump.racing and not pump.over:
+            pump.wait(RACE_REDRAW_S)
+        if pump.racing:
+            yield {"run_number": run_number + 1,
+                   "banner": "▶ **Racing…** plain and speculative decoding take turns, a round each, "
+                             "so both see the same machine; each lane's clock counts only its own work. "
+                             "The timeline, charts and round player are drawn when the race ends.",
+                   "plain_lane": plain_lane_html(None, status="waiting"),
+                   "spec_lane": spec_lane_html(None, status="waiting"),
+                   "verdict": race.verdict_html(None, None), "timeline": timeline_html(None)}
+        # The race: the lanes only, at most every RACE_REDRAW_S (each yield also lets a closed tab
+        # end the run: Gradio closes this generator there, and `finally` cancels the race).
+        while not pump.wait_over(RACE_REDRAW_S):
+            done = dict(pump.done)
+            yield {**race_lanes(done["speculative"], done["plain"]),
+                   "traces": {"spec": done["speculative"], "plain": done["plain"]}}
+    finally:
+        if not pump.over:
+            pump.cancel()
+    done = pump.done
+    if pump.error is not None:
+        if isinstance(pump.error, UserError):
+            raise pump.error
+        raise user_error(pump.error, target_ref) from None
+    if pump.stopped:
+        yield after_stop({"spec": done["speculative"], "plain": done["plain"]})
+        return
     spec, plain = done["speculative"], done["plain"]
     final = views.views(spec, plain, "run")
     final["files"] = views.write_files(spec, plain)

@@ -8,7 +8,7 @@ from typing import Optional
 
 from specdec_core import Plan
 from specdec_core.trace.decisions import DECISIONS, NEUTRAL_COLOUR
-from specdec_core.trace import cost_ratios, measured_speedup
+from specdec_core.trace import cost_ratios, measured_speedup, race_sum, recorded_reference
 from specdec_core.trace.compare import no_draft_reason, speedup_reasons, speedup_why, timings_unstable
 from specdec_core.trace import greedy_check as core_greedy_check
 
@@ -77,10 +77,26 @@ def plain_words(spec, plain) -> str:
     return text + (f"; each guessing step cost {cost} of a pass." if cost else ".")
 
 
+def sum_html(spec, plain) -> str:
+    """The race's sum (trace.race_sum) from its own clocks: a lost or barely won race says so in
+    words with its biggest reason, shown; the three lines of the sum follow (behind "details" for a
+    clear win). The live plain step is compared with the recorded race's."""
+    total = race_sum(spec, plain, recorded_reference(plain.config.target))
+    if total is None:
+        return ""
+    lines = "<br>".join(html.escape(line) for line in total.lines())
+    if total.outcome == "won":
+        return (f'<details class="sd-details" id="sd-sum"><summary>the sum: passes and guessing against plain '
+                f'passes</summary><span class="sd-sum-lines">{lines}</span></details>')
+    return (f'<div class="sd-sum sd-{total.outcome.replace(" ", "-")}" id="sd-sum"><b>{html.escape(total.student())}</b>'
+            f'<br><span class="sd-sum-lines">{lines}</span></div>')
+
+
 def verdict_html(spec, plain) -> str:
     """Speedup once both lanes finished, in plain words first (plain_words), the greedy check (or why
-    there is none), and the expert's numbers behind "details": both rates and the why-line. No
-    speedup claimed when nothing was drafted, and no explanation when the timings are unstable
+    there is none), the race's sum (sum_html: said in words when it lost or barely won), and the
+    expert's numbers behind "details": both rates and the why-line. No speedup claimed when nothing
+    was drafted, and no explanation when the timings are unstable
     (trace.compare.timings_unstable: the why-line then says so)."""
     if spec is None or plain is None or not (spec.finished and plain.finished):
         return '<div class="sd-verdict" id="sd-verdict"><span class="sd-empty">The speedup appears when both lanes finish.</span></div>'
@@ -111,6 +127,7 @@ def verdict_html(spec, plain) -> str:
     why = speedup_why(spec, plain) if spec.stats["drafted"] else None
     return (f'<div class="sd-verdict" id="sd-verdict">{head}<br>'
             f'<span id="sd-check">{html.escape(check_text)}</span>'
+            + (sum_html(spec, plain) if spec.stats["drafted"] else "")
             # nothing drafted: the head already says why, the why-line would only repeat it
             + (f'<details class="sd-details"><summary>details: the numbers behind it</summary>'
                f'<span class="sd-rates">{details}</span><br>'

@@ -61,6 +61,8 @@ def timeline_css() -> str:
         ".sd-verdict{font-size:18px;padding:8px 12px;border-radius:10px;"
         "border:1px solid var(--border-color-primary)}",
         ".sd-verdict .sd-speedup{font-size:28px;font-weight:700;margin-right:12px}",
+        ".sd-sum{margin-top:6px;padding:6px 10px;border-left:4px solid " + NEUTRAL_COLOUR + ";font-size:16px}",
+        ".sd-sum-lines{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:13px;white-space:pre-wrap}",
         ".sd-banner{padding:6px 10px;border-radius:8px;background:" + DRAFT_COLOUR + "26;font-size:14px}",
     ]
     for key, d in DECISIONS.items():

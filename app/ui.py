@@ -17,6 +17,11 @@ MODEL_QUEUE = "model-work"     # one queue for everything that runs a model: lan
 VIEW_OUTPUTS = ("traces", "run_number", "banner", "plain_lane", "spec_lane", "verdict", "timeline", "stats",
                 "round", "position", "round_plot", "position_plot", *views.CHART_NAMES, "player", "files")
 
+# Gradio pulses the border of every output a running event streams to, forever: on a page drawn by
+# the CPU each frame of that animation is CPU the race's decoder, on the same cores, lacks
+# (docs/bench/page-race). The border stays, still.
+GENERATING_STILL = ".generating{animation:none!important}\n"
+
 CSS = scalable_css(timeline_css() + player.player_css() + """
 #sd-run-row button{min-height:48px}
 .sd-plot{min-height:330px}
@@ -44,7 +49,7 @@ abbr.sd-gloss{text-decoration:underline dotted;text-underline-offset:2px;cursor:
 #sd-first .sd-lane{min-height:110px}
 #sd-first .sd-why{font-size:14px;line-height:1.35}
 #sd-first .sd-lane-text{max-height:140px}
-""") + classroom.CLASSROOM_CSS
+""") + GENERATING_STILL + classroom.CLASSROOM_CSS
 
 
 def launch_kwargs() -> dict:

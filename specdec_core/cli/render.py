@@ -5,6 +5,7 @@ from .. import glossary
 from ..trace.decisions import DECISIONS, correction_decision, draft_decision, visible_whitespace
 from ..trace import Trace, greedy_check, measured_speedup
 from ..trace.compare import speedup_why
+from ..trace.race_sum import race_sum, recorded_reference
 from ..trace.token_text import round_texts
 
 _STYLE_CODES = {"plain": "", "strike": "\x1b[9m", "faded": "\x1b[2m", "underline": "\x1b[4m",
@@ -89,6 +90,12 @@ def comparison_lines(spec: Trace, plain: Trace) -> list[str]:
              f"speedup              {_fmt(measured_speedup(spec, plain), '.2f')}×"]
     if spec.config.interleaved and plain.config.interleaved:
         lines.append("timing               the lanes took turns, a round each (each clock counts its own work)")
+    total = race_sum(spec, plain, recorded_reference(plain.config.target))
+    if total is not None and spec.finished and plain.finished:
+        # The race's sum from its own clocks, and in words what decided it.
+        lines.append(f"the sum              {total.lines()[0]}")
+        lines += [f"                     {line}" for line in total.lines()[1:]]
+        lines.append(f"                     {total.student()}")
     why = speedup_why(spec, plain)
     if why:
         lines.append(f"                     {why}")

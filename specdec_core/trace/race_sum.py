@@ -1,0 +1,181 @@
+"""The race's sum, from its own clocks: why speculation won or lost, in seconds a student can add up.
+
+    plain        = prefill + passes × its step time
+    speculative  = prefill + passes × its (bigger) pass time + draft calls × their cost
+
+Both sums are exact: each lane's clock is its prefill plus its rounds, a plain round is one target
+step, and a speculative round is its draft calls plus the rest (one target pass over the guesses and
+the bookkeeping around it). What speculation saved is the passes it did not run; what it paid is the
+guessing and the extra width of each pass. The biggest reason is read off the same sum (few guesses
+kept, else the larger price), and a machine more than MACHINE_RATIO slower per plain step than a
+reference race's (the recorded races the page opens on) is said to be slower or busier.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .. import data
+from ..costs.run_costs import round_target_s
+from .compare import measured_speedup, timings_unstable
+from .schema import Trace
+
+RECORDED_PLAIN = "example_plain.trace.json"    # the page's first recorded race (data/examples)
+
+BARELY = 1.15          # a win below this is "barely": the page explains it as it explains a loss
+MACHINE_RATIO = 1.5    # plain steps this much slower (or faster) than the reference race's are named
+# Below this share of kept guesses among the tokens, "few guesses kept" is the reason: on a CPU a
+# speculative pass with its guessing costs about 1.1-1.5 plain steps, and the recorded everyday race
+# (a third of its tokens kept) barely won while the copy-heavy one (seven in ten) won 1.8x.
+KEPT_FEW = 0.4
+# The why-line's limits in a student's words.
+REASON_WORDS = {"acceptance": "few guesses kept", "draft": "the cost of guessing",
+                "verify": "the bigger passes that check the guesses", "none": "no guesses at all",
+                "unstable": "a busy machine (the timings jumped during the race)",
+                "machine": "a slower or busier machine than the recorded races'"}
+
+
+@dataclass(frozen=True)
+class RaceSum:
+    """One race's two sums in seconds, what speculation saved and paid, and its biggest reason."""
+    speedup: Optional[float]
+    plain_tokens: int
+    plain_prefill_s: float
+    plain_passes: int
+    plain_step_s: float          # mean plain step
+    spec_tokens: int
+    spec_prefill_s: float
+    spec_passes: int
+    spec_pass_s: float           # mean speculative round minus its draft calls (the pass and bookkeeping)
+    draft_calls: int
+    draft_call_s: float          # mean draft call
+    kept: int                    # tokens that were kept guesses
+    reason: str                  # a REASON_WORDS key
+    machine_ratio: Optional[float] = None    # this plain step ÷ the reference race's
+    reference_step_s: Optional[float] = None
+
+    @property
+    def plain_s(self) -> float:
+        return self.plain_prefill_s + self.plain_passes * self.plain_step_s
+
+    @property
+    def spec_s(self) -> float:
+        return self.spec_prefill_s + self.spec_passes * self.spec_pass_s + self.draft_calls * self.draft_call_s
+
+    @property
+    def saved_s(self) -> float:
+        """The plain steps speculation did not run for its tokens, at plain's step time."""
+        return (self.spec_tokens - self.spec_passes) * self.plain_step_s
+
+    @property
+    def guessing_s(self) -> float:
+        return self.draft_calls * self.draft_call_s
+
+    @property
+    def wider_s(self) -> float:
+        """What its passes cost beyond plain steps (checking guesses is not free)."""
+        return self.spec_passes * (self.spec_pass_s - self.plain_step_s)
+
+    @property
+    def outcome(self) -> str:
+        """"lost", "barely won" or "won"."""
+        s = self.speedup or 0.0
+        return "lost" if s < 1 else "barely won" if s < BARELY else "won"
+
+    def lines(self) -> list[str]:
+        """The sum in three lines: plain, speculative, and saved against paid."""
+        ms = lambda x: f"{x * 1000:.0f} ms"
+        return [
+            f"plain        = {self.plain_passes} passes × {ms(self.plain_step_s)} = "
+            f"{self.plain_passes * self.plain_step_s:.2f} s (+ {self.plain_prefill_s:.2f} s reading the prompt) "
+            f"for {self.plain_tokens} tokens",
+            f"speculative  = {self.spec_passes} passes × {ms(self.spec_pass_s)} + {self.draft_calls} guessing "
+            f"steps × {ms(self.draft_call_s)} = {self.spec_passes * self.spec_pass_s:.2f} s + {self.guessing_s:.2f} s "
+            f"(+ {self.spec_prefill_s:.2f} s reading the prompt) for {self.spec_tokens} tokens",
+            f"saved {self.saved_s:.2f} s by running {self.spec_tokens - self.spec_passes} fewer passes; paid "
+            f"{self.guessing_s:.2f} s guessing and {self.wider_s:.2f} s for bigger passes; per token "
+            f"{ms(self.plain_s / max(1, self.plain_tokens))} plain, {ms(self.spec_s / max(1, self.spec_tokens))} speculative",
+        ]
+
+    def student(self) -> str:
+        """The outcome and its biggest reason, in words, with the numbers that add up."""
+        verb = {"lost": "Speculation lost this race", "barely won": "Speculation barely won this race",
+                "won": "Speculation won this race"}[self.outcome]
+        if self.reason == "none":
+            return (f"{verb}: the draft made no guesses, so both lanes ran one pass per token and the "
+                    "difference is timing noise.")
+        paid = f"guessing cost {self.guessing_s:.2f} s and its bigger passes {max(0.0, self.wider_s):.2f} s"
+        head = "The biggest reason" if self.outcome != "won" else "What held it back most"
+        text = (f"{verb}: it ran {self.spec_passes} passes of the big model instead of {self.spec_tokens}, which "
+                f"saved {self.saved_s:.2f} s, {'but ' if self.outcome != 'won' else 'while '}{paid}. "
+                f"{head}: {REASON_WORDS[self.reason]}")
+        if self.reason == "acceptance":
+            text += f" (only {self.kept} of {self.spec_tokens} tokens were kept guesses)"
+        if self.machine_ratio is not None and self.reason != "machine" and abs_ratio(self.machine_ratio) > MACHINE_RATIO:
+            text += "; " + self.machine_words()
+        elif self.reason == "machine":
+            text += ": " + self.machine_words()
+        return text + "."
+
+    def machine_words(self) -> str:
+        slower = self.machine_ratio >= 1
+        return (f"one plain step took {self.plain_step_s * 1000:.0f} ms here against "
+                f"{self.reference_step_s * 1000:.0f} ms in the recorded races, "
+                f"{self.machine_ratio if slower else 1 / self.machine_ratio:.1f}× "
+                f"{'slower' if slower else 'faster'}")
+
+
+def abs_ratio(r: float) -> float:
+    """How far a ratio is from 1, either way (2.0 and 0.5 are both 2)."""
+    return r if r >= 1 else 1 / r
+
+
+def race_sum(spec, plain, reference=None) -> Optional[RaceSum]:
+    """The RaceSum of two finished lanes (None when either has no rounds). reference: a plain trace
+    of the same target recorded elsewhere (the page's recorded race) to compare step times with."""
+    if spec is None or plain is None or not spec.rounds or not plain.rounds:
+        return None
+    spec_target = [round_target_s(r) for r in spec.rounds]
+    calls = sum(r.levels for r in spec.rounds)
+    plain_step = sum(r.t_end - r.t_start for r in plain.rounds) / len(plain.rounds)
+    ref_step = None
+    if reference is not None and reference.rounds and reference.config.target == plain.config.target:
+        ref_step = sum(r.t_end - r.t_start for r in reference.rounds) / len(reference.rounds)
+    ratio = plain_step / ref_step if ref_step else None
+    kept = sum(r.n_accepted for r in spec.rounds)
+    passes, pass_s = len(spec.rounds), sum(spec_target) / len(spec_target)
+    guessing_s = sum(r.draft_s for r in spec.rounds)
+    reason = _biggest_reason(spec, plain, kept, guessing_s, passes * (pass_s - plain_step), ratio)
+    return RaceSum(speedup=measured_speedup(spec, plain),
+                   plain_tokens=len(plain.output_ids), plain_prefill_s=plain.prefill_s,
+                   plain_passes=len(plain.rounds), plain_step_s=plain_step,
+                   spec_tokens=len(spec.output_ids), spec_prefill_s=spec.prefill_s, spec_passes=len(spec.rounds),
+                   spec_pass_s=sum(spec_target) / len(spec_target),
+                   draft_calls=calls, draft_call_s=sum(r.draft_s for r in spec.rounds) / calls if calls else 0.0,
+                   kept=kept, reason=reason,
+                   machine_ratio=ratio, reference_step_s=ref_step)
+
+
+def _biggest_reason(spec, plain, kept: int, guessing_s: float, wider_s: float, machine_ratio: Optional[float]) -> str:
+    """What decided the race, from its own sum: no guesses; clocks too unstable to tell; fewer than
+    KEPT_FEW of the tokens were kept guesses; else the larger of the two prices paid (guessing, or
+    the bigger passes); a machine MACHINE_RATIO off the reference is named when nothing else is."""
+    if not spec.stats["drafted"]:
+        return "none"
+    if timings_unstable(spec, plain):
+        return "unstable"
+    if kept < KEPT_FEW * max(1, len(spec.output_ids)):
+        return "acceptance"
+    if max(guessing_s, wider_s) <= 0 and machine_ratio is not None and abs_ratio(machine_ratio) > MACHINE_RATIO:
+        return "machine"
+    return "draft" if guessing_s >= wider_s else "verify"
+
+
+def recorded_reference(target: str) -> Optional[Trace]:
+    """The plain lane of the race the page opens on, when it raced the same target: the reference
+    whose step time a live race's is compared with (None otherwise)."""
+    file = data.file("examples", RECORDED_PLAIN)
+    if not file.is_file():
+        return None
+    trace = Trace.from_json(file.read_bytes())
+    return trace if trace.config.target == target else None

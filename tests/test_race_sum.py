@@ -1,0 +1,85 @@
+"""The race's sum (issue 44): plain = passes × step, speculative = passes × pass + draft calls × call,
+from each lane's own clocks; it adds up to each lane's wall time; the outcome and its biggest reason
+in words; the machine comparison with a reference race; the CLI and the page show it. Synthetic
+traces with hand-set clocks (tests/test_honest.py's builders); expectations worked out in comments."""
+import pytest
+
+from specdec_core.trace import race_sum
+
+from app import race
+from specdec_core.cli.render import comparison_lines
+from tests.test_honest import STEP, plain_of, steady_plain, trace_of
+
+
+def chain_race(n_rounds, m, kept_of, target_s, draft_s):
+    """n rounds of m guesses with kept_of(i) kept, each round target_s of pass and draft_s of guessing."""
+    return trace_of([(m, kept_of(i), target_s, draft_s, 0.6) for i in range(n_rounds)], m)
+
+
+def test_the_sum_adds_up_to_each_lanes_wall_time():
+    """24 plain steps of ±4 % around 0.05 s; 10 rounds of 4 guesses, 2 kept each (3 tokens a round),
+    0.06 s of pass and 0.02 s of guessing: spec 0.1 + 10 · 0.06 + 40 calls · 0.0005 s = 0.9 s."""
+    plain, spec = steady_plain(24), chain_race(10, 4, lambda i: 2, 0.06, 0.02)
+    total = race_sum(spec, plain)
+    assert total.plain_s == pytest.approx(plain.stats["wall_s"], rel=1e-6)
+    assert total.spec_s == pytest.approx(spec.stats["wall_s"], rel=1e-6)
+    assert total.spec_s == pytest.approx(0.1 + 10 * 0.06 + 10 * 0.02)
+    assert (total.spec_passes, total.draft_calls, total.kept) == (10, 40, 20)
+    assert total.draft_call_s == pytest.approx(0.02 / 4)
+    assert total.plain_step_s == pytest.approx(STEP)
+    # saved: 30 tokens in 10 passes = 20 plain steps not run; paid: 0.2 s guessing, 10 · 0.01 s wider passes
+    assert total.saved_s == pytest.approx(20 * STEP) and total.guessing_s == pytest.approx(0.2)
+    assert total.wider_s == pytest.approx(10 * (0.06 - STEP))
+    assert total.outcome == "won" and total.speedup > 1.15
+
+
+def test_a_race_lost_to_few_kept_guesses_says_so_with_its_numbers():
+    """16 rounds of 4 guesses, 1 kept in every other round (24 tokens, 8 kept: a third, under
+    KEPT_FEW) with 0.065 s passes and 0.02 s of guessing: 0.1 + 16 · 0.085 = 1.46 s against plain's
+    0.1 + 24 · 0.05 = 1.3 s — lost, and the reason is the few kept guesses."""
+    plain, spec = plain_of([STEP] * 24), chain_race(16, 4, lambda i: i % 2, 0.065, 0.02)
+    total = race_sum(spec, plain)
+    assert total.outcome == "lost" and total.reason == "acceptance"
+    words = total.student()
+    assert words.startswith("Speculation lost this race") and "few guesses kept" in words
+    assert "only 8 of 24 tokens were kept guesses" in words
+    assert f"saved {total.saved_s:.2f} s" in words and f"guessing cost {total.guessing_s:.2f} s" in words
+    assert "16 passes × 65 ms + 64 guessing steps × 5 ms" in total.lines()[1]
+
+
+def test_a_race_lost_to_its_price_names_the_larger_price():
+    """Half the tokens kept but costly: 12 rounds of 4 guesses, 2 kept (36 tokens), 0.05 s passes and
+    0.12 s of guessing (c = 0.6 a call): guessing 1.44 s dwarfs the wider passes (0): reason "draft".
+    The same race with cheap guessing and 0.2 s passes: the bigger passes are named ("verify")."""
+    plain = plain_of([STEP] * 36)
+    by_guessing = race_sum(chain_race(12, 4, lambda i: 2, STEP, 0.12), plain)
+    assert by_guessing.outcome == "lost" and by_guessing.reason == "draft"
+    assert "the cost of guessing" in by_guessing.student()
+    by_passes = race_sum(chain_race(12, 4, lambda i: 2, 0.2, 0.004), plain)
+    assert by_passes.outcome == "lost" and by_passes.reason == "verify"
+    assert "bigger passes that check the guesses" in by_passes.student()
+
+
+def test_a_slower_machine_than_the_recorded_race_is_named():
+    """A reference race whose plain steps took 0.02 s: this race's 0.05 s steps are 2.5× slower, past
+    MACHINE_RATIO, and the sentence says so with both step times; a reference at 0.045 s is not named."""
+    plain, spec = plain_of([STEP] * 24), chain_race(16, 4, lambda i: i % 2, 0.065, 0.02)
+    slow = race_sum(spec, plain, reference=plain_of([0.02] * 24))
+    assert slow.machine_ratio == pytest.approx(2.5)
+    assert "one plain step took 50 ms here against 20 ms in the recorded races, 2.5× slower" in slow.student()
+    close = race_sum(spec, plain, reference=plain_of([0.045] * 24))
+    assert "recorded races" not in close.student()
+
+
+def test_the_cli_and_the_page_show_the_sum():
+    """The CLI's comparison prints the three lines and the sentence; the page's verdict shows the
+    sentence of a lost race (not folded away) and folds a clear win's sum behind details."""
+    plain, lost = plain_of([STEP] * 24), chain_race(16, 4, lambda i: i % 2, 0.065, 0.02)
+    text = "\n".join(comparison_lines(lost, plain))
+    assert "the sum              plain        = 24 passes × 50 ms" in text
+    assert "Speculation lost this race" in text
+    verdict = race.verdict_html(lost, plain)
+    assert 'id="sd-sum"' in verdict and "<details" not in verdict.split('id="sd-sum"')[0][-40:]
+    assert "Speculation lost this race" in verdict
+    won = race.verdict_html(chain_race(10, 4, lambda i: 3, 0.06, 0.02), steady_plain(40))
+    assert '<details class="sd-details" id="sd-sum">' in won and "Speculation lost" not in won
