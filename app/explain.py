@@ -41,16 +41,23 @@ FIRST_LOAD_NOTE = ("The first run loads the model pair: for the offline default 
                    "Hub models download on their first use.")
 
 FIRST_PAINT_RACES = 5   # app/record_examples.py keeps the race with the median speedup of these
-RECORDED_BANNER = ("● **Recorded race** on **{machine}**: {target} + {draft}, {shape}, T = {temperature} (the "
-                   f"middle speedup of {FIRST_PAINT_RACES} races). Press **Run** to race on this machine.")
+RECORDED_BANNER = ("● **Recorded race** on **{machine}**: {target} + {draft}, {shape}, T = {temperature}; this "
+                   f"prompt was raced {FIRST_PAINT_RACES} times and the race with the middle speedup is shown. "
+                   "Press **Run** to race on this machine.")
 # The races the page opens on (app/record_examples.py records them at the page's defaults): file stem, the
-# EXAMPLES entry raced, a short name. An everyday prompt where speculation wins little comes first
-# (it is the prompt box's default); a repetitive one where prompt lookup's copies win big follows.
-FIRST_PAINT = (("example", 0, "an everyday question"), ("example_copy", 1, "notes the answer repeats"))
-RECORDED_LABEL = "Recorded races: press one to show it"
+# EXAMPLES entry raced, a short name. A task whose answer reuses its context — summarising notes, what
+# speculative decoding is deployed for — comes first (it is the prompt box's default); an everyday
+# question, where the answer is new text and speculation wins little, follows.
+FIRST_PAINT = (("example_copy", 0, "notes the answer reuses"), ("example", 1, "an everyday question"))
+RECORDED_LABEL = (f"Recorded races (each the middle one of {FIRST_PAINT_RACES} races of its prompt): press one "
+                  "to show it")
 RECORDED_WHY = ("**Why one wins more:** the draft's guesses that the big model kept made **{kept_a} of {n_a}** "
-                "tokens for {name_a} but **{kept_b} of {n_b}** for {name_b}. The more often the draft guesses the "
-                "big model's next token, the fewer passes the big model runs.")
+                "tokens for {name_a} but **{kept_b} of {n_b}** for {name_b}. An answer that reuses its prompt's "
+                "words (a summary, an edit, an answer from a passage) can be copied and guessed; new text mostly "
+                "cannot. The more often the draft guesses the big model's next token, the fewer passes it runs.")
+RUN_WHY = ("**Your race:** the draft's guesses that the big model kept made **{kept} of {n}** tokens "
+           "({share:.0%}), against **{kept_a} of {n_a}** for {name_a} and **{kept_b} of {n_b}** for {name_b} in "
+           "the recorded races. The more of them kept, the fewer passes the big model runs.")
 RUN_BANNER = "▶ **Your run** on **{machine}**: {target} + {draft}, {shape}, T = {temperature}."
 UPLOAD_BANNER = "⤒ **Loaded from file** ({files}): recorded on **{machine}**, {target} + {draft}, {shape}."
 
@@ -114,16 +121,17 @@ WALKTHROUGH = [
 ]
 
 # Example prompts: (label, prompt). The first is the page's default prompt and the recorded first
-# paint (app/record_examples.py): a general question. Copy-heavy ones reuse the prompt's text (prompt lookup
-# shines), easy ones follow rigid patterns, hard ones are creative.
+# paint (app/record_examples.py): notes the answer summarises; the everyday question is the second.
+# Reuse ones answer from the prompt's text (prompt lookup shines), easy ones follow rigid patterns,
+# hard ones are creative.
 EXAMPLES = [
-    ("general · a question", "Why do cats purr? Answer in three sentences."),
-    ("copy-heavy · reuse the notes",
+    ("reuses the text · summarise notes",
      "Summarize the following meeting notes in three bullet points, reusing their wording.\n\n"
      "Meeting notes: The team agreed that the release will move to Friday. The team agreed that the "
      "release notes must list every API change. Alice will update the release notes. Bob will run the "
      "full test suite on Thursday."),
-    ("copy-heavy · code edit",
+    ("everyday · a question", "Why do cats purr? Answer in three sentences."),
+    ("reuses the text · code edit",
      "Rename the variable `total` to `running_sum` in this code and print the full code again:\n\n"
      "def add_all(values):\n    total = 0\n    for value in values:\n        total = total + value\n"
      "    return total"),

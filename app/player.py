@@ -48,7 +48,7 @@ class Card:
     round: int
     guesses: tuple
     depth: int               # draft levels (0: a plain step)
-    last: str                # the round's last token: "resampled" or "bonus"
+    last: str                # the round's last token: "resampled", "bonus" or "own" (no guess this round)
     last_text: str
     committed: int           # tokens the round added to the output
     greedy: bool
@@ -85,7 +85,7 @@ def card(spec, rnd) -> Card:
         guesses = tuple(Guess(i - 1, i + 1, _label(spec, t.id, t.text), rnd.draft_source, t.p, t.q, t.u,
                               draft_decision(t), lim) for i, (t, lim) in enumerate(zip(rnd.drafted, limits)))
     c = rnd.correction
-    return Card(rnd.index, guesses, max((g.depth for g in guesses), default=0), correction_decision(c),
+    return Card(rnd.index, guesses, max((g.depth for g in guesses), default=0), correction_decision(c, rnd.n_verified > 0),
                 _label(spec, c.id, c.text), len(rnd.committed), greedy, chosen(rnd))
 
 

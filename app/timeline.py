@@ -16,12 +16,15 @@ from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, INK_COLOUR, M
 from specdec_core import Plan
 from specdec_core.trace.token_text import display_texts, round_texts
 
+COMMITTED = ("accepted", "resampled", "bonus", "own")   # decisions whose token is in the text
+
 _STYLE_CSS = {  # the non-colour cue of each legend style
     "plain": "",
     "strike": "text-decoration: line-through; text-decoration-thickness: 2px;",
     "faded": "opacity: .45; border-style: dashed;",
     "underline": "text-decoration: underline; text-decoration-thickness: 2px; text-underline-offset: 3px;",
     "overline": "text-decoration: overline; text-decoration-thickness: 2px;",
+    "dotted": "border-style: dotted; border-width: 2px;",
 }
 
 
@@ -139,10 +142,10 @@ def round_pieces(trace, rnd, last_eos: bool = False) -> list[Piece]:
         pieces.append(_piece(shown, decision, rnd.index, tooltip, position=i + 1))
     if n_committed > rnd.n_accepted:
         c = rnd.correction
-        decision = correction_decision(c)
+        decision = correction_decision(c, rnd.n_verified > 0)
         pieces.append(_piece(correction_text, decision, rnd.index, correction_tooltip(c, decision)))
     if last_eos and pieces:
-        committed = [p for p in pieces if p.decision in ("accepted", "resampled", "bonus")]
+        committed = [p for p in pieces if p.decision in COMMITTED]
         if committed:
             committed[-1].eos = True
     return pieces
@@ -161,7 +164,7 @@ def part_span(part: str, note: str) -> str:
 
 def token_span(piece: Piece) -> str:
     """One token as an escaped <span>; newlines also break the line when the token is committed."""
-    committed = piece.decision in ("accepted", "resampled", "bonus")
+    committed = piece.decision in COMMITTED
     shown = visible_whitespace(piece.text)
     body = []
     for ch in shown:

@@ -14,7 +14,7 @@ from .timeline import TIMELINE_CLICK_JS, legend_html, timeline_css
 MODEL_QUEUE = "model-work"     # one queue for everything that runs a model: lanes are never timed at once
 # Every component a full view update may change (handlers return a subset, by name). A new control
 # is an input only until it is listed here.
-VIEW_OUTPUTS = ("traces", "run_number", "banner", "plain_lane", "spec_lane", "verdict", "timeline", "stats",
+VIEW_OUTPUTS = ("traces", "run_number", "banner", "recorded_why", "plain_lane", "spec_lane", "verdict", "timeline", "stats",
                 "round", "position", "round_plot", "position_plot", *views.CHART_NAMES, "player", "files")
 
 # Gradio pulses the border of every output a running event streams to, forever: on a page drawn by
@@ -103,7 +103,8 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict, 
         # away, each labelled with its speedup, and a sentence under the banner on why they differ.
         with gr.Column(scale=3, min_width=320):
             C["banner"] = gr.Markdown(init["banner"], elem_id="sd-banner", elem_classes="sd-banner")
-            gr.Markdown(views.recorded_why(recorded), elem_id="sd-recorded-why", visible=bool(recorded))
+            C["recorded_why"] = gr.Markdown(views.recorded_why(), elem_id="sd-recorded-why",
+                                            visible=bool(recorded))
         with gr.Column(scale=2, min_width=300, visible=bool(recorded), elem_id="sd-recorded-box"):
             C["recorded"] = gr.Radio(views.recorded_choices(recorded), value=next(iter(recorded), None),
                                      label=explain.RECORDED_LABEL, elem_id="sd-recorded")

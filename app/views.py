@@ -4,6 +4,9 @@
 so every view is always rebuilt from Trace objects only."""
 from __future__ import annotations
 
+import functools
+
+
 import os
 import re
 import shutil
@@ -55,16 +58,31 @@ def recorded_choices(races: dict) -> list[tuple[str, str]]:
     return out
 
 
-def recorded_why(races: dict) -> str:
-    """One sentence on why the recorded races' speedups differ, from their traces: how many of each
-    race's tokens were the draft's kept guesses ("" unless both races are bundled)."""
+def _kept(spec) -> int:
+    return sum(r.n_accepted for r in spec.rounds)
+
+
+@functools.lru_cache(maxsize=1)
+def recorded_kept() -> tuple:
+    """(short name, kept guesses, tokens) of each bundled recorded race, read once: the files never
+    change while the app serves."""
+    names = {stem: name for stem, _, name in explain.FIRST_PAINT}
+    return tuple((names[stem], _kept(spec), len(spec.output_ids)) for stem, (spec, _) in recorded_races().items())
+
+
+def recorded_why(spec=None) -> str:
+    """One sentence on why speedups differ, from the traces: how many of each recorded race's tokens
+    were the draft's kept guesses ("" unless both races are bundled); with `spec` (a race run or
+    loaded on the page), that race's share beside theirs."""
+    races = recorded_kept()
     if len(races) < 2:
         return ""
-    names = {stem: name for stem, _, name in explain.FIRST_PAINT}
-    (a, (spec_a, _)), (b, (spec_b, _)) = list(races.items())[:2]
-    kept = {stem: sum(r.n_accepted for r in spec.rounds) for stem, spec in ((a, spec_a), (b, spec_b))}
-    return explain.RECORDED_WHY.format(kept_a=kept[a], n_a=len(spec_a.output_ids), name_a=names[a],
-                                       kept_b=kept[b], n_b=len(spec_b.output_ids), name_b=names[b])
+    (name_a, kept_a, n_a), (name_b, kept_b, n_b) = races[:2]
+    fields = dict(kept_a=kept_a, n_a=n_a, name_a=name_a, kept_b=kept_b, n_b=n_b, name_b=name_b)
+    if spec is not None and spec.output_ids and not spec.config.plain:
+        return explain.RUN_WHY.format(kept=_kept(spec), n=len(spec.output_ids),
+                                      share=_kept(spec) / len(spec.output_ids), **fields)
+    return explain.RECORDED_WHY.format(**fields)
 
 
 def split_traces(traces) -> tuple[Optional[Trace], Optional[Trace]]:
@@ -197,6 +215,8 @@ def views(spec, plain, kind: str = "run", files: str = "") -> dict:
         **inspector(spec, r, pos),
         # The round player opens where the inspector does (the views are linked from the start).
         "player": player.player_html(spec, plain, start_round=r),
+        # Under the banner: why the recorded races differ, or, after a Run or an upload, this race beside them.
+        "recorded_why": recorded_why(spec if kind != "example" else None),
     }
     out.update(zip(CHART_NAMES, charts.all_run_charts(spec, plain)))
     return out

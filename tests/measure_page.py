@@ -92,20 +92,31 @@ class CpuWindow:
         import threading
         threading.Thread(target=self._sample, daemon=True).start()
 
+    def _procs(self) -> list[int]:
+        """The server and its children (the race's worker process, where it has one)."""
+        return [self.server, *children(self.server)]
+
+    def _threads(self) -> dict:
+        out = {}
+        for pid in self._procs():
+            try:
+                out.update({(pid, t): c for t, c in threads(pid).items()})
+            except FileNotFoundError:
+                pass
+        return out
+
     def _sample(self):
         while True:
             if self._sampling:
-                try:
-                    self._seen.update(threads(self.server))
-                except FileNotFoundError:
-                    pass
+                self._seen.update(self._threads())
             time.sleep(0.2)
 
     def _read(self) -> dict:
         mine = children(os.getpid())
         chrome = [p for p in mine if "chromium" in cmdline(p) or "chrome" in cmdline(p)]
         driver = [p for p in mine if p not in chrome and p != self.server and p not in children(self.server)]
-        return {"t": time.monotonic(), "server": cpu_s(self.server), "threads": threads(self.server),
+        return {"t": time.monotonic(), "server": cpu_s(self.server), "threads": self._threads(),
+                "worker": sum(cpu_s(p) for p in children(self.server)),
                 "chromium": sum(cpu_s(p) for p in chrome), "driver": sum(cpu_s(p) for p in driver)}
 
     def start(self):
@@ -119,7 +130,7 @@ class CpuWindow:
         seen = {**self._seen, **b["threads"]}
         wall = b["t"] - self.a["t"]
         per_thread = sorted(((seen[t] - self.a["threads"].get(t, 0.0)) / wall for t in seen), reverse=True)
-        return {"wall_s": round(wall, 2), **{k: round((b[k] - self.a[k]) / wall, 2) for k in ("server", "chromium", "driver")},
+        return {"wall_s": round(wall, 2), **{k: round((b[k] - self.a[k]) / wall, 2) for k in ("server", "worker", "chromium", "driver")},
                 "server_threads": [round(x, 2) for x in per_thread[:4]]}
 
 
@@ -181,15 +192,16 @@ def report(runs: list, args) -> str:
     lines = [f"# The page's race against the CLI's ({time.strftime('%Y-%m-%d')})", "",
              f"`python -m tests.measure_page --max-new {args.max_new} --temperature {args.temperature}` "
              f"(code {args.commit}); {os.cpu_count()} cores; the browser (headless Chromium) on the same machine.",
-             "Cores = CPU seconds ÷ wall seconds during the page's race.", "",
+             "Cores = CPU seconds ÷ wall seconds during the page's race (from the Racing banner to the final views); "
+             "children = processes the server started (none today); busiest threads of the server and its children.", "",
              "| prompt | page plain tok/s | CLI plain tok/s | page ÷ CLI (plain) | page speedup | CLI speedup | "
-             "page ÷ CLI (speedup) | cores: server | (busiest threads) | chromium | driver |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+             "page ÷ CLI (speedup) | cores: server | children | (busiest threads) | chromium | driver |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for r in runs:
         p, c, cpu = r["page"], r["cli"], r["page"]["cpu"]
         lines.append(f"| {r['prompt'][:40]!r} | {p['plain_tok_s']:.1f} | {c['plain_tok_s']:.1f} | "
                      f"{p['plain_tok_s'] / c['plain_tok_s']:.2f} | {p['speedup']:.2f} | {c['speedup']:.2f} | "
-                     f"{p['speedup'] / c['speedup']:.2f} | {cpu['server']:.2f} | {cpu['server_threads']} | "
+                     f"{p['speedup'] / c['speedup']:.2f} | {cpu['server']:.2f} | {cpu.get('worker', 0):.2f} | {cpu['server_threads']} | "
                      f"{cpu['chromium']:.2f} | {cpu['driver']:.2f} |")
     lines += ["", f"Medians: page ÷ CLI plain tok/s **{med([r['page']['plain_tok_s'] / r['cli']['plain_tok_s'] for r in runs]):.2f}**, "
               f"page ÷ CLI speedup **{med([r['page']['speedup'] / r['cli']['speedup'] for r in runs]):.2f}**; "

@@ -117,7 +117,7 @@ def test_run_race_timeline_charts_inspector_download_upload(page):
     from app.explain import EXAMPLES
     page.wait_for_selector("#sd-timeline .sd-tok")
     # the copy-heavy example: a long answer (no early end of text), lookup and model rounds
-    page.locator("#sd-prompt textarea").fill(dict(EXAMPLES)["copy-heavy · reuse the notes"])
+    page.locator("#sd-prompt textarea").fill(dict(EXAMPLES)["reuses the text · summarise notes"])
     _set_number(page, "#sd-max-new", 24)
     _choose(page, "#sd-k", "4")          # a fixed k: every round drafts, so the timeline shows decisions
     greedy(page)                         # T = 0: the token-for-token check

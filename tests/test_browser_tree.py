@@ -17,7 +17,7 @@ def test_a_default_race_shows_a_round_tree_in_the_inspector(page):
     open_advanced(page)
     assert page.locator("#sd-tree input").input_value() == "auto"
     assert page.locator("#sd-k input").input_value() == "auto"
-    page.locator("#sd-prompt textarea").fill(dict(EXAMPLES)["copy-heavy · reuse the notes"])
+    page.locator("#sd-prompt textarea").fill(dict(EXAMPLES)["reuses the text · summarise notes"])
     _set_number(page, "#sd-max-new", 40)
     page.locator("#sd-run").click()
     page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Your run')", timeout=300_000)

@@ -165,14 +165,18 @@ def test_example_assets_load_and_render():
         shown = handlers.show_recorded(stem)
         assert shown["traces"]["spec"] is not None and shown["prompt"] == explain.EXAMPLES[
             next(i for s, i, _ in explain.FIRST_PAINT if s == stem)][1]
-    (everyday, (spec_e, plain_e)), (copy, (spec_c, plain_c)) = races.items()
+    copy, everyday = (stem for stem, _, _ in explain.FIRST_PAINT)      # the reuse task first (issue 44)
+    (spec_e, plain_e), (spec_c, plain_c) = races[everyday], races[copy]
     labels = dict((stem, label) for label, stem in views.recorded_choices(races))
     assert labels[everyday].endswith(f"{measured_speedup(spec_e, plain_e):.2f}×")
     assert labels[copy].endswith(f"{measured_speedup(spec_c, plain_c):.2f}×")
     # the copy-heavy race wins more, because more of its tokens were the draft's kept guesses
     assert measured_speedup(spec_c, plain_c) > measured_speedup(spec_e, plain_e)
     kept = [sum(r.n_accepted for r in s.rounds) for s in (spec_e, spec_c)]
-    why = views.recorded_why(races)
+    why = views.recorded_why()
     assert f"**{kept[0]} of {len(spec_e.output_ids)}**" in why and f"**{kept[1]} of {len(spec_c.output_ids)}**" in why
+    # after a Run the sentence speaks of that race, beside the recorded ones
+    mine = views.views(spec_e, plain_e, "run")["recorded_why"]
+    assert mine.startswith("**Your race:**") and f"**{kept[0]} of {len(spec_e.output_ids)}** tokens" in mine
     with pytest.raises(handlers.UserError):
         handlers.show_recorded("no-such-race")

@@ -218,7 +218,7 @@ def aligned_html(traces: list, names: list[str]) -> str:
     for trace, name in zip(traces, names):
         cells = []
         for r in trace.rounds:
-            kinds = [draft_decision(t) for t in r.drafted[: r.n_accepted]] + [correction_decision(r.correction)]
+            kinds = [draft_decision(t) for t in r.drafted[: r.n_accepted]] + [correction_decision(r.correction, r.n_verified > 0)]
             drafted, correction = round_texts(trace, r)
             for j, (kind, shown) in enumerate(zip(kinds, drafted[: r.n_accepted] + [correction])):
                 start = " sd-align-start" if j == 0 else ""
@@ -232,7 +232,7 @@ def aligned_html(traces: list, names: list[str]) -> str:
 def _align_legend() -> str:
     """What the alignment's cells mean: how each committed token came, and where a round starts."""
     items = "".join(f'<span class="sd-tok {DECISIONS[k].css}">{html.escape(DECISIONS[k].mark)} {html.escape(DECISIONS[k].label)}'
-                    '</span>' for k in ("accepted", "resampled", "bonus"))
+                    '</span>' for k in ("accepted", "resampled", "bonus", "own"))
     return (f'<div class="sd-legend" id="sd-align-legend">{items}<span>a thick left border: a new round '
             '(one target pass) starts · one column per output position · hover a cell for its round</span></div>')
 

@@ -9,7 +9,7 @@ from ..trace.race_sum import race_sum, recorded_reference
 from ..trace.token_text import round_texts
 
 _STYLE_CODES = {"plain": "", "strike": "\x1b[9m", "faded": "\x1b[2m", "underline": "\x1b[4m",
-                "overline": "\x1b[1m"}
+                "overline": "\x1b[1m", "dotted": ""}
 RESET = "\x1b[0m"
 
 
@@ -38,7 +38,7 @@ def round_pieces(trace: Trace, rnd, eos_ids, colour: bool, pending: bool = True)
         if not (decision == "accepted" and t.id in eos_ids):
             pieces.append(paint(shown(text, decision == "accepted"), decision, colour))
     if len(rnd.committed) > rnd.n_accepted and rnd.correction.id not in eos_ids:
-        kind = correction_decision(rnd.correction)
+        kind = correction_decision(rnd.correction, rnd.n_verified > 0)
         pieces.append(paint(shown(correction, True), kind, colour))
     return pieces
 

@@ -15,7 +15,7 @@ class Decision:
     label: str      # what a person reads in the legend
     colour: str     # hex, Okabe-Ito
     mark: str       # non-colour cue in plain text
-    style: str      # non-colour cue in rich views: "plain", "underline", "strike", "faded", "overline"
+    style: str      # non-colour cue in rich views: "plain", "underline", "strike", "faded", "overline", "dotted"
     meaning: str    # one sentence for tooltips and the legend
 
     @property
@@ -36,7 +36,11 @@ DECISIONS = {
         Decision("resampled", "resampled", "#E69F00", "↺", "underline",
                  "drawn from norm(max(0, p − q)) to replace the rejected draft"),
         Decision("bonus", "bonus (from p)", "#0072B2", "+", "overline",
-                 "drawn from the target's p after every draft was accepted (or none was drafted)"),
+                 "drawn from the target's p after every draft was accepted"),
+        # A round with no guesses (the shape rule declined, or nothing to propose) is a plain step:
+        # its one token is the target's own, not a bonus earned by guesses (sky blue: the plain lane's).
+        Decision("own", "no guess (the target wrote it)", "#56B4E9", "○", "dotted",
+                 "no guess this round: the target wrote one token itself, as plain decoding does"),
     )
 }
 
@@ -61,8 +65,11 @@ def draft_decision(token) -> str:
     return "rejected" if token.evaluated else "not reached"
 
 
-def correction_decision(correction) -> str:
-    """The decision of a round's last token: resampled at a rejection, else the bonus from p."""
+def correction_decision(correction, guessed: bool = True) -> str:
+    """The decision of a round's last token: resampled at a rejection, else the bonus from p; in a
+    round that verified no guess (guessed False: Round.n_verified == 0), the target's own token."""
+    if not guessed:
+        return "own"
     return "resampled" if correction.kind == "resample" else "bonus"
 
 
