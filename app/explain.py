@@ -41,23 +41,20 @@ FIRST_LOAD_NOTE = ("The first run loads the model pair: for the offline default 
                    "Hub models download on their first use.")
 
 FIRST_PAINT_RACES = 5   # app/record_examples.py keeps the race with the median speedup of these
-RECORDED_BANNER = ("● **Recorded race** on **{machine}**: {target} + {draft}, {shape}, T = {temperature}; this "
-                   f"prompt was raced {FIRST_PAINT_RACES} times and the race with the middle speedup is shown. "
-                   "Press **Run** to race on this machine.")
+RECORDED_BANNER = ("● **Recorded race** on **{machine}**: {target} + {draft}, {shape}, T = {temperature} (the "
+                   f"middle of {FIRST_PAINT_RACES} races of this prompt). Press **Run** to race on this machine.")
 # The races the page opens on (app/record_examples.py records them at the page's defaults): file stem, the
 # EXAMPLES entry raced, a short name. A task whose answer reuses its context — summarising notes, what
 # speculative decoding is deployed for — comes first (it is the prompt box's default); an everyday
 # question, where the answer is new text and speculation wins little, follows.
 FIRST_PAINT = (("example_copy", 0, "notes the answer reuses"), ("example", 1, "an everyday question"))
-RECORDED_LABEL = (f"Recorded races (each the middle one of {FIRST_PAINT_RACES} races of its prompt): press one "
-                  "to show it")
-RECORDED_WHY = ("**Why one wins more:** the draft's guesses that the big model kept made **{kept_a} of {n_a}** "
-                "tokens for {name_a} but **{kept_b} of {n_b}** for {name_b}. An answer that reuses its prompt's "
-                "words (a summary, an edit, an answer from a passage) can be copied and guessed; new text mostly "
-                "cannot. The more often the draft guesses the big model's next token, the fewer passes it runs.")
-RUN_WHY = ("**Your race:** the draft's guesses that the big model kept made **{kept} of {n}** tokens "
-           "({share:.0%}), against **{kept_a} of {n_a}** for {name_a} and **{kept_b} of {n_b}** for {name_b} in "
-           "the recorded races. The more of them kept, the fewer passes the big model runs.")
+RECORDED_LABEL = f"Recorded races (each the middle of {FIRST_PAINT_RACES} of its prompt): press one to show it"
+RECORDED_WHY = ("**Why one wins more:** the draft's kept guesses made **{kept_a} of {n_a}** tokens for {name_a} "
+                "but **{kept_b} of {n_b}** for {name_b}: words an answer reuses from its prompt can be guessed, "
+                "new text mostly cannot, and each kept guess saves a pass of the big model.")
+RUN_WHY = ("**Your race:** the draft's kept guesses made **{kept} of {n}** tokens ({share:.0%}), against "
+           "**{kept_a} of {n_a}** for {name_a} and **{kept_b} of {n_b}** for {name_b} in the recorded races; "
+           "each kept guess saves a pass of the big model.")
 RUN_BANNER = "▶ **Your run** on **{machine}**: {target} + {draft}, {shape}, T = {temperature}."
 UPLOAD_BANNER = "⤒ **Loaded from file** ({files}): recorded on **{machine}**, {target} + {draft}, {shape}."
 

@@ -112,7 +112,9 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict, 
         with gr.Tab("Race", id="race") as C["race_tab"]:
             with gr.Row(equal_height=False, elem_id="sd-first"):
                 with gr.Column(scale=2, min_width=300):
-                    C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=3, max_lines=8,
+                    # At most 4 lines tall: a long prompt (the default is notes to summarise) scrolls
+                    # inside the box, so Run stays on a projector's first screen.
+                    C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=3, max_lines=4,
                                              elem_id="sd-prompt")
                     with gr.Row(elem_id="sd-run-row"):
                         C["run"] = gr.Button("▶ Run", variant="primary", elem_id="sd-run", min_width=90)

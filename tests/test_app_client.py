@@ -2,6 +2,7 @@
 pair, a valid final trace, uploads, and errors that leave the app serving."""
 import json
 import os
+import re
 
 import pytest
 
@@ -37,7 +38,8 @@ def client():
 
 @pytest.fixture(scope="module")
 def finished_run(client):
-    job = client.submit(*run_args(), api_name="/run")
+    # 48 tokens: a race long enough for the lanes to be redrawn while it runs (every RACE_REDRAW_S)
+    job = client.submit(*run_args(max_new_tokens=48), api_name="/run")
     updates = list(job)            # every streamed update
     return updates, job.outputs()[-1]
 
@@ -45,10 +47,12 @@ def finished_run(client):
 def test_run_streams_updates_and_returns_valid_traces(finished_run):
     updates, final = finished_run
     assert len(updates) >= 4          # lanes start, stream, finish: more than one update
-    banner, plain_lane, spec_lane, verdict, timeline = final[:5]
+    banner, recorded_why, plain_lane, spec_lane, verdict, timeline = final[:6]
     assert "Your run" in banner and "CPU" in banner
+    assert recorded_why.startswith("**Your race:**")        # this race beside the recorded ones
     assert "finished" in plain_lane and "finished" in spec_lane
-    assert 'class="sd-count">12<' in plain_lane and 'class="sd-count">12<' in spec_lane
+    n = int(re.search(r'class="sd-count">(\d+)<', plain_lane).group(1))
+    assert f'class="sd-count">{n}<' in spec_lane and 12 <= n <= 48
     assert "speedup" in verdict and "identical token for token" in verdict   # T = 0: same text
     assert "sd-tok sd-" in timeline
     files = final[-1]
@@ -56,7 +60,7 @@ def test_run_streams_updates_and_returns_valid_traces(finished_run):
     spec = next(t for t in traces if t.config.k != 0)
     plain = next(t for t in traces if t.config.k == 0)
     assert spec.finished and plain.finished and spec.output_ids == plain.output_ids
-    assert len(spec.output_ids) == 12 and spec.config.draft == "ngram"
+    assert len(spec.output_ids) == n and spec.config.draft == "ngram"
     # a streamed intermediate update showed a partial lane
     partial = [u for u in updates if isinstance(u, (list, tuple)) and any("running" in str(x) for x in u)]
     assert partial
@@ -65,8 +69,8 @@ def test_run_streams_updates_and_returns_valid_traces(finished_run):
 def test_upload_rerenders_without_a_model(client, finished_run, tmp_path):
     files = finished_run[1][-1]
     out = client.predict([handle_file(f) for f in files], api_name="/upload")
-    banner, plain_lane, spec_lane, verdict, timeline = out[:5]
-    assert "Loaded from file" in banner and "speedup" in verdict and "sd-tok" in timeline
+    banner, recorded_why, plain_lane, spec_lane, verdict, timeline = out[:6]
+    assert "Loaded from file" in banner and recorded_why.startswith("**Your race:**") and "speedup" in verdict and "sd-tok" in timeline
     titles = [json.loads(x["plot"])["layout"]["title"]["text"] for x in out if isinstance(x, dict) and "plot" in x]
     assert len(titles) == 7
     assert titles[0].startswith("Round ") and "Speedup vs draft length k" in titles
@@ -92,6 +96,6 @@ def test_malformed_upload_is_a_readable_error_and_app_keeps_serving(client, tmp_
 ])
 def test_errors_are_shown_and_app_keeps_serving(client, args, message):
     out = client.predict(*args, api_name="/run")
-    banner, plain_lane, spec_lane = out[:3]
+    banner, _why, plain_lane, spec_lane = out[:4]
     assert banner.startswith("⚠ **Not run:**") and message in banner
     assert "waiting" not in plain_lane and "waiting" not in spec_lane    # the previous results stay
