@@ -127,6 +127,9 @@ def test_run_race_timeline_charts_inspector_download_upload(page):
     assert "finished" in page.locator("#sd-lane-plain").inner_text()
     assert "finished" in page.locator("#sd-lane-spec").inner_text()
     assert page.locator("#sd-lane-spec .sd-count").inner_text() == "24"
+    # the sentence under the banner now speaks of this race, beside the recorded ones (issue 44)
+    why = page.locator("#sd-recorded-why").inner_text()
+    assert why.startswith("Your race:") and "of 24 tokens" in why and "in the recorded races" in why, why
 
     # the timeline: accepted and rejected drafts (n-gram drafter on this prompt rejects some)
     assert page.locator("#sd-timeline .sd-accepted").count() > 0
