@@ -264,11 +264,13 @@ def test_bad_input_shows_one_line_and_the_next_run_works(page):
 
 
 def test_a_race_that_cannot_win_explains_itself_with_its_sum(page):
-    """Issue 44: a fixed tree of 24 guesses in 6 levels on an everyday question, greedy — on a CPU
-    each pass over 24 guesses costs ~1.8 plain steps and few are kept, so speculation loses or barely
-    wins. The verdict says so in words, names the biggest reason, and shows the sum: plain = passes ×
-    step, speculative = passes × pass + guessing steps × their cost, from this run's clocks; the
-    round-by-round views are drawn once the race is over."""
+    """Issue 44: a fixed tree of 24 guesses in 6 levels on an everyday question, greedy. On this
+    project's 2-core machines each pass over 24 guesses costs ~1.8 plain steps and few are kept, so
+    speculation loses (0.82-0.83x measured): the verdict says so in words, names the biggest reason
+    and shows the sum — plain = passes × step, speculative = passes × pass + guessing steps × their
+    cost — from this run's clocks. A machine whose wide passes are cheap enough to win clearly gets
+    the same sum folded behind "the sum" (both renderings are also tested on fixed traces:
+    tests/test_race_sum.py). The round-by-round views are drawn once the race is over."""
     from specdec_core.trace.race_sum import REASON_WORDS
     page.wait_for_selector("#sd-timeline .sd-tok")
     page.locator("#sd-prompt textarea").fill("Explain in two sentences why the sky looks blue.")
@@ -279,13 +281,17 @@ def test_a_race_that_cannot_win_explains_itself_with_its_sum(page):
     page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Racing')", timeout=300_000)
     assert "drawn when the race ends" in page.locator("#sd-banner").inner_text()
     page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Your run')", timeout=300_000)
-    verdict = page.locator("#sd-verdict")
-    text = verdict.inner_text()
-    assert "Speculation lost this race" in text or "Speculation barely won this race" in text, text
-    said = page.locator("#sd-sum b").inner_text()
-    assert "The biggest reason:" in said and any(words in said for words in REASON_WORDS.values()), said
-    lines = page.locator("#sd-sum .sd-sum-lines").inner_text()
+    text = page.locator("#sd-verdict").inner_text()
+    total = page.locator("#sd-sum")
+    assert total.count() == 1, text
+    lines = page.locator("#sd-sum .sd-sum-lines").text_content()
     assert re.search(r"plain += \d+ passes × \d+ ms", lines) and re.search(r"\d+ guessing steps × \d+ ms", lines), lines
+    if total.evaluate("e => e.tagName") == "DETAILS":          # a clear win: the sum behind a click
+        assert "Speculation lost" not in text and "barely won" not in text
+    else:                                                       # lost or barely won: said, with its reason
+        assert "Speculation lost this race" in text or "Speculation barely won this race" in text, text
+        said = page.locator("#sd-sum b").inner_text()
+        assert "The biggest reason:" in said and any(words in said for words in REASON_WORDS.values()), said
     page.screenshot(path=str(ARTIFACTS / "lost-race.png"), full_page=False)
 
 
