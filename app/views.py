@@ -5,8 +5,6 @@ so every view is always rebuilt from Trace objects only."""
 from __future__ import annotations
 
 import functools
-
-
 import os
 import re
 import shutil

@@ -12,6 +12,8 @@ reference race's (the recorded races the page opens on) is said to be slower or 
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Optional
 
@@ -28,7 +30,7 @@ MACHINE_RATIO = 1.5    # plain steps this much slower (or faster) than the refer
 # speculative pass with its guessing costs about 1.1-1.5 plain steps, and the recorded everyday race
 # (a third of its tokens kept) barely won while the copy-heavy one (seven in ten) won 1.8x.
 KEPT_FEW = 0.4
-# The why-line's limits in a student's words.
+# Each reason (RaceSum.reason) in a student's words.
 REASON_WORDS = {"acceptance": "few guesses kept", "draft": "the cost of guessing",
                 "verify": "the bigger passes that check the guesses", "none": "no guesses at all",
                 "unstable": "a busy machine (the timings jumped during the race)",
@@ -130,33 +132,33 @@ def abs_ratio(r: float) -> float:
     return r if r >= 1 else 1 / r
 
 
+def _mean_round_s(trace) -> float:
+    """A lane's mean round, clock to clock (a plain lane's: its step)."""
+    return sum(r.t_end - r.t_start for r in trace.rounds) / len(trace.rounds)
+
+
 def race_sum(spec, plain, reference=None) -> Optional[RaceSum]:
     """The RaceSum of two finished lanes (None when either has no rounds). reference: a plain trace
     of the same target recorded elsewhere (the page's recorded race) to compare step times with."""
     if spec is None or plain is None or not spec.rounds or not plain.rounds:
         return None
-    spec_target = [round_target_s(r) for r in spec.rounds]
     calls = sum(r.levels for r in spec.rounds)
-    plain_step = sum(r.t_end - r.t_start for r in plain.rounds) / len(plain.rounds)
+    plain_step = _mean_round_s(plain)
     ref_step = None
     if reference is not None and reference.rounds and reference.config.target == plain.config.target:
-        ref_step = sum(r.t_end - r.t_start for r in reference.rounds) / len(reference.rounds)
-    ratio = plain_step / ref_step if ref_step else None
-    kept = sum(r.n_accepted for r in spec.rounds)
-    passes, pass_s = len(spec.rounds), sum(spec_target) / len(spec_target)
-    guessing_s = sum(r.draft_s for r in spec.rounds)
-    reason = _biggest_reason(spec, plain, kept, guessing_s, passes * (pass_s - plain_step), ratio)
-    return RaceSum(speedup=measured_speedup(spec, plain),
-                   plain_tokens=len(plain.output_ids), plain_prefill_s=plain.prefill_s,
-                   plain_passes=len(plain.rounds), plain_step_s=plain_step,
-                   spec_tokens=len(spec.output_ids), spec_prefill_s=spec.prefill_s, spec_passes=len(spec.rounds),
-                   spec_pass_s=sum(spec_target) / len(spec_target),
-                   draft_calls=calls, draft_call_s=sum(r.draft_s for r in spec.rounds) / calls if calls else 0.0,
-                   kept=kept, reason=reason,
-                   machine_ratio=ratio, reference_step_s=ref_step)
+        ref_step = _mean_round_s(reference)
+    total = RaceSum(speedup=measured_speedup(spec, plain),
+                    plain_tokens=len(plain.output_ids), plain_prefill_s=plain.prefill_s,
+                    plain_passes=len(plain.rounds), plain_step_s=plain_step,
+                    spec_tokens=len(spec.output_ids), spec_prefill_s=spec.prefill_s, spec_passes=len(spec.rounds),
+                    spec_pass_s=sum(round_target_s(r) for r in spec.rounds) / len(spec.rounds),
+                    draft_calls=calls, draft_call_s=sum(r.draft_s for r in spec.rounds) / calls if calls else 0.0,
+                    kept=sum(r.n_accepted for r in spec.rounds), reason="none",
+                    machine_ratio=plain_step / ref_step if ref_step else None, reference_step_s=ref_step)
+    return dataclasses.replace(total, reason=_biggest_reason(spec, plain, total))
 
 
-def _biggest_reason(spec, plain, kept: int, guessing_s: float, wider_s: float, machine_ratio: Optional[float]) -> str:
+def _biggest_reason(spec, plain, total: RaceSum) -> str:
     """What decided the race, from its own sum: no guesses; clocks too unstable to tell; fewer than
     KEPT_FEW of the tokens were kept guesses; else the larger of the two prices paid (guessing, or
     the bigger passes); a machine MACHINE_RATIO off the reference is named when nothing else is."""
@@ -164,16 +166,19 @@ def _biggest_reason(spec, plain, kept: int, guessing_s: float, wider_s: float, m
         return "none"
     if timings_unstable(spec, plain):
         return "unstable"
-    if kept < KEPT_FEW * max(1, len(spec.output_ids)):
+    if total.kept < KEPT_FEW * max(1, total.spec_tokens):
         return "acceptance"
-    if max(guessing_s, wider_s) <= 0 and machine_ratio is not None and abs_ratio(machine_ratio) > MACHINE_RATIO:
+    guessing_s, wider_s, ratio = total.guessing_s, total.wider_s, total.machine_ratio
+    if max(guessing_s, wider_s) <= 0 and ratio is not None and abs_ratio(ratio) > MACHINE_RATIO:
         return "machine"
     return "draft" if guessing_s >= wider_s else "verify"
 
 
+@functools.lru_cache(maxsize=4)
 def recorded_reference(target: str) -> Optional[Trace]:
     """The plain lane of the race the page opens on, when it raced the same target: the reference
-    whose step time a live race's is compared with (None otherwise)."""
+    whose step time a live race's is compared with (None otherwise). Read once per target: the
+    bundled file never changes, and every verdict asks for it. Read it, never change it."""
     file = data.file("examples", RECORDED_PLAIN)
     if not file.is_file():
         return None
