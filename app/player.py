@@ -85,7 +85,7 @@ def card(spec, rnd) -> Card:
         guesses = tuple(Guess(i - 1, i + 1, _label(spec, t.id, t.text), rnd.draft_source, t.p, t.q, t.u,
                               draft_decision(t), lim) for i, (t, lim) in enumerate(zip(rnd.drafted, limits)))
     c = rnd.correction
-    return Card(rnd.index, guesses, max((g.depth for g in guesses), default=0), correction_decision(c, rnd.n_verified > 0),
+    return Card(rnd.index, guesses, max((g.depth for g in guesses), default=0), correction_decision(rnd),
                 _label(spec, c.id, c.text), len(rnd.committed), greedy, chosen(rnd))
 
 

@@ -142,7 +142,7 @@ def round_pieces(trace, rnd, last_eos: bool = False) -> list[Piece]:
         pieces.append(_piece(shown, decision, rnd.index, tooltip, position=i + 1))
     if n_committed > rnd.n_accepted:
         c = rnd.correction
-        decision = correction_decision(c, rnd.n_verified > 0)
+        decision = correction_decision(rnd)
         pieces.append(_piece(correction_text, decision, rnd.index, correction_tooltip(c, decision)))
     if last_eos and pieces:
         committed = [p for p in pieces if p.decision in COMMITTED]

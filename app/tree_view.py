@@ -80,7 +80,7 @@ def tree_figure(trace, rnd) -> go.Figure:
     # The round's last token, after the path's end.
     end = next((i for i in range(len(tree) - 1, -1, -1) if tree[i].on_path), None)
     cx, cy = (xs[end] + 1, ys[end]) if end is not None else (1, root_y)
-    kind = correction_decision(rnd.correction, rnd.n_verified > 0)
+    kind = correction_decision(rnd)
     d = DECISIONS[kind]
     fig.add_scatter(x=[cx], y=[cy], mode="markers+text", text=[f"{d.mark} {visible_whitespace(correction_label)}"],
                     textposition="middle right", name=f"{d.mark} {d.label}",

@@ -218,7 +218,7 @@ def aligned_html(traces: list, names: list[str]) -> str:
     for trace, name in zip(traces, names):
         cells = []
         for r in trace.rounds:
-            kinds = [draft_decision(t) for t in r.drafted[: r.n_accepted]] + [correction_decision(r.correction, r.n_verified > 0)]
+            kinds = [draft_decision(t) for t in r.drafted[: r.n_accepted]] + [correction_decision(r)]
             drafted, correction = round_texts(trace, r)
             for j, (kind, shown) in enumerate(zip(kinds, drafted[: r.n_accepted] + [correction])):
                 start = " sd-align-start" if j == 0 else ""

@@ -308,7 +308,7 @@ def strip_html(spec, round_index: int, stage: str) -> str:
         if stage in ("corrected", "committed"):
             c = rnd.correction
             label = "resampled" if c.kind == "resample" else "bonus"
-            cells.append(_span(correction, correction_decision(c, rnd.n_verified > 0), label, focus=stage == "corrected", rnd=rnd.index))
+            cells.append(_span(correction, correction_decision(rnd), label, focus=stage == "corrected", rnd=rnd.index))
     return f'<div class="sd-wt" id="sd-wt-strip" data-stage="{stage}">{ctx}{"".join(cells)}</div>'
 
 

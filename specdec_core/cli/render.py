@@ -38,7 +38,7 @@ def round_pieces(trace: Trace, rnd, eos_ids, colour: bool, pending: bool = True)
         if not (decision == "accepted" and t.id in eos_ids):
             pieces.append(paint(shown(text, decision == "accepted"), decision, colour))
     if len(rnd.committed) > rnd.n_accepted and rnd.correction.id not in eos_ids:
-        kind = correction_decision(rnd.correction, rnd.n_verified > 0)
+        kind = correction_decision(rnd)
         pieces.append(paint(shown(correction, True), kind, colour))
     return pieces
 

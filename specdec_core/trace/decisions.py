@@ -65,12 +65,12 @@ def draft_decision(token) -> str:
     return "rejected" if token.evaluated else "not reached"
 
 
-def correction_decision(correction, guessed: bool = True) -> str:
-    """The decision of a round's last token: resampled at a rejection, else the bonus from p; in a
-    round that verified no guess (guessed False: Round.n_verified == 0), the target's own token."""
-    if not guessed:
+def correction_decision(rnd) -> str:
+    """The decision of a round's (a trace Round's) last token: in a round that verified no guess, the
+    target's own token; else resampled at a rejection, or the bonus from p."""
+    if rnd.n_verified == 0:
         return "own"
-    return "resampled" if correction.kind == "resample" else "bonus"
+    return "resampled" if rnd.correction.kind == "resample" else "bonus"
 
 
 def visible_whitespace(text: str) -> str:
