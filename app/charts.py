@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 from specdec_core import run_costs, theory
 from specdec_core.trace.decisions import (INK_COLOUR, DECISIONS, DRAFT_COLOUR, FAINT_COLOUR, MUTED_COLOUR, NEUTRAL_COLOUR,
                                           PLAIN_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
-                                          draft_decision, visible_whitespace)
+                                          TEST_NAMES, DrawnFrom, draft_decision, test_numbers, visible_whitespace)
 from specdec_core.trace import measured_speedup, run_theory, timings_unstable
 from specdec_core.trace.token_text import display_texts, round_labels
 
@@ -263,7 +263,7 @@ def position_figure(trace, round_index: int, position: int) -> go.Figure:
     """For one drafted position: p vs q over the top-N tokens; u against p/q on a 0–1 line;
     and, at a rejection, the residual distribution norm(max(0, p − q)) the resample came from."""
     fig = make_subplots(rows=1, cols=3, column_widths=[0.42, 0.18, 0.40], horizontal_spacing=0.08,
-                        subplot_titles=("p vs q over the top tokens", "the accept test", "residual norm(max(0, p − q))"))
+                        subplot_titles=("p vs q over the top tokens", "the accept test", "what the last token came from"))
     fig.update_layout(height=370, template="plotly_white", margin=dict(l=60, r=20, t=80, b=70),
                       barmode="group", legend=dict(orientation="h", font=dict(size=LEGEND_FONT)))
     if trace is None or not 0 <= round_index < len(trace.rounds) or \
@@ -288,27 +288,32 @@ def position_figure(trace, round_index: int, position: int) -> go.Figure:
     fig.update_yaxes(title_text="probability", range=[0, 1.05], row=1, col=1)
 
     decision = draft_decision(t)
-    ratio = min(t.p / t.q, 1.0) if t.q else 0.0
+    # The test the rule recorded for this guess (min(1, p/q) drawn from q, r(x)/Σr chosen; none at T = 0).
+    name = TEST_NAMES.get(t.test, "p/q")
     fig.add_scatter(x=[0, 0], y=[0, 1], mode="lines", line=dict(color=FAINT_COLOUR, width=10), showlegend=False,
                     hoverinfo="skip", row=1, col=2)
-    fig.add_scatter(x=[0, 0], y=[0, ratio], mode="lines", line=dict(color=DECISIONS["accepted"].colour, width=10),
-                    name=f"accept region u < p/q = {ratio:.3f}", row=1, col=2)
+    if t.keep_at is not None:
+        fig.add_scatter(x=[0, 0], y=[0, t.keep_at], mode="lines", line=dict(color=DECISIONS["accepted"].colour, width=10),
+                        name=f"accept region u < {name} = {test_numbers(t.u, t.keep_at)[2] if t.u is not None else f'{t.keep_at:.3f}'}",
+                        row=1, col=2)
     if t.u is not None:
-        fig.add_scatter(x=[0], y=[t.u], mode="markers+text", text=[f"u = {t.u:.3f}"], textposition="middle right",
+        fig.add_scatter(x=[0], y=[t.u], mode="markers+text", text=[f"u = {test_numbers(t.u, t.keep_at)[0] if t.keep_at is not None else f'{t.u:.3f}'}"],
+                        textposition="middle right",
                         marker=dict(color=DECISIONS[decision].colour, size=16, symbol="diamond",
                                     line=dict(color="black", width=1)), name="uniform draw u", row=1, col=2)
     else:
         note = "not checked" if decision == "not reached" else "T = 0: no draw, kept iff top token"
         fig.add_annotation(text=note, x=0, y=1.08, showarrow=False, xref="x2", yref="y2", font=dict(size=11))
     fig.update_xaxes(visible=False, range=[-0.5, 1.5], row=1, col=2)
-    fig.update_yaxes(title_text="u and p/q (0–1)", range=[-0.02, 1.12], row=1, col=2)
+    fig.update_yaxes(title_text=f"u and {name} (0–1)", range=[-0.02, 1.12], row=1, col=2)
 
     is_rejection = decision == "rejected" and rnd.correction.kind == "resample" and position - 1 == rnd.n_accepted
     if is_rejection and rnd.correction.residual_top:
         res = rnd.correction.residual_top
         fig.add_bar(x=[("▶ " if r[0] == rnd.correction.id else "") + _label(top_label(r[0], r[1])) for r in res],
                     y=[r[2] for r in res],
-                    name="residual (▶ = resampled)", marker_color=RESIDUAL_COLOUR, row=1, col=3)
+                    name=f"residual {'norm(r)' if rnd.correction.drawn_from == DrawnFrom.REST else 'norm(max(0, p − q))'}"
+                         " (▶ = resampled)", marker_color=RESIDUAL_COLOUR, row=1, col=3)
         fig.update_yaxes(title_text="probability", range=[0, 1.05], row=1, col=3)
         fig.update_xaxes(title_text="token", row=1, col=3)
     else:

@@ -17,9 +17,10 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from specdec_core.trace.decisions import DECISIONS, correction_decision, draft_decision, visible_whitespace
+from specdec_core.trace.decisions import (DECISIONS, DrawnFrom, KeepTest, correction_decision, draft_decision,
+                                          test_text, visible_whitespace)
 from specdec_core.trace.token_text import display_texts
-from specdec_core.trace.trees import chosen, keep_thresholds
+from specdec_core.trace.trees import round_sources
 
 from .timeline import committed_texts
 
@@ -38,8 +39,8 @@ class Guess:
     q: Optional[float]       # draft probability it was proposed with
     u: Optional[float]       # the uniform draw (None: greedy, or never reached)
     decision: str            # accepted / rejected / not reached (never checked)
-    threshold: Optional[float] = None   # kept iff u < threshold: min(1, p/q) for a sampled chain,
-                                        # r(x)/Σr for a guessed child (rejected siblings removed from r)
+    test: Optional[KeepTest] = None     # the test the rule recorded: min(1, p/q) drawn from q, r(x)/Σr chosen
+    keep_at: Optional[float] = None     # kept iff u < keep_at (as recorded)
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,12 @@ class Card:
     last_text: str
     committed: int           # tokens the round added to the output
     greedy: bool
-    chosen: bool = False     # guesses chosen, not drawn (their test is r(x)/Σr)
+    drawn_from: Optional[DrawnFrom] = None   # what the last token was drawn from (as recorded)
+
+    @property
+    def chosen(self) -> bool:
+        """Some guess was one the draft chose, tested against r(x)/Σr (as the rule recorded)."""
+        return any(g.test == KeepTest.CHOSEN for g in self.guesses)
 
 
 @dataclass(frozen=True)
@@ -73,20 +79,22 @@ def _label(trace, token_id: int, text: str) -> str:
 
 def card(spec, rnd) -> Card:
     """The round's guesses in the order tried (a chain: its drafts), with their decisions and the
-    test each u met (trace.trees.keep_thresholds)."""
+    test each u met, as the rule recorded them."""
     greedy = spec.config.greedy
-    limits = keep_thresholds(rnd)
     if rnd.tree:
         depths = rnd.node_depths()
         guesses = tuple(Guess(n.parent, d, _label(spec, n.id, n.text), n.source, n.p,
-                              n.q, n.u, n.decision, lim)
-                        for n, d, lim in zip(rnd.tree, depths, limits))
+                              n.q, n.u, n.decision, n.test, n.keep_at)
+                        for n, d in zip(rnd.tree, depths))
     else:
-        guesses = tuple(Guess(i - 1, i + 1, _label(spec, t.id, t.text), rnd.draft_source, t.p, t.q, t.u,
-                              draft_decision(t), lim) for i, (t, lim) in enumerate(zip(rnd.drafted, limits)))
+        # A chain names its source when its drafter has several; a single-source drafter's is its own.
+        sources = round_sources(spec.config, rnd)
+        source = rnd.draft_source or (next(iter(sources)).value if len(sources) == 1 else None)
+        guesses = tuple(Guess(i - 1, i + 1, _label(spec, t.id, t.text), source, t.p, t.q, t.u,
+                              draft_decision(t), t.test, t.keep_at) for i, t in enumerate(rnd.drafted))
     c = rnd.correction
     return Card(rnd.index, guesses, max((g.depth for g in guesses), default=0), correction_decision(rnd),
-                _label(spec, c.id, c.text), len(rnd.committed), greedy, chosen(rnd))
+                _label(spec, c.id, c.text), len(rnd.committed), greedy, c.drawn_from)
 
 
 def _quote(texts) -> str:
@@ -104,11 +112,17 @@ def _decide_caption(c: Card) -> str:
         # a tree: guesses that share a position are alternatives, not a sentence; say so before naming them
         parts[0] = ("A token tree: guesses in one column are alternatives for the same position, tried top to "
                     "bottom, each kept if u < r(x)/Σr (what the target still wants there). " + parts[0])
+    elif c.chosen:
+        parts[0] = ("Guesses the draft chose, each kept if u < r(x)/Σr (what the target still wants there). "
+                    + parts[0])
     if rejected:
         parts.append(f"rejected {_quote(rejected)}")
-    if c.last == "resampled":
+    if c.last == "resampled" and c.drawn_from == DrawnFrom.REST:
+        parts.append(f"in place of the rejected guesses the target adds “{c.last_text}”, drawn from what it still "
+                     "wants there once they are removed, norm(r)")
+    elif c.last == "resampled":
         parts.append(f"in place of the rejected guess the target adds “{c.last_text}”, drawn from what it wanted "
-                     "and the draft did not offer")
+                     "and the draft did not offer, norm(max(0, p − q))")
     elif rejected:     # a tree: an alternative was kept where a guess lost, and its line ends here
         parts.append(f"the kept line ends there, so the target adds a bonus token of its own, “{c.last_text}”")
     else:
@@ -155,18 +169,15 @@ def frames(spec, plain) -> list[Frame]:
 
 
 # -- HTML and the browser-side player ------------------------------------------------------------------
-def _guess_html(g: Guess, i: int, greedy: bool, chosen: bool) -> str:
+def _guess_html(g: Guess, i: int, greedy: bool) -> str:
     d = DECISIONS[g.decision]
     nums = " ".join(x for x in (f"p {g.p:.2f}" if g.p is not None else "", f"q {g.q:.2f}" if g.q is not None else "") if x)
     if g.decision == "not reached":
         test = "never checked"
     elif greedy:
         test = "kept if it is the target's top token"
-    elif g.u is not None and g.threshold is not None:
-        test = (f"u {g.u:.2f} {'<' if g.decision == 'accepted' else '≥'} {g.threshold:.2f} = "
-                + ("r(x)/Σr" if chosen else "min(1, p/q)"))
     else:
-        test = ""
+        test = test_text(g.test, g.u, g.keep_at, g.decision == "accepted", digits=2)
     src = ' <span class="sd-pl-src">copied</span>' if g.source == "lookup" else ""
     return (f'<div class="sd-pl-g" data-depth="{g.depth}" data-parent="{g.parent}" data-i="{i}" data-decision="{g.decision}">'
             f'<span class="sd-tok sd-pl-tok" data-cls="{d.css}">{html.escape(g.text)}</span>{src}'
@@ -180,7 +191,7 @@ def _card_html(c: Card) -> str:
     # alternatives for one position stack in their column in the order they were tried.
     cols = []
     for level in range(1, c.depth + 1):
-        items = "".join(_guess_html(g, i, c.greedy, c.chosen) for i, g in enumerate(c.guesses) if g.depth == level)
+        items = "".join(_guess_html(g, i, c.greedy) for i, g in enumerate(c.guesses) if g.depth == level)
         cols.append(f'<div class="sd-pl-col" data-level="{level}"><div class="sd-pl-lv">+{level}</div>{items}</div>')
     last = DECISIONS[c.last]
     cols.append(f'<div class="sd-pl-col sd-pl-last"><div class="sd-pl-lv">target adds</div>'

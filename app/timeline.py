@@ -10,9 +10,9 @@ import html
 from dataclasses import dataclass
 from typing import Optional
 
-from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, INK_COLOUR, MUTED_COLOUR, NEUTRAL_COLOUR,
-                                          PLAIN_COLOUR, TARGET_COLOUR, correction_decision, draft_decision,
-                                          visible_whitespace)
+from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, DRAWN_FROM_WORDS, INK_COLOUR, MUTED_COLOUR,
+                                          NEUTRAL_COLOUR, PLAIN_COLOUR, TARGET_COLOUR, DrawnFrom, KeepTest,
+                                          correction_decision, draft_decision, test_text, visible_whitespace)
 from specdec_core import Plan
 from specdec_core.trace.token_text import display_texts, round_texts
 
@@ -96,19 +96,20 @@ SOURCES = {"lookup": "proposed by prompt lookup (copied from earlier text; q = 1
 
 
 def draft_tooltip(t, position: int, decision: str, greedy: bool, source: Optional[str] = None) -> str:
-    """p, q, p/q, u and the decision of one drafted token (and which source proposed it), as plain text."""
-    ratio = t.p / t.q if t.q else None
+    """p, q, the test u met as the rule recorded it (trace.decisions.test_text) and the decision of
+    one drafted token (and which source proposed it), as plain text."""
     lines = [f"draft position {position} · {DECISIONS[decision].label} {DECISIONS[decision].mark}",
              *([SOURCES.get(source, f"proposed by {source}")] if source else []),
-             f"p (target) = {_fmt(t.p)}   q (draft) = {_fmt(t.q)}   p/q = {_fmt(ratio)}"]
+             f"p (target) = {_fmt(t.p)}   q (draft) = {_fmt(t.q)}"]
     if decision == "not reached":
         lines.append("u: not drawn: a token before it was rejected, so it was never checked")
-    elif greedy:
+    elif greedy or t.test == KeepTest.TOP:
         lines.append("u: none (temperature 0: kept only if it is the target's top token)")
     else:
-        rel = "<" if t.accepted else "≥"
-        lines.append(f"u = {_fmt(t.u)} {rel} p/q = {_fmt(min(ratio, 1.0) if ratio is not None else None)}")
-    if t.overlap is not None:
+        lines.append(test_text(t.test, t.u, t.keep_at, t.accepted))
+        if t.test == KeepTest.CHOSEN:
+            lines.append("a guess the draft chose: tested against r(x)/Σr, r = p less the guesses rejected before it")
+    if t.overlap is not None and t.test != KeepTest.CHOSEN:
         lines.append(f"acceptance probability Σ min(p, q) = {_fmt(t.overlap)}")
     lines.append(DECISIONS[decision].meaning)
     return "\n".join(lines)
@@ -121,8 +122,11 @@ def _prob_in(top, token_id) -> Optional[float]:
 def correction_tooltip(c, decision: str) -> str:
     d = DECISIONS[decision]
     lines = [f"{d.label} {d.mark}", d.meaning]
+    if c.drawn_from is not None and decision != "own":
+        lines.append(f"drawn from {DRAWN_FROM_WORDS[c.drawn_from]}")
     if decision == "resampled":
-        lines.append(f"residual probability of this token = {_fmt(_prob_in(c.residual_top, c.id))}")
+        name = "norm(r)" if c.drawn_from == DrawnFrom.REST else "the residual"
+        lines.append(f"its probability under {name} = {_fmt(_prob_in(c.residual_top, c.id))}")
     lines.append(f"p (target) of this token = {_fmt(_prob_in(c.p_top, c.id))}")
     return "\n".join(lines)
 

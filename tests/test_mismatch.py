@@ -38,7 +38,9 @@ def test_positions_have_tv_ratio_and_context_in_time_order():
     assert [(r["round"], r["position"], r["token"]) for r in rows] == [(0, 1, " the"), (0, 2, "<b>&"),
                                                                       (1, 1, " sat"), (1, 2, "\n")]
     assert rows[0]["tv"] == pytest.approx(0.5) and rows[2]["tv"] == pytest.approx(0.1)
-    assert rows[0]["ratio"] == 1.0 and rows[1]["ratio"] == pytest.approx(0.1 / 0.7)
+    # the threshold the rule recorded: min(1, p/q) for these sampled drafts
+    assert rows[0]["keep_at"] == 1.0 and rows[1]["keep_at"] == pytest.approx(0.1 / 0.7)
+    assert rows[0]["test"] == rows[1]["test"] == "min(1, p/q)"
     assert rows[1]["decision"] == "rejected" and rows[1]["context"] == "hi the"
     assert rows[2]["context"] == "hi the cat" and rows[3]["context"] == "hi the cat sat"
     assert [r["category"] for r in rows] == ["word start", "word continuation", "word start", "whitespace/newline"]

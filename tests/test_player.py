@@ -35,7 +35,7 @@ def test_a_chain_race_step_by_step():
     assert fs[0].caption == "The draft guesses: token 1 ahead, “␣the” (level 1 of 3)."
     assert fs[3].caption.startswith("The target checks all 3 guesses in one pass")
     assert fs[4].caption == ("Kept 1 of 3 guesses (“␣the”); rejected “<b>&”; in place of the rejected guess the "
-                             "target adds “␣cat”, drawn from what it wanted and the draft did not offer: 2 tokens "
+                             "target adds “␣cat”, drawn from what it wanted and the draft did not offer, norm(max(0, p − q)): 2 tokens "
                              "from one pass.")
     assert fs[8].caption == ("Kept 2 of 2 guesses (“␣sat”, “↵”); every guess passed, so the target adds a bonus "
                              "token of its own, “On”: 3 tokens from one pass.")
@@ -44,9 +44,9 @@ def test_a_chain_race_step_by_step():
     # The u test of each guess, against min(1, p/q) for a sampled chain: 0.9/0.8 → 1; 0.1/0.7 = 0.14.
     c = player.card(spec, spec.rounds[0])
     assert [g.decision for g in c.guesses] == ["accepted", "rejected", "not reached"]
-    assert c.guesses[0].threshold == 1.0 and c.guesses[1].threshold == pytest.approx(0.1 / 0.7)
+    assert c.guesses[0].keep_at == 1.0 and c.guesses[1].keep_at == pytest.approx(0.1 / 0.7)
     page = player.player_html(spec, plain)
-    assert "u 0.30 &lt; 1.00 = min(1, p/q)" in page and "u 0.90 ≥ 0.14 = min(1, p/q)" in page
+    assert "u = 0.30 &lt; min(1, p/q) = 1.00" in page and "u = 0.90 ≥ min(1, p/q) = 0.14" in page
     assert "never checked" in page
 
 
@@ -95,9 +95,9 @@ def test_a_tree_round_grows_level_by_level_and_tries_children_in_order():
     c = player.card(spec, spec.rounds[0])
     assert c.chosen and [g.depth for g in c.guesses] == [1, 1, 2, 2, 2]
     assert [g.decision for g in c.guesses] == ["rejected", "accepted", "rejected", "accepted", "not reached"]
-    assert [round(g.threshold, 3) for g in c.guesses[:4]] == [0.5, 0.6, 0.6, 0.5]
+    assert [round(g.keep_at, 3) for g in c.guesses[:4]] == [0.5, 0.6, 0.6, 0.5]
     page = player.player_html(spec, None)
-    assert "u 0.40 &lt; 0.60 = r(x)/Σr" in page and "u 0.10 &lt; 0.50 = r(x)/Σr" in page
+    assert "u = 0.40 &lt; r(x)/Σr = 0.60" in page and "u = 0.10 &lt; r(x)/Σr = 0.50" in page
 
 
 def test_a_lookup_round_says_it_copied_and_a_chosen_chain_is_tested_by_r():
@@ -110,10 +110,10 @@ def test_a_lookup_round_says_it_copied_and_a_chosen_chain_is_tested_by_r():
     spec = lone_trace([rnd])
     fs = player.frames(spec, None)
     assert fs[0].caption == "Prompt lookup copies from earlier text: token 1 ahead, “␣the” (level 1 of 2)."
-    c = player.card(spec, rnd)
-    assert c.chosen and [g.threshold for g in c.guesses] == [pytest.approx(.8), pytest.approx(.3)]
+    c = player.card(spec, spec.rounds[0])
+    assert c.chosen and [g.keep_at for g in c.guesses] == [pytest.approx(.8), pytest.approx(.3)]
     page = player.player_html(spec, None)
-    assert "copied" in page and "u 0.60 ≥ 0.30 = r(x)/Σr" in page
+    assert "copied" in page and "u = 0.60 ≥ r(x)/Σr = 0.30" in page
 
 
 def test_a_stopped_race_ends_where_it_stopped():

@@ -48,12 +48,12 @@ def test_rejection_round_narrates_its_real_numbers():
     # accept: p, q, the test min(1, p/q) (the strip's number; p/q itself beside it when above 1) and
     # u of each checked draft; the unchecked one is named as such
     text = by_id["accept"]["text"]
-    assert "p = 0.900, q = 0.800, min(1, p/q) = 1.000 (p/q = 1.125), u = 0.300 → ✓ accepted" in text
-    assert "p = 0.100, q = 0.700, min(1, p/q) = 0.143, u = 0.900 → ✗ rejected" in text and "not checked" in text
+    assert "p = 0.900, q = 0.800; u = 0.300 < min(1, p/q) = 1.000 → ✓ accepted" in text
+    assert "p = 0.100, q = 0.700; u = 0.900 ≥ min(1, p/q) = 0.143 → ✗ rejected" in text and "not checked" in text
     assert "p/q = 1.00" in by_id["accept"]["strip"] and "p/q = 0.14" in by_id["accept"]["strip"]
     # the rejection: its position, u vs p/q, the residual's token and its probability there
     text = by_id["rejection"]["text"]
-    assert "draft position 2" in text and "u = 0.900 ≥ p/q = 0.143" in text and "`␣cat`" in text and "0.600" in text
+    assert "draft position 2" in text and "u = 0.900 ≥ min(1, p/q) = 0.143" in text and "`␣cat`" in text and "0.600" in text
     assert "1 draft(s) after it" in text
     assert "**2 token(s)**" in by_id["committed"]["text"] and "1 accepted" in by_id["committed"]["text"]
     assert by_id["rejection"]["strip"].count("sd-resampled") == 1
@@ -287,15 +287,15 @@ def test_a_tree_round_walks_its_children_in_order_with_r_over_sum_r():
         if i >= v["n_steps"] - 1:
             break
     text = steps["tree"]["text"]
-    assert ("- After the committed text: `A`: r(x)/Σr = 0.500, u = 0.700 → rejected, so r(`A`) ← 0; then `B`: "
-            "r(x)/Σr = 0.300/0.500 = 0.600, u = 0.400 → **kept**") in text
-    assert ("- After `B`: `C`: r(x)/Σr = 0.600, u = 0.900 → rejected, so r(`C`) ← 0; then `D`: "
-            "r(x)/Σr = 0.200/0.400 = 0.500, u = 0.100 → **kept**") in text
+    assert ("- After the committed text: `A`: u = 0.700 ≥ r(x)/Σr = 0.500 → rejected, so r(`A`) ← 0; then `B`: "
+            "u = 0.400 < r(x)/Σr = 0.600 (0.300/0.500) → **kept**") in text
+    assert ("- After `B`: `C`: u = 0.900 ≥ r(x)/Σr = 0.600 → rejected, so r(`C`) ← 0; then `D`: "
+            "u = 0.100 < r(x)/Σr = 0.500 (0.200/0.400) → **kept**") in text
     assert "`E`" not in text                               # its parent A was never kept
     accept = steps["accept"]
     assert "u < r(x)/Σr" in accept["text"] and "p/q =" not in accept["text"] and "r(x)/Σr" in accept["title"]
     # the main line is B, D (the accepted path): their tests in the text and on the strip agree
-    assert "`B`: p = 0.300, r(x)/Σr = 0.600, u = 0.400 → ✓ accepted" in accept["text"]
+    assert "`B`: p = 0.300; u = 0.400 < r(x)/Σr = 0.600 → ✓ accepted" in accept["text"]
     assert "r/Σr = 0.60" in accept["strip"] and "r/Σr = 0.50" in accept["strip"]
     assert "bonus" in steps and "rejection" not in steps    # the round ended with a bonus after D
     # the accept step's chart tests the same numbers: regions [0, 0.6) for B and [0, 0.5) for D

@@ -91,11 +91,11 @@ def test_tooltip_has_p_q_ratio_u_and_decision():
     out = spans(timeline.timeline_html(make_spec()))
     rejected = out[1][3]
     assert "p (target) = 0.100" in rejected and "q (draft) = 0.700" in rejected
-    assert "p/q = 0.143" in rejected and "u = 0.900 ≥ p/q" in rejected and "rejected draft" in rejected
+    assert "u = 0.900 ≥ min(1, p/q) = 0.143" in rejected and "rejected draft" in rejected
     accepted = out[0][3]
-    assert "u = 0.300 &lt; p/q = 1.000" in accepted        # p/q capped at 1 on the 0–1 line
+    assert "u = 0.300 &lt; min(1, p/q) = 1.000" in accepted        # p/q capped at 1 on the 0–1 line
     assert "not drawn" in out[2][3]                         # unchecked draft: no u
-    assert "residual probability of this token = 0.600" in out[3][3]
+    assert "norm(max(0, p − q))" in out[3][3] and "its probability under the residual = 0.600" in out[3][3]
 
 
 def test_greedy_tooltip_explains_no_draw():

@@ -18,25 +18,25 @@ from ..charts import _empty, _label, _layout
 
 
 def heatmaps(spec) -> go.Figure:
-    """Rounds (x, in time order) × draft position (y): TV(p, q) and min(1, p/q) of every checked
-    draft, the token and its context on hover."""
+    """Rounds (x, in time order) × draft position (y): TV(p, q) and the keep threshold the rule
+    recorded for every checked draft, the token and its context on hover."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
                         subplot_titles=("total variation TV(p, q) = 1 − Σ min(p, q)  (0 = same distribution)",
-                                        "min(1, p/q) of the drafted token  (its acceptance probability)"))
+                                        "its keep threshold, as the rule tested it: min(1, p/q), or r(x)/Σr for a chosen guess"))
     fig.update_layout(height=460, template="plotly_white", margin=dict(l=60, r=20, t=50, b=50))
     rows = mismatch.positions(spec) if spec is not None else []
     if not rows:
         return _empty(fig, "no checked drafts: run with a drafter, or load a speculative trace")
     n_rounds = max(r["round"] for r in rows) + 1
     k = max(r["position"] for r in rows)
-    for i, (key, scale) in enumerate((("tv", "Reds"), ("ratio", "Greens")), 1):
+    for i, (key, scale) in enumerate((("tv", "Reds"), ("keep_at", "Greens")), 1):
         z = [[None] * n_rounds for _ in range(k)]
         text = [[""] * n_rounds for _ in range(k)]
         for r in rows:
             z[r["position"] - 1][r["round"]] = r[key]
             text[r["position"] - 1][r["round"]] = (f"{html.escape(_label(r['token']))} ({r['decision']})<br>"
                                                    f"after …{html.escape(_label(r['context'][-30:]))}<br>"
-                                                   f"p = {r['p']:.3f}, q = {r['q']:.3f}")
+                                                   f"p = {r['p']:.3f}, q = {r['q']:.3f}; test {r['test']}")
         fig.add_heatmap(z=z, x=list(range(n_rounds)), y=[f"d{j}" for j in range(1, k + 1)], text=text, zmin=0, zmax=1,
                         colorscale=scale, hovertemplate="round %{x}, %{y}: %{z:.2f}<br>%{text}<extra></extra>",
                         colorbar=dict(len=0.42, y=0.79 if i == 1 else 0.21), row=i, col=1)
@@ -79,7 +79,7 @@ MISSED_COLUMNS = {"token": "target's token", "category": "category", "missed": "
                   "outside_draft_vocab": "outside draft vocab", "draft_proposed": "draft proposed instead",
                   "context": "context (before)"}
 POSITION_COLUMNS = {"round": "round", "position": "draft position", "token": "token", "category": "category",
-                    "p": "p", "q": "q", "ratio": "min(1, p/q)", "tv": "TV(p, q)", "decision": "decision",
+                    "p": "p", "q": "q", "test": "test", "keep_at": "keep threshold", "tv": "TV(p, q)", "decision": "decision",
                     "context": "context (before)"}
 
 

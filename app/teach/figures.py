@@ -10,9 +10,10 @@ import plotly.graph_objects as go
 from specdec_core import run_costs, theory
 from specdec_core.trace import cost_ratios
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, FAINT_COLOUR, NEUTRAL_COLOUR, PLAIN_COLOUR,
-                                          RESIDUAL_COLOUR, TARGET_COLOUR, THEORY_COLOUR, draft_decision)
+                                          RESIDUAL_COLOUR, TARGET_COLOUR, THEORY_COLOUR, TEST_NAMES, KeepTest, draft_decision,
+                                          test_numbers)
 from specdec_core.trace.token_text import display_texts, round_labels
-from specdec_core.trace.trees import chosen, keep_thresholds, main_line
+from specdec_core.trace.trees import round_test
 
 from .. import charts
 from ..scale import scale_figure
@@ -72,30 +73,29 @@ def verify_cost(spec, plain, round_index: int) -> go.Figure:
 
 
 def accept_line(spec, round_index: int) -> go.Figure:
-    """Each checked draft on a 0–1 line: the accept region [0, p/q) — [0, r(x)/Σr) for guesses the
-    draft chose (trace.trees.keep_thresholds, as the walkthrough's strip and text) — and where u fell."""
+    """Each checked draft on a 0–1 line: the accept region [0, keep_at) of the test the rule recorded
+    for it (min(1, p/q) for a draft drawn from q, r(x)/Σr for a guess the draft chose) and where u fell."""
     rnd = spec.rounds[round_index]
-    test = "r(x)/Σr" if chosen(rnd) else "p(dᵢ)/q(dᵢ)"
-    fig = _layout(go.Figure(), f"Round {round_index}: accept dᵢ if u < {test}", "0 … 1", "")
+    name = TEST_NAMES[round_test(rnd) or KeepTest.SAMPLED]
+    fig = _layout(go.Figure(), f"Round {round_index}: accept dᵢ if u < {name}", "0 … 1", "")
     if not rnd.drafted:
         return _empty(fig, "nothing drafted this round")
     labels = round_labels(spec, rnd)[0]
-    limits = keep_thresholds(rnd)
-    limits = [limits[j] for j in main_line(rnd)]
     for i, t in reversed(list(enumerate(rnd.drafted, 1))):
         y = f"d{i}: {_label(labels[i - 1])}"
         d = draft_decision(t)
-        ratio = limits[i - 1] if i - 1 < len(limits) and limits[i - 1] is not None else 0.0
         fig.add_scatter(x=[0, 1], y=[y, y], mode="lines", line=dict(color=FAINT_COLOUR, width=14),
                         hoverinfo="skip", showlegend=False)
         if d == "not reached":
             fig.add_annotation(x=0.5, y=y, text="not checked (after the first rejection)", showarrow=False)
             continue
-        fig.add_scatter(x=[0, ratio], y=[y, y], mode="lines", line=dict(color=DECISIONS["accepted"].colour, width=14),
-                        name=f"accept region [0, {'r(x)/Σr' if chosen(rnd) else 'p/q'})", legendgroup="region",
-                        showlegend=i == 1, hovertemplate=f"{test} = {ratio:.3f}<extra></extra>")
-        if t.u is not None:
-            fig.add_scatter(x=[t.u], y=[y], mode="markers+text", text=[f"u = {t.u:.2f}"], textposition="top center",
+        limit = t.keep_at if t.keep_at is not None else 0.0
+        fig.add_scatter(x=[0, limit], y=[y, y], mode="lines", line=dict(color=DECISIONS["accepted"].colour, width=14),
+                        name=f"accept region [0, {TEST_NAMES.get(t.test, name)})", legendgroup="region",
+                        showlegend=i == 1, hovertemplate=f"{TEST_NAMES.get(t.test, name)} = {limit:.3f}<extra></extra>")
+        if t.u is not None and t.keep_at is not None:
+            u = test_numbers(t.u, t.keep_at, 2)[0]
+            fig.add_scatter(x=[t.u], y=[y], mode="markers+text", text=[f"u = {u}"], textposition="top center",
                             cliponaxis=False,
                             marker=dict(color=DECISIONS[d].colour, size=16, symbol="diamond",
                                         line=dict(color="black", width=1)),

@@ -64,7 +64,7 @@ STEPS = (
                      "there removed (r(x) ← 0). {accept_lines}",
          strip="decided", chart="accept_line"),
     Step("rejection", "The first rejection: resample from the residual",
-         "**{rejected}** (draft position {rejected_pos}) fails: u = {rejected_u} ≥ p/q = {rejected_ratio}. "
+         "**{rejected}** (draft position {rejected_pos}) fails: u = {rejected_u} ≥ min(1, p/q) = {rejected_ratio}. "
          "The round stops there; the {n_not_reached} draft(s) after it are discarded unchecked. The "
          "replacement is drawn from the **residual norm(max(0, p − q))** — the target's probability "
          "where the draft proposed too little: **{correction}** (residual probability: {correction_residual}).",

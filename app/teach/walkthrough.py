@@ -7,9 +7,10 @@ from typing import Optional
 
 from specdec_core import run_costs, theory
 from specdec_core.trace import cost_ratios, measured_speedup, run_theory
-from specdec_core.trace.decisions import correction_decision, draft_decision, visible_whitespace
+from specdec_core.trace.decisions import (TEST_NAMES, KeepTest, correction_decision, draft_decision, test_numbers,
+                                          test_text, visible_whitespace)
 from specdec_core.trace.token_text import TokenText, display_texts, round_texts, text_before
-from specdec_core.trace.trees import chosen, keep_thresholds, main_line, round_sources
+from specdec_core.trace.trees import main_line, round_sources, round_test
 
 from .. import race
 from ..charts import _label
@@ -71,21 +72,18 @@ def has_rejection(rnd) -> bool:
     return rnd.correction.kind == "resample"
 
 
-def main_thresholds(rnd) -> list:
-    """The test each token of the round's main line (`drafted`) met: trace.trees.keep_thresholds,
-    min(1, p/q) for a sampled chain, r(x)/Σr for chosen guesses (the strip, the texts and the player
-    read the same numbers)."""
-    limits = keep_thresholds(rnd)
-    return [limits[i] for i in main_line(rnd)]
+def _chosen(rnd) -> bool:
+    """The rule tested this round's guesses as chosen ones, against r(x)/Σr (as it recorded)."""
+    return round_test(rnd) == KeepTest.CHOSEN
 
 
 def _test_name(rnd) -> str:
-    return "r(x)/Σr" if chosen(rnd) else "min(1, p/q)"
+    return TEST_NAMES[round_test(rnd) or KeepTest.SAMPLED]
 
 
 def _accept_lines(rnd, labels: list[str], greedy: bool) -> str:
     lines = []
-    for i, (t, label, limit) in enumerate(zip(rnd.drafted, labels, main_thresholds(rnd)), 1):
+    for i, (t, label) in enumerate(zip(rnd.drafted, labels), 1):
         d = draft_decision(t)
         if d == "not reached":
             lines.append(f"- {_d(i)} {_tok(label)}: not checked (after the first rejection) → discarded")
@@ -93,15 +91,19 @@ def _accept_lines(rnd, labels: list[str], greedy: bool) -> str:
         verdict = "✓ accepted" if d == "accepted" else "✗ rejected"
         if greedy:
             lines.append(f"- {_d(i)} {_tok(label)}: p = {_fmt(t.p)} (top token: {'yes' if t.accepted else 'no'}) → {verdict}")
-        elif chosen(rnd):
-            lines.append(f"- {_d(i)} {_tok(label)}: p = {_fmt(t.p, '.3f')}, r(x)/Σr = {_fmt(limit, '.3f')}, "
-                         f"u = {_fmt(t.u, '.3f')} → {verdict}")
         else:
-            ratio = t.p / t.q if t.q else 0.0
-            lines.append(f"- {_d(i)} {_tok(label)}: p = {_fmt(t.p, '.3f')}, q = {_fmt(t.q, '.3f')}, "
-                         f"min(1, p/q) = {_fmt(limit, '.3f')}" + (f" (p/q = {ratio:.3f})" if ratio > 1 else "")
-                         + f", u = {_fmt(t.u, '.3f')} → {verdict}")
+            q = "" if t.test == KeepTest.CHOSEN else f", q = {_fmt(t.q, '.3f')}"
+            lines.append(f"- {_d(i)} {_tok(label)}: p = {_fmt(t.p, '.3f')}{q}; "
+                         f"{test_text(t.test, t.u, t.keep_at, t.accepted)} → {verdict}")
     return "\n\n" + "\n".join(lines)
+
+
+def _rejected_numbers(rej) -> dict:
+    """The first rejected guess's u and threshold as its test prints them (trace.decisions.test_numbers)."""
+    if rej is None or rej.u is None or rej.keep_at is None:
+        return {"rejected_u": "—", "rejected_ratio": "—"}
+    u, _, limit = test_numbers(rej.u, rej.keep_at)
+    return {"rejected_u": u, "rejected_ratio": limit}
 
 
 def tree_trials(spec, rnd, greedy: bool) -> str:
@@ -111,7 +113,6 @@ def tree_trials(spec, rnd, greedy: bool) -> str:
     tree = rnd.tree or []
     label = display_texts(spec).top
     name = lambda i: _tok(label(tree[i].id, tree[i].text))
-    limits = keep_thresholds(rnd)
     reached = [-1] + [i for i, n in enumerate(tree) if n.on_path]
     lines = []
     for parent in reached:
@@ -129,9 +130,9 @@ def tree_trials(spec, rnd, greedy: bool) -> str:
                 tries.append(f"{name(i)} " + ("is the target's top token → **kept**" if n.decision == "accepted"
                                               else "is not the target's top token → rejected"))
             else:
-                share = f"{_fmt(n.p, '.3f')}/{_fmt(1 - removed, '.3f')} = " if removed else ""
+                share = f" ({_fmt(n.p, '.3f')}/{_fmt(1 - removed, '.3f')})" if removed else ""
                 kept = n.decision == "accepted"
-                tries.append(f"{name(i)}: r(x)/Σr = {share}{_fmt(limits[i], '.3f')}, u = {_fmt(n.u, '.3f')} "
+                tries.append(f"{name(i)}: {test_text(n.test, n.u, n.keep_at, kept)}{share} "
                              + ("→ **kept**" if kept else f"→ rejected, so r({name(i)}) ← 0"))
             if n.decision == "rejected":
                 removed += n.p or 0.0
@@ -173,8 +174,7 @@ def round_facts(spec, plain, round_index: int, weight_bytes: Optional[int] = Non
         "v": _fmt(run_costs.round_target_s(rnd) / step_s if step_s else None),
         "accept_lines": _accept_lines(rnd, labels, greedy),
         "rejected": _tok(labels[n_rej]) if rej else "—", "rejected_pos": (n_rej + 1) if rej else "—",
-        "rejected_u": _fmt(rej.u, ".3f") if rej else "—",
-        "rejected_ratio": _fmt(main_thresholds(rnd)[n_rej] if rej else None, ".3f"), "test": _test_name(rnd),
+        **_rejected_numbers(rej), "test": _test_name(rnd),
         "n_not_reached": (k - n_rej - 1) if rej else 0,
         "correction": _tok(correction.label), "correction_kind": "resampled token" if has_rejection(rnd) else "bonus token",
         "correction_residual": (_fmt(_prob_in(c.residual_top, c.id), ".3f") if _prob_in(c.residual_top, c.id) is not None
@@ -291,17 +291,18 @@ def strip_html(spec, round_index: int, stage: str) -> str:
             rows.append(f'<div class="sd-wt-q">{ctx}{shown} <b>→ ?</b> <span class="sd-wt-a">{answer}</span></div>')
         return f'<div class="sd-wt" id="sd-wt-strip" data-stage="{stage}">{"".join(rows)}</div>'
     else:
-        limits, test = main_thresholds(rnd), ("r/Σr" if chosen(rnd) else "p/q")
+        test = "r/Σr" if _chosen(rnd) else "p/q"
         for i, (t, shown) in enumerate(zip(rnd.drafted, drafted), 1):
             if stage == "drafted":
                 cells.append(_span(shown, "not reached", f"q = {t.q:.2f}", focus=True, rnd=rnd.index, pos=i))
                 continue
             d = draft_decision(t)
             if stage == "decided":
-                limit = limits[i - 1]
+                u, _, limit = (test_numbers(t.u, t.keep_at, 2) if t.u is not None and t.keep_at is not None
+                               else (None, None, None))
                 below = ("not checked" if d == "not reached" else
-                         (f"p = {t.p:.2f}" if greedy else f"{test} = {limit:.2f}" if limit is not None else "")
-                         + ("" if greedy or t.u is None else f"\nu = {t.u:.2f}"))
+                         (f"p = {t.p:.2f}" if greedy else f"{test} = {limit}" if limit is not None else "")
+                         + ("" if u is None else f"\nu = {u}"))
             else:
                 below = {"accepted": "kept", "rejected": "rejected", "not reached": "discarded"}[d]
             cells.append(_span(shown, d, below, focus=stage == "decided" and d != "not reached", rnd=rnd.index, pos=i))
@@ -336,8 +337,8 @@ def render_step(spec, plain, round_index: int, step_index: int, weight_bytes: Op
         text = (f"Round {round_index} drafted nothing (the shape rule chose a plain step, or the drafter had "
                 f"nothing to propose): pick a round with drafts.")
     else:
-        text = step_text(step, round_facts(spec, plain, round_index, weight_bytes), greedy, chosen(rnd))
-    by_r = chosen(rnd) and not greedy
+        text = step_text(step, round_facts(spec, plain, round_index, weight_bytes), greedy, _chosen(rnd))
+    by_r = _chosen(rnd) and not greedy
     return {"title": step.title_chosen if by_r and step.title_chosen else step.title, "text": text, "strip": strip_html(spec, round_index, step.strip),
             "chart": figures.step_chart(step.chart, spec, plain, round_index, scale),
             "step": step_index, "n_steps": len(steps), "step_id": step.id}

@@ -65,16 +65,18 @@ def record_round(st, tree: TokenTree, acc, logits, p_target, new_ids, shape: Sha
             id=int(tree.ids[i]), text=text(int(tree.ids[i])), q=min(q_h[i], 1.0), p=min(p_h[i], 1.0),
             u=acc.u[i], accepted=acc.decisions[i] == "accepted", evaluated=evaluated,
             overlap=min(ov_h[j], 1.0) if evaluated else None, p_top=top(j), p_top_raw=top(m + j),
-            q_top=top(2 * m + j), q_top_raw=top(3 * m + j)))
+            q_top=top(2 * m + j), q_top_raw=top(3 * m + j), test=acc.tests[i], keep_at=acc.keep_at[i]))
     correction = Correction(
         kind=acc.kind, id=acc.correction_id, text=text(acc.correction_id), p_top=top(4 * m),
-        p_top_raw=top(4 * m + 1), residual_top=top(4 * m + 2) if acc.kind == "resample" else None)
+        p_top_raw=top(4 * m + 1), residual_top=top(4 * m + 2) if acc.kind == "resample" else None,
+        drawn_from=acc.drawn_from)
     nodes = None
     if not tree.is_chain:
         on_path = set(acc.path)
         nodes = [TreeNode(id=int(tree.ids[i]), parent=tree.parents[i], text=text(int(tree.ids[i])),
                           p=min(p_h[i], 1.0), q=min(q_h[i], 1.0), q_raw=min(qr_h[i], 1.0), u=acc.u[i],
-                          decision=acc.decisions[i], on_path=i in on_path, source=Source(tree.sources[i]).value)
+                          decision=acc.decisions[i], on_path=i in on_path, source=Source(tree.sources[i]).value,
+                          test=acc.tests[i], keep_at=acc.keep_at[i])
                  for i in range(n)]
     k = n if (shape.width > 1 or not tree.is_chain) else shape.depth
     return Round(index=len(st.trace.rounds), t_start=0.0, t_end=0.0, draft_s=0.0, verify_s=0.0,

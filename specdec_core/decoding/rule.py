@@ -3,6 +3,7 @@ last token is drawn from. Every round runs accept_tree (speculative.py); the exa
 (exactness.py, app/teach/lab.py) runs the same steps vectorised over its trials:
 
     keeps_draft(u, r_x, q_x, r_mass)   is a draft x ~ q kept: u < (r(x)/Σr)/q(x), r what the node has left
+    keep_threshold(r_x, q_x, r_mass)   the number u was tested against, min(1, (r(x)/Σr)/q(x)) (the record)
     guess_masses(tokens, p_x)          the r(x) and Σr each guessed child is tried against, in order
     reject_child(removed, x, r_x)      a rejected guess leaves r: r(x) ← 0
     point_masses(tokens, like)         a guess's q, δ_x (prompt lookup's one-hot q is one)
@@ -22,6 +23,8 @@ from typing import Optional
 
 import torch
 
+from ..trace.decisions import DrawnFrom, KeepTest
+
 
 def keeps_draft(u, r_x, q_x, r_mass=1.0):
     """Is a draft x ~ q kept at a node: u < (r(x)/Σr)/q(x), written u·q(x)·Σr < r(x) (no division;
@@ -29,6 +32,13 @@ def keeps_draft(u, r_x, q_x, r_mass=1.0):
     children rejected before x), r_mass its sum Σr. A sampled child: r = p, Σr = 1, so u < p(x)/q(x).
     A guess (q a point mass on x): q(x) = 1, so u < r(x)/Σr."""
     return u * q_x * r_mass < r_x
+
+
+def keep_threshold(r_x: float, q_x: float, r_mass: float = 1.0) -> float:
+    """The number a draft's u is tested against, min(1, (r(x)/Σr)/q(x)) (keeps_draft without the
+    division, in the form a person reads): min(1, p/q) for a sampled child, r(x)/Σr for a guess."""
+    denominator = q_x * r_mass
+    return 1.0 if denominator <= 0 else min(1.0, r_x / denominator)
 
 
 def reject_child(removed: dict, token: int, r_x) -> None:
@@ -87,6 +97,9 @@ class TreeAcceptance:
     kind: str                     # "resample" (a child of the last node was rejected) or "bonus"
     decisions: list               # [n] per node: "accepted", "rejected" or "not reached"
     u: list                       # [n] the uniform draw a node was tried with (None: not tried, greedy)
+    tests: list                   # [n] the KeepTest a tried node met (None: not reached)
+    keep_at: list                 # [n] what its u was tested against, kept iff u < it (None: not tried, greedy)
+    drawn_from: DrawnFrom         # what the last token was drawn from
 
 
 def accept_tree(parents: list, draft_ids: torch.Tensor, p_target: torch.Tensor, greedy: bool,
@@ -138,15 +151,20 @@ def accept_tree(parents: list, draft_ids: torch.Tensor, p_target: torch.Tensor, 
 
     # 2. Walk on the host: at each node try its children in order (the chain rule against what the
     #    node has left; greedy: the target's argmax) until one is kept, and move down to it.
+    #    Each tried node's test and threshold are recorded as decided: the views read them.
     node, path, decisions = -1, [], ["not reached"] * n
+    tests, keep_at = [None] * n, [None] * n
+    test = KeepTest.TOP if greedy else KeepTest.SAMPLED if sampled else KeepTest.CHOSEN
     while True:
         kids, kept = children[node], None
         r_x, r_mass, removed = guess_masses([ids_h[c] for c in kids], [p_child[c] for c in kids])
         for i, child in enumerate(kids):
+            tests[child] = test
             if greedy:
                 ok = ids_h[child] == argmax[node + 1]
             else:
                 ok = keeps_draft(u_h[child], r_x[i], q_child[child], r_mass[i])
+                keep_at[child] = keep_threshold(r_x[i], q_child[child], r_mass[i])
             decisions[child] = "accepted" if ok else "rejected"
             if ok:
                 kept = child
@@ -162,6 +180,9 @@ def accept_tree(parents: list, draft_ids: torch.Tensor, p_target: torch.Tensor, 
     q_rejected = (q_sampled[kids[0]].to(device) if sampled and kids else point_masses(list(removed), p_row))
     correction_dist = last_distribution(p_row, q_rejected)
     token = correction_dist.argmax() if greedy else torch.multinomial(correction_dist, 1, generator=generator)[0]
+    drawn_from = (DrawnFrom.TOP if greedy else DrawnFrom.P if not kids
+                  else DrawnFrom.RESIDUAL if sampled else DrawnFrom.REST)
     return TreeAcceptance(path, [ids_h[i] for i in path], correction_dist, int(token),
                           "resample" if kids else "bonus", decisions,
-                          [u_h[i] if decisions[i] != "not reached" else None for i in range(n)])
+                          [u_h[i] if decisions[i] != "not reached" else None for i in range(n)],
+                          tests, keep_at, drawn_from)

@@ -7,6 +7,8 @@ the Okabe-Ito colour-blind-safe palette; every decision also has a non-colour cu
 text style), so a projector or a colour-blind reader still tells them apart.
 """
 from dataclasses import dataclass
+from enum import Enum
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -28,21 +30,73 @@ DECISIONS = {
     d.key: d
     for d in (
         Decision("accepted", "accepted draft", "#009E73", "✓", "plain",
-                 "drafted by q, kept because u < p(x)/q(x)"),
+                 "kept: u fell under its test (min(1, p/q) for a draft drawn from q, r(x)/Σr for a guess the "
+                 "draft chose; at T = 0, it was the target's top token)"),
         Decision("rejected", "rejected draft", "#D55E00", "✗", "strike",
-                 "drafted by q, thrown away because u ≥ p(x)/q(x)"),
+                 "thrown away: u was at or above its test (at T = 0: not the target's top token)"),
         Decision("not reached", "unchecked draft", "#999999", "·", "faded",
                  "drafted after the first rejection (or beside a kept guess): never checked, discarded"),
         Decision("resampled", "resampled", "#E69F00", "↺", "underline",
-                 "drawn from norm(max(0, p − q)) to replace the rejected draft"),
+                 "drawn where the guesses stopped, from what the target still wants there: norm(max(0, p − q)) "
+                 "after a draft drawn from q, norm(r) (p less the rejected guesses) after chosen guesses"),
         Decision("bonus", "bonus (from p)", "#0072B2", "+", "overline",
-                 "drawn from the target's p after every draft was accepted"),
+                 "drawn from the target's p: every guess on the path was kept"),
         # A round with no guesses (the shape rule declined, or nothing to propose) is a plain step:
         # its one token is the target's own, not a bonus earned by guesses (sky blue: the plain lane's).
         Decision("own", "no guess (the target wrote it)", "#56B4E9", "○", "dotted",
                  "no guess this round: the target wrote one token itself, as plain decoding does"),
     )
 }
+
+
+class KeepTest(str, Enum):
+    """Which test a verified guess met (decoding/rule.py records it per guess; every view reads it)."""
+    SAMPLED = "p/q"     # a draft drawn from q: kept iff u < min(1, p(x)/q(x))
+    CHOSEN = "r/Σr"     # a guess the draft chose (a tree's child): kept iff u < r(x)/Σr
+    TOP = "top"         # temperature 0: kept iff it is the target's top token (no u is drawn)
+
+
+class DrawnFrom(str, Enum):
+    """What the round's last token was drawn from (decoding/rule.py records it per round)."""
+    RESIDUAL = "norm(max(0, p − q))"   # a drawn draft was rejected: the mass q under-proposed
+    REST = "norm(r)"                   # chosen guesses were rejected: p less their mass
+    P = "p"                            # no guess below the last node: the target's p itself
+    TOP = "top"                        # temperature 0: the target's top token
+
+
+# How each recorded test and source of the last token reads to a person (every view prints these).
+TEST_NAMES = {KeepTest.SAMPLED: "min(1, p/q)", KeepTest.CHOSEN: "r(x)/Σr", KeepTest.TOP: "top token"}
+DRAWN_FROM_WORDS = {
+    DrawnFrom.RESIDUAL: "norm(max(0, p − q)): what the target wants that the draft under-proposed",
+    DrawnFrom.REST: "norm(r): the target's p with the rejected guesses removed",
+    DrawnFrom.P: "the target's p",
+    DrawnFrom.TOP: "the target's top token (temperature 0)",
+}
+
+
+def test_numbers(u: float, keep_at: float, digits: int = 3) -> tuple:
+    """(u, "<" or "≥", keep_at) as printed: the relation is decided on the exact numbers and the
+    digits grow until the printed ones show it (never "0.629 < 0.629")."""
+    kept = u < keep_at
+    for d in range(digits, 10):
+        a, b = f"{u:.{d}f}", f"{keep_at:.{d}f}"
+        if a != b or not kept:
+            break
+    return a, "<" if kept else "≥", b
+
+
+def test_text(test: Optional[KeepTest], u: Optional[float], keep_at: Optional[float], kept: bool,
+              digits: int = 3) -> str:
+    """A verified guess's recorded test as one line, everywhere it is printed:
+    "u = 0.412 < min(1, p/q) = 0.730", "u = 0.646 ≥ r(x)/Σr = 0.629", or, at temperature 0, whether
+    it was the target's top token; "not checked" for a guess the walk never reached."""
+    if test is None:
+        return "not checked"
+    if test == KeepTest.TOP or u is None or keep_at is None:
+        return "kept: the target's top token" if kept else "rejected: not the target's top token"
+    a, rel, b = test_numbers(u, keep_at, digits)
+    return f"u = {a} {rel} {TEST_NAMES[test]} = {b}"
+
 
 # Colours of the two models wherever p and q are plotted side by side.
 TARGET_COLOUR = "#0072B2"   # p, the target

@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Optional
 
 from .compare import first_mismatch, greedy_check, top_raw_at
-from .decisions import draft_decision
+from .decisions import TEST_NAMES, draft_decision
 from .token_text import display_texts, text_before
 from .tokens import CATEGORIES, category, decode_vocab
 
@@ -28,7 +28,8 @@ CONTEXT_CHARS = 40
 
 def positions(trace: "Trace") -> list[dict]:
     """Every checked drafted token in time order: round, position (1-based), token (as views show
-    it: trace/token_text.py), category, p, q, min(1, p/q), TV(p, q), decision, and the text before it."""
+    it: trace/token_text.py), category, p, q, the test the rule recorded and its threshold keep_at
+    (min(1, p/q), or r(x)/Σr for a guess the draft chose), TV(p, q), decision, and the text before it."""
     eos = set(trace.config.eos_ids or [])
     texts, n_before = display_texts(trace), 0
     rows = []
@@ -38,7 +39,9 @@ def positions(trace: "Trace") -> list[dict]:
             if t.evaluated:
                 rows.append({"round": r.index, "position": i, "token": shown.label, "token_id": t.id,
                              "category": category(shown.label, t.id in eos), "p": t.p, "q": t.q,
-                             "ratio": min(t.p / t.q, 1.0) if t.q > 0 else 0.0,
+                             # the rule's recorded threshold (T = 0: no draw, 1 for the top token, else 0)
+                             "keep_at": t.keep_at if t.keep_at is not None else float(t.accepted),
+                             "test": TEST_NAMES.get(t.test, "—"),
                              "tv": None if t.overlap is None else max(0.0, 1.0 - t.overlap),
                              "decision": draft_decision(t), "context": so_far[-CONTEXT_CHARS:]})
             so_far += shown.label

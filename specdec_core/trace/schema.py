@@ -15,6 +15,7 @@ from typing import Any, Optional, Union
 from ..atomic import write_atomic
 from ..drafters.base import node_depths
 from ..sampling import SamplingConfig
+from .decisions import DrawnFrom, KeepTest
 from .stats import compute_stats
 
 SCHEMA_ID = "specdec.trace/2"
@@ -150,6 +151,12 @@ class DraftToken:
     p_top: TopList = field(default_factory=list)
     q_top_raw: TopList = field(default_factory=list)  # raw temperature-1 softmax
     p_top_raw: TopList = field(default_factory=list)
+    test: Optional[KeepTest] = None      # the test u met, as the rule decided (None: not reached)
+    keep_at: Optional[float] = None  # kept iff u < keep_at (None: not tried, or T = 0: no u)
+
+    @classmethod
+    def from_dict(cls, t: dict) -> "DraftToken":
+        return cls(**{**t, "test": _enum(KeepTest, t.get("test"))})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,9 +172,15 @@ class TreeNode:
     decision: str                    # "accepted" | "rejected" | "not reached" (trace.decisions)
     on_path: bool                    # on the accepted path
     source: Optional[str] = None     # which source proposed it ("lookup" | "model")
+    test: Optional[KeepTest] = None      # the test u met, as the rule decided (None: not reached)
+    keep_at: Optional[float] = None  # kept iff u < keep_at (None: not tried, or T = 0: no u)
 
     def to_dict(self) -> dict:
         return _drop_none(asdict(self), "q_raw")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TreeNode":
+        return cls(**{**d, "test": _enum(KeepTest, d.get("test"))})
 
 
 @dataclass
@@ -178,6 +191,16 @@ class Correction:
     p_top: TopList = field(default_factory=list)
     p_top_raw: TopList = field(default_factory=list)
     residual_top: Optional[TopList] = None  # top of norm(max(0, p - q)) for a resample
+    drawn_from: Optional[DrawnFrom] = None   # what it was drawn from, as the rule decided
+
+    @classmethod
+    def from_dict(cls, c: dict) -> "Correction":
+        return cls(**{**c, "drawn_from": _enum(DrawnFrom, c.get("drawn_from"))})
+
+
+def _enum(kind, value):
+    """A recorded name read back as its enum (None: not recorded, an older trace)."""
+    return None if value is None else kind(value)
 
 
 @dataclass
@@ -243,10 +266,10 @@ class Round:
     @classmethod
     def from_dict(cls, r: dict) -> "Round":
         r = dict(r)
-        r["drafted"] = [DraftToken(**t) for t in r["drafted"]]
-        r["correction"] = Correction(**r["correction"])
+        r["drafted"] = [DraftToken.from_dict(t) for t in r["drafted"]]
+        r["correction"] = Correction.from_dict(r["correction"])
         if r.get("tree") is not None:
-            r["tree"] = [TreeNode(**node) for node in r["tree"]]
+            r["tree"] = [TreeNode.from_dict(node) for node in r["tree"]]
         if r.get("plan") is not None:
             r["plan"] = RoundPlan.from_dict(r["plan"])
         return cls(**r)
@@ -307,10 +330,15 @@ class Trace:
     @classmethod
     def from_dict(cls, d: Any) -> "Trace":
         validate(d)
-        return cls(config=TraceConfig.from_dict(d["config"]), prompt=d["prompt"],
-                   rounds=[Round.from_dict(r) for r in d["rounds"]], output=d["output"],
-                   prefill_s=d["prefill_s"], finished=d["finished"], stop_reason=d.get("stop_reason"),
-                   wall_clock=d.get("wall_clock"), token_bytes=d.get("token_bytes"))
+        trace = cls(config=TraceConfig.from_dict(d["config"]), prompt=d["prompt"],
+                    rounds=[Round.from_dict(r) for r in d["rounds"]], output=d["output"],
+                    prefill_s=d["prefill_s"], finished=d["finished"], stop_reason=d.get("stop_reason"),
+                    wall_clock=d.get("wall_clock"), token_bytes=d.get("token_bytes"))
+        # A trace written before the rule recorded its tests gets them derived, once, here.
+        from .trees import derive_tests
+        for rnd in trace.rounds:
+            derive_tests(rnd, trace.config.greedy)
+        return trace
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Trace":

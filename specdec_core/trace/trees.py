@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..drafters.base import Source, node_depths, sibling_ranks
 from ..drafters.ngram import NGramDrafter
+from .decisions import DrawnFrom, KeepTest, draft_decision
 
 
 def child_outcomes(parents: list, ids: list, path: list, tokens: list) -> list:
@@ -36,8 +37,14 @@ def guess_outcomes(trace) -> list:
     return rows
 
 
-def chosen(rnd) -> bool:
-    """True when a round's guesses were chosen, not drawn from q (a token tree, or a chain cut from
+def round_test(rnd):
+    """The KeepTest the rule recorded for a round's verified guesses (it tests all of a round's
+    guesses one way); None: no guess was tried."""
+    return next((n.test for n in (rnd.tree or rnd.drafted) if n.test is not None), None)
+
+
+def _chosen(rnd) -> bool:
+    """(An older trace's rounds, derive_tests only.) True when a round's guesses were chosen, not drawn from q (a token tree, or a chain cut from
     one by the shape rule: Round.plan of width or frontier > 1): rule.accept_tree then keeps each
     with probability r(x)/Σr; a sampled chain keeps each with min(1, p/q)."""
     return bool(rnd.tree) or (rnd.plan is not None and (rnd.plan.width > 1 or rnd.plan.frontier > 1))
@@ -57,30 +64,47 @@ def round_sources(config, rnd) -> frozenset:
     return frozenset({Source.LOOKUP if config.draft == NGramDrafter.name else Source.MODEL})
 
 
-def keep_thresholds(rnd) -> list:
-    """[n] what each verified guess's u was tested against (kept iff u < it), in the order tried
-    (Round.tree's nodes, or the chain's drafts): min(1, p/q) for a sampled chain; for chosen guesses
-    r(x)/Σr, r = p at the parent's row with the siblings rejected before it removed (r(x) ← 0).
-    None where p is not recorded. At temperature 0 no u is drawn: a guess is kept iff it is the
-    target's top token."""
+def derive_tests(rnd, greedy: bool) -> None:
+    """Fill in, in place, the tests of a round recorded before the rule wrote them (DraftToken /
+    TreeNode .test and .keep_at, Correction.drawn_from), with the rule's own steps
+    (rule.guess_masses, rule.keep_threshold) on the recorded p and q: a sampled chain's drafts met
+    min(1, p/q); chosen guesses r(x)/Σr, r = p at the parent's row less the siblings rejected before;
+    at T = 0 the top-token test. A round that has them is left as it is."""
+    from ..decoding.rule import guess_masses, keep_threshold   # here: decoding imports the trace
+
+    by_r = _chosen(rnd)
+    tried = [n for n in (rnd.tree or rnd.drafted) if _decision(n) != "not reached"]
+    if all(n.test is not None for n in tried) and rnd.correction.drawn_from is not None:
+        return
     if rnd.tree:
-        nodes = [(n.parent, n.p, n.q, n.decision) for n in rnd.tree]
-    else:
-        nodes = [(i - 1, t.p, t.q, "accepted" if t.accepted else "rejected" if t.evaluated else "not reached")
-                 for i, t in enumerate(rnd.drafted)]
-    by_r = chosen(rnd)
-    out, removed = [], {}
-    for parent, p, q, decision in nodes:
-        if p is None or (not by_r and not q):
-            out.append(None)
-        elif not by_r:
-            out.append(min(1.0, p / q))
-        else:
-            left = 1.0 - removed.get(parent, 0.0)
-            out.append(min(1.0, p / left) if left > 0 else None)
-            if decision == "rejected":
-                removed[parent] = removed.get(parent, 0.0) + p
-    return out
+        groups: dict = {}
+        for n in rnd.tree:
+            groups.setdefault(n.parent, []).append(n)
+        lists = list(groups.values())
+    else:   # a chain: each draft is its parent's only child
+        lists = [[t] for t in rnd.drafted]
+    test = KeepTest.TOP if greedy else KeepTest.CHOSEN if by_r else KeepTest.SAMPLED
+    for kids in lists:
+        kids = [n for n in kids if _decision(n) != "not reached"]
+        r_x, r_mass, _ = guess_masses([n.id for n in kids], [n.p for n in kids])
+        for n, rx, mass in zip(kids, r_x, r_mass):
+            keep_at = None if greedy else keep_threshold(rx, 1.0 if by_r else n.q, mass)
+            _set(n, test=test, keep_at=keep_at)
+    rnd.correction.drawn_from = (DrawnFrom.TOP if greedy else DrawnFrom.P if rnd.correction.kind == "bonus"
+                                 else DrawnFrom.REST if by_r else DrawnFrom.RESIDUAL)
+    if rnd.tree:   # the main line's drafts are copies of tree nodes: the same tests
+        for t, i in zip(rnd.drafted, main_line(rnd)):
+            t.test, t.keep_at = rnd.tree[i].test, rnd.tree[i].keep_at
+
+
+def _decision(node) -> str:
+    return node.decision if hasattr(node, "decision") else draft_decision(node)
+
+
+def _set(node, **values) -> None:
+    """Set fields of a DraftToken, or of a frozen TreeNode."""
+    for key, value in values.items():
+        object.__setattr__(node, key, value)
 
 
 def main_line(rnd) -> list:

@@ -1,0 +1,114 @@
+"""The rule records what it did: every verified guess carries the test its u met (KeepTest, keep_at) and
+every round what its last token was drawn from (DrawnFrom), written by rule.accept_tree as it
+decides. Checked against thresholds worked out by hand, against the decisions themselves (kept iff
+u < keep_at), and against the derivation an older trace gets on load (the same rule steps)."""
+import copy
+import json
+
+import pytest
+import torch
+
+from specdec_core import load_pair
+from specdec_core.decoding import rule, speculative_generate
+from specdec_core.trace import Trace
+from specdec_core.trace.decisions import DrawnFrom, KeepTest
+
+P = torch.tensor([0.30, 0.25, 0.20, 0.15, 0.07, 0.03])
+AFTER = torch.tensor([0.10, 0.10, 0.20, 0.20, 0.20, 0.20])
+
+
+def test_guesses_record_r_over_sigma_r_worked_by_hand():
+    """Three guesses at the root tried in order: the thresholds of those tried are r(x)/Σr with the
+    earlier ones removed, computed here by hand; kept iff u < it; all rejected, the last token comes
+    from norm(r), one kept (a leaf), from p."""
+    guesses, hand = [5, 3, 0], [0.03 / 1.0, 0.15 / (1 - 0.03), 0.30 / (1 - 0.03 - 0.15)]
+    seen = set()
+    for seed in range(40):
+        gen = torch.Generator().manual_seed(seed)
+        d = rule.accept_tree([-1] * 3, torch.tensor(guesses), torch.stack([P] + [AFTER] * 3), False, gen)
+        for test, got, want, u, decision in zip(d.tests, d.keep_at, hand, d.u, d.decisions):
+            if decision == "not reached":
+                assert test is None and got is None
+                continue
+            assert test == KeepTest.CHOSEN and got == pytest.approx(want, rel=1e-6)
+            assert (u < got) == (decision == "accepted")
+        assert d.drawn_from == (DrawnFrom.P if d.path else DrawnFrom.REST)
+        seen.add(d.drawn_from)
+    assert seen == {DrawnFrom.P, DrawnFrom.REST}
+
+
+def test_a_sampled_chain_records_p_over_q_and_the_residual():
+    """A one-node sampled chain: min(1, p/q) by hand; a rejection draws from norm(max(0, p − q)),
+    a kept leaf from p; at T = 0 the top-token test, no threshold."""
+    q = torch.tensor([0.05, 0.05, 0.10, 0.20, 0.30, 0.30])
+    seen = set()
+    for seed in range(40):
+        gen = torch.Generator().manual_seed(seed)
+        d = rule.accept_tree([-1], torch.tensor([4]), torch.stack([P, AFTER]), False, gen, q[None])
+        assert d.tests == [KeepTest.SAMPLED] and d.keep_at[0] == pytest.approx(0.07 / 0.30)
+        assert d.drawn_from == (DrawnFrom.P if d.path else DrawnFrom.RESIDUAL)
+        seen.add(d.drawn_from)
+    assert seen == {DrawnFrom.P, DrawnFrom.RESIDUAL}
+    d = rule.accept_tree([-1], torch.tensor([0]), torch.stack([P, AFTER]), True, None)
+    assert d.tests == [KeepTest.TOP] and d.keep_at == [None] and d.drawn_from == DrawnFrom.TOP
+
+
+@pytest.fixture(scope="module")
+def preset_pair(default_pair):
+    """The default preset as users get it: prompt lookup + the shipped distilled head."""
+    return load_pair("smollm2-135m", device="cpu")
+
+
+def _strip(d: dict) -> dict:
+    """The trace as written before the rule recorded its tests."""
+    old = copy.deepcopy(d)
+    for r in old["rounds"]:
+        r["correction"].pop("drawn_from", None)
+        for x in r["drafted"] + (r.get("tree") or []):
+            x.pop("test", None)
+            x.pop("keep_at", None)
+    return old
+
+
+@pytest.mark.parametrize("settings", [
+    dict(temperature=0.7, top_p=0.9, tree="auto"),          # the page's defaults
+    dict(temperature=0.7, top_p=0.9, tree=(10, 3)),         # a fixed token tree: chosen guesses
+    dict(temperature=0.7, top_p=0.9, k="auto"),             # sampled chains
+    dict(temperature=0.0, tree="auto"),
+], ids=["defaults", "tree", "chain", "greedy"])
+def test_every_guess_of_a_decode_records_its_test(preset_pair, settings):
+    """A real decode: every tried guess has a test, and its decision is u < keep_at; untried ones
+    none; a tree's guesses are never tested against p/q; an older (stripped) copy of the trace read
+    back derives the same records; the main line repeats its tree nodes' records."""
+    ids = preset_pair.encode_prompt("Summarise these notes in two lines: the meeting moves to Tuesday, "
+                                    "Anna brings the slides, Tom books the room, lunch is at noon.")
+    trace = speculative_generate(preset_pair, ids, seed=3, max_new_tokens=24, **settings)
+    data = json.loads(trace.to_json())
+    fresh, older = Trace.from_dict(data), Trace.from_dict(_strip(data))
+    greedy, tested = settings["temperature"] == 0, 0
+    for rnd, old in zip(fresh.rounds, older.rounds):
+        nodes = rnd.tree or rnd.drafted
+        decisions = [n.decision for n in rnd.tree] if rnd.tree else [
+            "accepted" if t.accepted else "rejected" if t.evaluated else "not reached" for t in rnd.drafted]
+        for node, was, decision in zip(nodes, old.tree or old.drafted, decisions):
+            assert (was.test, was.keep_at is None) == (node.test, node.keep_at is None)
+            if node.keep_at is not None:
+                assert was.keep_at == pytest.approx(node.keep_at, abs=2e-6)   # the trace's p, q are rounded floats
+            if decision == "not reached":
+                assert node.test is None and node.keep_at is None
+                continue
+            tested += 1
+            if greedy:
+                assert node.test == KeepTest.TOP and node.keep_at is None and node.u is None
+            else:
+                assert (node.u < node.keep_at) == (decision == "accepted")
+                assert node.test == (KeepTest.CHOSEN if rnd.tree or rnd.plan and rnd.plan.width > 1 else node.test)
+        for t in rnd.drafted:
+            assert t.test is not None or not t.evaluated
+        assert rnd.correction.drawn_from == old.correction.drawn_from
+        if rnd.n_verified and not greedy:
+            want = {"bonus": {DrawnFrom.P}, "resample": {DrawnFrom.REST, DrawnFrom.RESIDUAL}}[rnd.correction.kind]
+            assert rnd.correction.drawn_from in want
+    assert tested > 0
+    if settings.get("tree") == (10, 3):
+        assert any(n.test == KeepTest.CHOSEN for r in fresh.rounds for n in r.tree or [])
