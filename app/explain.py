@@ -29,11 +29,12 @@ LESSON = (
      "step. A pass over the text plus 4 guesses reads them **once**: about one step, and it answers “what comes "
      "next?” after every guess at once."),
     ("What happens to a wrong guess",
-     "A guess is kept with probability p/q — p how much the target wants the token, q how much the draft did "
-     "(always kept when p ≥ q). The first rejected guess is **replaced by a token drawn from what the target "
-     "wanted and the draft did not offer**, norm(max(0, p − q)), and later guesses are dropped: the text stays "
-     "exactly as likely as the target's alone. A token tree tries alternatives for one position in turn, each "
-     "against what the target still wants there, r(x)/Σr."),
+     "The target tests each guess with a random draw u. A guess **drawn** from the draft's q is kept if "
+     "u < p/q — p how much the target wants the token, q how much the draft did (always when p ≥ q); a guess "
+     "the draft **chose** (a token tree's alternatives, tried in turn) is kept if u < r(x)/Σr, what the target "
+     "still wants there. The first failed guess is **replaced by a token drawn from what the target wanted and "
+     "the guesses did not offer**, and later guesses are dropped: the text stays exactly as likely as the "
+     "target's alone. Each guess's tooltip says which test it met."),
 )
 
 FIRST_LOAD_NOTE = ("The first run loads the model pair: for the offline default pair about **25 s** "

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from specdec_core.trace.trees import node_depths, sibling_ranks
 from specdec_core.trace.decisions import (DECISIONS, FAINT_COLOUR, INK_COLOUR, MUTED_COLOUR, correction_decision,
-                                          visible_whitespace)
+                                          DRAWN_FROM_WORDS, test_text, visible_whitespace)
 from specdec_core.trace.token_text import display_texts, round_labels
 
 ORDINAL = {1: "1st", 2: "2nd", 3: "3rd"}
@@ -72,10 +72,10 @@ def tree_figure(trace, rnd) -> go.Figure:
             text=[f"{d.mark} {visible_whitespace(label(tree[i].id, tree[i].text))}" for i in idx],
             textposition="middle right", textfont=dict(size=12),
             marker=dict(color=d.colour, size=13, symbol="square", line=dict(color=INK_COLOUR, width=1)),
-            customdata=[[tree[i].p, tree[i].q, tree[i].q_raw or 0.0, _u(tree[i]),
+            customdata=[[tree[i].p, tree[i].q, tree[i].q_raw or 0.0, _test(tree[i]),
                          ORDINAL.get(order[i], f"{order[i]}th"), tree[i].source or "draft"] for i in idx],
             hovertemplate="p = %{customdata[0]:.3f} · q = %{customdata[1]:.3f} (raw %{customdata[2]:.3f})<br>"
-                          "u = %{customdata[3]}<br>tried %{customdata[4]} at its parent · from %{customdata[5]}"
+                          "%{customdata[3]}<br>tried %{customdata[4]} at its parent · from %{customdata[5]}"
                           f"<extra>{d.label}</extra>")
     # The round's last token, after the path's end.
     end = next((i for i in range(len(tree) - 1, -1, -1) if tree[i].on_path), None)
@@ -85,7 +85,9 @@ def tree_figure(trace, rnd) -> go.Figure:
     fig.add_scatter(x=[cx], y=[cy], mode="markers+text", text=[f"{d.mark} {visible_whitespace(correction_label)}"],
                     textposition="middle right", name=f"{d.mark} {d.label}",
                     marker=dict(color=d.colour, size=15, symbol="diamond", line=dict(color=INK_COLOUR, width=1)),
-                    hovertemplate=f"{d.label}<extra></extra>")
+                    hovertemplate=f"{d.label}" + (f" · drawn from {DRAWN_FROM_WORDS[rnd.correction.drawn_from]}"
+                                                  if rnd.correction.drawn_from is not None and kind != "own" else "")
+                                  + "<extra></extra>")
     fig.update_layout(
         title=dict(text=f"Round {rnd.index}: token tree of {rnd.shape_text()}, {rnd.n_accepted} accepted "
                         f"+ 1 {d.label} — {len(rnd.committed)} token{'s' if len(rnd.committed) != 1 else ''} "
@@ -100,5 +102,6 @@ def tree_figure(trace, rnd) -> go.Figure:
     return fig
 
 
-def _u(node: dict) -> str:
-    return "—" if node.u is None else f"{node.u:.3f}"
+def _test(node) -> str:
+    """The test the rule recorded for a guess, as every view prints it."""
+    return test_text(node.test, node.u, node.keep_at, node.decision == "accepted")
