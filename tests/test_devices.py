@@ -90,7 +90,7 @@ def test_early_stop_off_the_cpu_is_one_sync_after_drafting_with_the_same_result(
         for stop in (0.05, 0.3, 0.9):
             d = ModelDrafter(draft, 16)
             d.start(committed)
-            tree, _ = grow.draft_round(d, committed, Shape(6, 6), 6, SamplingConfig(0.0), None, Above(stop))
+            tree, _, _ = grow.draft_round(d, committed, Shape(6, 6), 6, SamplingConfig(0.0), None, Above(stop))
             out.append(tree.ids.tolist())
         return out
     per_step = chains()

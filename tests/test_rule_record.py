@@ -112,3 +112,60 @@ def test_every_guess_of_a_decode_records_its_test(preset_pair, settings):
     assert tested > 0
     if settings.get("tree") == (10, 3):
         assert any(n.test == KeepTest.CHOSEN for r in fresh.rounds for n in r.tree or [])
+
+
+def _decisions(rnd) -> list:
+    return [n.decision for n in rnd.tree] if rnd.tree else [
+        "accepted" if t.accepted else "rejected" if t.evaluated else "not reached" for t in rnd.drafted]
+
+
+@pytest.mark.parametrize("temperature", [0.7, 0.0])
+def test_a_lookup_and_model_tree_auto_run_replays_with_its_draft_calls(preset_pair, temperature):
+    """The default pair (prompt lookup + the distilled head) at tree = auto on a prompt lookup copies
+    from: the replayed schedule gives the same tokens, decisions and draft calls per round. Calls are
+    counted where they happen: lookup's copy is one call whatever its depth, so a round whose copy is
+    deeper than the model grew records fewer calls than levels, and its replay grows the model as far."""
+    text = ("Copy this list and add one item: apples, pears, plums, cherries, apricots, peaches, figs, "
+            "dates, grapes, lemons.")
+    ids = preset_pair.encode_prompt(text)
+    first = speculative_generate(preset_pair, ids, seed=5, max_new_tokens=32, temperature=temperature, top_p=0.9)
+    again = speculative_generate(preset_pair, ids, seed=5, max_new_tokens=32, temperature=temperature, top_p=0.9,
+                                 k_schedule=first.k_schedule())
+    assert again.output_ids == first.output_ids
+    assert [_decisions(r) for r in again.rounds] == [_decisions(r) for r in first.rounds]
+    assert [r.levels for r in again.rounds] == [r.levels for r in first.rounds]
+    sources = [{n.source for n in r.tree or []} for r in first.rounds]
+    assert any(s == {"lookup", "model"} for s in sources), "no round merged a copy and the model's guesses"
+
+
+def test_draft_calls_are_the_calls_the_drafter_got(preset_pair):
+    """Each round's recorded draft calls equal the calls counted on the drafter itself: the model's
+    draft() calls, plus one for prompt lookup's copy when it drafted (a copy deeper than the model's
+    levels no longer counts as that many calls)."""
+    from specdec_core.decoding import stream_speculative
+
+    drafter = preset_pair.new_drafter()
+    counts = {"model": 0, "lookup": 0}
+    model_draft, parts = drafter.model.draft, drafter.parts
+
+    def draft(*args, **kwargs):
+        counts["model"] += 1
+        return model_draft(*args, **kwargs)
+
+    def counted_parts(*args, **kwargs):
+        chosen = parts(*args, **kwargs)
+        counts["lookup"] += drafter.lookup in chosen
+        return chosen
+
+    drafter.model.draft, drafter.parts = draft, counted_parts
+    ids = preset_pair.encode_prompt("Copy this list and add one item: apples, pears, plums, cherries, apricots, "
+                                    "peaches, figs, dates, grapes, lemons.")
+    seen, deeper = 0, 0
+    for trace in stream_speculative(preset_pair, ids, seed=5, max_new_tokens=32, temperature=0.7, top_p=0.9,
+                                    drafter=drafter):
+        rnd, calls = trace.rounds[-1], counts["model"] + counts["lookup"]
+        assert rnd.levels == calls - seen, f"round {rnd.index}"
+        seen = calls
+        copy = [d for n, d in zip(rnd.tree or [], rnd.node_depths()) if n.source == "lookup"]
+        deeper += bool(copy) and max(copy) > rnd.levels
+    assert deeper > 0, "no round copied deeper than its draft calls: the prompt does not test the count"

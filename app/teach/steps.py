@@ -124,8 +124,9 @@ DRAFT_HOW = {
     "trimmed": " The shape rule kept the first {depth} of the {calls} levels drafted.",
 }
 
-DRAFT_CALLS = {"lookup": "this round made no model call", "one": "this round made one",
-               "many": "this round made {calls}"}
+DRAFT_CALLS = {"lookup": "this round made one, a lookup in the text: no model pass", "one": "this round made one",
+               "many": "this round made {calls}",
+               "mixed": "this round made {calls}: one lookup in the text and {model} model pass{es}"}
 
 
 def steps_for(has_rejection: bool, tree: bool = False) -> list[Step]:

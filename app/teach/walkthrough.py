@@ -216,16 +216,18 @@ def _model_depth(rnd) -> int:
 
 def _draft_facts(spec, rnd) -> dict:
     """The draft step's {draft_how} and {draft_calls}: steps.DRAFT_HOW / DRAFT_CALLS filled with
-    the round's draft calls (Round.levels, what c is per) and the depth of the model's guesses."""
+    the round's draft calls as recorded (Round.levels, what c is per: prompt lookup's copy is one,
+    each model pass one) and the depth of the model's guesses."""
     kind, calls, depth = draft_kind(spec, rnd), rnd.levels, _model_depth(rnd)
+    model = calls - 1 if kind == "mixed" else calls          # the lookup's copy was one of the calls
     how = DRAFT_HOW[kind]
     if kind == "mixed":
-        how += DRAFT_HOW["mixed_block" if calls == 1 and depth > 1 else "mixed_sequential"]
+        how += DRAFT_HOW["mixed_block" if model == 1 and depth > 1 else "mixed_sequential"]
     if kind in ("sequential", "sequential_tree") and calls > rnd.tree_depth:
         how += DRAFT_HOW["trimmed"]
-    n_calls = DRAFT_CALLS["lookup" if kind == "lookup" else "one" if calls == 1 else "many"]
-    return {"draft_how": how.format(calls=calls, depth=depth if kind == "block" else rnd.tree_depth),
-            "draft_calls": n_calls.format(calls=calls)}
+    n_calls = DRAFT_CALLS[kind if kind in ("lookup", "mixed") else "one" if calls == 1 else "many"]
+    return {"draft_how": how.format(calls=model, depth=depth if kind == "block" else rnd.tree_depth),
+            "draft_calls": n_calls.format(calls=calls, model=model, es="" if model == 1 else "es")}
 
 
 def _tree_facts(spec, plain, rnd) -> dict:

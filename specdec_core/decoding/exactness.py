@@ -33,7 +33,7 @@ def first_token_distributions(pair, prompt_ids, temperature: float = 1.0, top_k:
     ValueError when the drafter proposes nothing there (prompt lookup without a match)."""
     request = parse_request(1, None, temperature, top_k, top_p, max_new_tokens=2, seed=0)
     st = start_decode(pair, prompt_ids, request, drafter=pair.new_drafter())
-    proposal, _ = draft_round(st.drafter, st.committed, Shape(1, 1), 1, st.cfg, st.generator)
+    proposal, _, _ = draft_round(st.drafter, st.committed, Shape(1, 1), 1, st.cfg, st.generator)
     if len(proposal) == 0:
         raise ValueError("the drafter proposes nothing after this prompt: pick a model draft")
     out = pair.target(st.committed[-1:][None], past_key_values=st.cache, use_cache=True)

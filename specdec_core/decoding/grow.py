@@ -19,7 +19,7 @@ sampled rows are read once after drafting and the chain cut there (READ_NOW). On
 budget also stops growing once no child of the next frontier can make the top `nodes`: fewer
 draft calls, the same tree.
 
-    tree, reason = draft_round(drafter, committed, Shape(12, 5, 4, 4), depth=5, cfg=cfg, generator=None)
+    tree, reason, calls = draft_round(drafter, committed, Shape(12, 5, 4, 4), depth=5, cfg=cfg, generator=None)
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ READ_NOW = {"cpu"}   # device types where reading a value back costs no host syn
 class Grown:
     """What the decider sees after a part's level: host values are read only when it asks."""
     depth: int                           # levels drafted so far, this one included
-    calls: int                           # draft calls they took
+    calls: int                           # draft calls the round took so far, every part's (its own and earlier parts')
     source: Source                       # who drafted them
     sampled: bool                        # the level was drawn from q (a sampled chain)
     costed: bool                         # the next level needs a draft call
@@ -51,30 +51,34 @@ class Grown:
 def draft_round(drafter, committed: torch.Tensor, shape: Shape, depth: int, cfg, generator,
                 decider=None) -> tuple:
     """committed [L] -> (the round's candidates as one TokenTree, why the drafter stopped short or
-    None). depth ≥ 1: the levels at most (the shape's, cut to the tokens left); shape.width 1 and
-    frontier 1: a chain of draws; decider.more(Grown) -> bool, when given, after each level."""
+    None, the draft calls made). depth ≥ 1: the levels at most (the shape's, cut to the tokens left);
+    shape.width 1 and frontier 1: a chain of draws; decider.more(Grown) -> bool, when given, after
+    each level. Calls are counted where they happen (grow): a part's first call, and each level
+    after it that needs one (prompt lookup's copy: one call whatever its depth; a block drafter: one)."""
     chain, left = shape.width == 1 and shape.frontier == 1, shape.nodes
-    trees, reason = [], None
+    trees, reason, calls = [], None, 0
     for part in drafter.parts(committed, chain, shape.nodes is not None):
         if left is not None and left <= 0:
             break
-        tree, reason = grow(part, committed, depth, shape.width, shape.frontier, left, cfg, generator, decider)
+        tree, reason, calls = grow(part, committed, depth, shape.width, shape.frontier, left, cfg, generator,
+                                   decider, calls_before=calls)
         trees.append(tree)
         left = None if left is None else left - len(tree)
     tree = trees[0]
     for more in trees[1:]:
         tree = merge_trees(tree, more)
-    return tree, reason
+    return tree, reason, calls
 
 
 @torch.inference_mode()
 def grow(drafter, committed, depth: int, width: int, frontier: int, nodes: Optional[int], cfg, generator,
-         decider=None) -> tuple:
-    """One single-source drafter's tree (draft_round): (TokenTree, reason or None). It grows at most
-    `depth` levels and, with a budget, `nodes` (a depth-d node needs d kept nodes); the drafter is
-    told the round's depth (a block drafter sizes its one call by it)."""
+         decider=None, calls_before: int = 0) -> tuple:
+    """One single-source drafter's tree (draft_round): (TokenTree, reason or None, the round's draft
+    calls after it: calls_before, the earlier parts', plus its own). It grows at most `depth` levels
+    and, with a budget, `nodes` (a depth-d node needs d kept nodes); the drafter is told the round's
+    depth (a block drafter sizes its one call by it)."""
     cap = depth if nodes is None else min(depth, nodes)
-    levels, calls, d = [], 1, 0
+    levels, calls, d = [], calls_before + 1, 0
     costed = not (drafter.slots or drafter.source.free)       # a level after the first needs a call
     defer, deferred = drafter.device.type not in READ_NOW, []
     level = drafter.draft(committed, None, width, depth, cfg, generator)
@@ -105,7 +109,7 @@ def grow(drafter, committed, depth: int, width: int, frontier: int, nodes: Optio
     reason = level.reason if not len(level) else None
     if deferred:
         levels = levels[:_cut(deferred, decider)]
-    return _assemble(levels, nodes, drafter, cfg), reason
+    return _assemble(levels, nodes, drafter, cfg), reason, calls
 
 
 def _cut(deferred: list, decider) -> int:

@@ -122,9 +122,9 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
     # 1. Draft: a token tree rooted after the last committed token (a chain: width 1), its nodes
     #    with the q they came from, over the target's vocabulary, grown level by level while the
     #    rule (or a replayed round's level count) says a level pays; the rule keeps the nodes that pay.
-    tree, depth = _draft(st, shape, rule if rule is not None else Replay(levels) if levels is not None else None)
-    # Levels the drafter grew: a chain's length, a tree's depth; a block drafter's one call.
-    grown = st.drafter.levels(max(tree.depths, default=0))
+    # `grown`: the draft calls made, counted where they happen (grow.py): one per model level, one
+    # for prompt lookup's whole copy, one for a block drafter's; none for a plain step.
+    tree, depth, grown = _draft(st, shape, rule if rule is not None else Replay(levels) if levels is not None else None)
     decision = None
     if rule is not None:
         keep, decision = rule.choose(tree, grown)
@@ -196,7 +196,7 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
 
 
 def _draft(st: DecodeState, shape: Shape, decider=None) -> tuple:
-    """(the round's guesses within `shape`, the depth drafted): never deeper than the tokens left
+    """(the round's guesses within `shape`, the depth drafted, the draft calls made): never deeper than the tokens left
     (the round's last token is always drawn); grown from the drafter's level calls (grow.py), a
     chain of draws at width 1."""
     depth = min(shape.depth, st.max_new_tokens - st.n_new - 1)
@@ -205,12 +205,12 @@ def _draft(st: DecodeState, shape: Shape, decider=None) -> tuple:
     st.drafter_stop_reason = None
     if depth <= 0:
         empty = torch.zeros(0, st.pair.vocab_size, device=st.committed.device)
-        return TokenTree(torch.zeros(0, dtype=torch.long, device=st.committed.device), [], empty, empty, []), 0
-    tree, reason = draft_round(st.drafter, st.committed, shape, depth, st.cfg, st.generator, decider)
+        return TokenTree(torch.zeros(0, dtype=torch.long, device=st.committed.device), [], empty, empty, []), 0, 0
+    tree, reason, calls = draft_round(st.drafter, st.committed, shape, depth, st.cfg, st.generator, decider)
     if shape.width == 1 and shape.frontier == 1:
         st.drafter_stop_reason = reason
     tree.ids = tree.ids.to(st.committed.device)
-    return tree, depth
+    return tree, depth, calls
 
 
 def stream_speculative(pair, prompt_ids, k: Union[int, str, None] = None, *, tree="auto", temperature=0.0,

@@ -13,7 +13,7 @@ layer, and SDPA, eager attention and the fast path's fused layers (kernels/fused
 it to the scores. Explicit position_ids set the rotary positions. Not for sliding-window or
 flash-attention layers (refused).
 
-    tree, _ = draft_round(drafter, committed, Shape(12, 5, 4, 4), 5, cfg, generator)   # grow.py
+    tree, _, _ = draft_round(drafter, committed, Shape(12, 5, 4, 4), 5, cfg, generator)   # grow.py
     logits, hidden = verify_tree(target, cache, committed[-1:], tree, drafter.feature_layers)
     decision = accept_tree(tree.parents, tree.ids, warp_probs(logits, cfg), cfg.greedy, generator)
     keep_path(cache, past_len, decision.path)

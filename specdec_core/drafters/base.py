@@ -199,11 +199,6 @@ class Drafter:
         """Every Source its guesses may carry (a combined drafter: several)."""
         return (self.source,)
 
-    def levels(self, depth: int) -> int:
-        """Draft calls a round of `depth` levels took (costs.run_costs's c is per call): one per
-        level; one whatever the depth when one call fills every level (`slots`)."""
-        return min(depth, 1) if self.slots else depth
-
     def start(self, prompt_ids: torch.Tensor) -> None:
         """prompt_ids [T]: the decode starts; forget any earlier state."""
 
