@@ -9,6 +9,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdec_core import run_costs, theory
+from specdec_core.trace import Source
+from specdec_core.trace.trees import round_sources
 from specdec_core.trace.decisions import (INK_COLOUR, DECISIONS, DRAFT_COLOUR, FAINT_COLOUR, MUTED_COLOUR, NEUTRAL_COLOUR,
                                           PLAIN_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           TEST_NAMES, DrawnFrom, draft_decision, test_numbers, visible_whitespace)
@@ -60,11 +62,11 @@ def _varied_note(trace) -> Optional[str]:
     """What a fixed-k overlay hides in this run, or None: rounds under the shape rule drafted different
     numbers of tokens, and rounds of a combined drafter came from several sources."""
     drafted = [r for r in trace.rounds if r.drafted]
-    sources = {r.draft_source for r in drafted}
+    sources = {round_sources(trace.config, r) for r in drafted}
     if not drafted or (isinstance(trace.config.k, int) and len(sources) <= 1):
         return None
     ms = sorted({len(r.drafted) for r in drafted})
-    lookup = sum(r.draft_source == "lookup" for r in drafted)
+    lookup = sum(round_sources(trace.config, r) == {Source.LOOKUP} for r in drafted)
     return (f"rounds drafted {ms[0]}–{ms[-1]} tokens" if len(ms) > 1 else f"rounds drafted {ms[0]} tokens") + \
         (f", {lookup} of {len(drafted)} by prompt lookup" if lookup else "")
 

@@ -17,10 +17,11 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Optional
 
+from specdec_core.trace import Source
 from specdec_core.trace.decisions import (DECISIONS, DrawnFrom, KeepTest, correction_decision, draft_decision,
                                           test_text, visible_whitespace)
 from specdec_core.trace.token_text import display_texts
-from specdec_core.trace.trees import round_sources
+from specdec_core.trace.trees import drafted_sources
 
 from .timeline import committed_texts
 
@@ -34,7 +35,7 @@ class Guess:
     parent: int              # index of its parent guess in the round; -1: right after the last committed token
     depth: int               # 1: the first token after the committed text
     text: str                # how it reads (visible whitespace)
-    source: Optional[str]    # "lookup" (copied from earlier text), "model", or None
+    source: Optional[Source]  # LOOKUP (copied from earlier text), MODEL, or None (not known)
     p: Optional[float]       # target probability of the token
     q: Optional[float]       # draft probability it was proposed with
     u: Optional[float]       # the uniform draw (None: greedy, or never reached)
@@ -87,11 +88,10 @@ def card(spec, rnd) -> Card:
                               n.q, n.u, n.decision, n.test, n.keep_at)
                         for n, d in zip(rnd.tree, depths))
     else:
-        # A chain names its source when its drafter has several; a single-source drafter's is its own.
-        sources = round_sources(spec.config, rnd)
-        source = rnd.draft_source or (next(iter(sources)).value if len(sources) == 1 else None)
+        sources = drafted_sources(spec.config, rnd)
         guesses = tuple(Guess(i - 1, i + 1, _label(spec, t.id, t.text), source, t.p, t.q, t.u,
-                              draft_decision(t), t.test, t.keep_at) for i, t in enumerate(rnd.drafted))
+                              draft_decision(t), t.test, t.keep_at)
+                        for i, (t, source) in enumerate(zip(rnd.drafted, sources)))
     c = rnd.correction
     return Card(rnd.index, guesses, max((g.depth for g in guesses), default=0), correction_decision(rnd),
                 _label(spec, c.id, c.text), len(rnd.committed), greedy, c.drawn_from)
@@ -132,7 +132,7 @@ def _decide_caption(c: Card) -> str:
 
 def _draft_caption(c: Card, level: int) -> str:
     shown = [g for g in c.guesses if g.depth == level]
-    copied = all(g.source == "lookup" for g in shown)
+    copied = all(g.source == Source.LOOKUP for g in shown)
     who = "Prompt lookup copies from earlier text" if copied else "The draft guesses"
     if len(shown) == 1:
         return f"{who}: token {level} ahead, “{shown[0].text}” (level {level} of {c.depth})."
@@ -178,7 +178,7 @@ def _guess_html(g: Guess, i: int, greedy: bool) -> str:
         test = "kept if it is the target's top token"
     else:
         test = test_text(g.test, g.u, g.keep_at, g.decision == "accepted", digits=2)
-    src = ' <span class="sd-pl-src">copied</span>' if g.source == "lookup" else ""
+    src = ' <span class="sd-pl-src">copied</span>' if g.source == Source.LOOKUP else ""
     return (f'<div class="sd-pl-g" data-depth="{g.depth}" data-parent="{g.parent}" data-i="{i}" data-decision="{g.decision}">'
             f'<span class="sd-tok sd-pl-tok" data-cls="{d.css}">{html.escape(g.text)}</span>{src}'
             f'<span class="sd-pl-mark">{html.escape(d.mark)}</span>'

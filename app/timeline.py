@@ -10,11 +10,13 @@ import html
 from dataclasses import dataclass
 from typing import Optional
 
+from specdec_core.trace import Source
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, DRAWN_FROM_WORDS, INK_COLOUR, MUTED_COLOUR,
                                           NEUTRAL_COLOUR, PLAIN_COLOUR, TARGET_COLOUR, DrawnFrom, KeepTest,
                                           correction_decision, draft_decision, test_text, visible_whitespace)
 from specdec_core import Plan
 from specdec_core.trace.token_text import display_texts, round_texts
+from specdec_core.trace.trees import drafted_sources
 
 COMMITTED = ("accepted", "resampled", "bonus", "own")   # decisions whose token is in the text
 
@@ -91,15 +93,15 @@ def _fmt(x: Optional[float], spec: str = ".3f") -> str:
     return "—" if x is None else format(x, spec)
 
 
-SOURCES = {"lookup": "proposed by prompt lookup (copied from earlier text; q = 1 on it)",
-           "model": "proposed by the draft model"}
+SOURCES = {Source.LOOKUP: "proposed by prompt lookup (copied from earlier text; q = 1 on it)",
+           Source.MODEL: "proposed by the draft model"}
 
 
-def draft_tooltip(t, position: int, decision: str, greedy: bool, source: Optional[str] = None) -> str:
+def draft_tooltip(t, position: int, decision: str, greedy: bool, source: Optional[Source] = None) -> str:
     """p, q, the test u met as the rule recorded it (trace.decisions.test_text) and the decision of
     one drafted token (and which source proposed it), as plain text."""
     lines = [f"draft position {position} · {DECISIONS[decision].label} {DECISIONS[decision].mark}",
-             *([SOURCES.get(source, f"proposed by {source}")] if source else []),
+             *([SOURCES[source]] if source else []),
              f"p (target) = {_fmt(t.p)}   q (draft) = {_fmt(t.q)}"]
     if decision == "not reached":
         lines.append("u: not drawn: a token before it was rejected, so it was never checked")
@@ -138,11 +140,12 @@ def round_pieces(trace, rnd, last_eos: bool = False) -> list[Piece]:
     pieces: list[Piece] = []
     n_committed = len(rnd.committed)
     drafted_texts, correction_text = round_texts(trace, rnd)
-    for i, (t, shown) in enumerate(zip(rnd.drafted, drafted_texts)):
+    sources = drafted_sources(trace.config, rnd)
+    for i, (t, shown, source) in enumerate(zip(rnd.drafted, drafted_texts, sources)):
         decision = draft_decision(t)
         if decision == "accepted" and i >= n_committed:
             break
-        tooltip = draft_tooltip(t, i + 1, decision, greedy, getattr(rnd, "draft_source", None))
+        tooltip = draft_tooltip(t, i + 1, decision, greedy, source)
         pieces.append(_piece(shown, decision, rnd.index, tooltip, position=i + 1))
     if n_committed > rnd.n_accepted:
         c = rnd.correction

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from specdec_core import ModelPair, Trace, interleave, speculative_generate, stream_speculative
-from specdec_core.trace import RoundPlan, TraceConfig, TreeNode
+from specdec_core.trace import RoundPlan, Source, TraceConfig, TreeNode
 from specdec_core.trace.trees import round_sources
 
 from .conftest import tiny_llama
@@ -118,5 +118,8 @@ def test_a_rounds_sources_come_from_the_closed_set():
     assert names(config("ngram"), _round()) == {"lookup"}                           # prompt lookup alone
     assert names(config("distilled-feature-head"), _round()) == {"model"}           # a model alone
     assert names(config("lookup+distilled-feature-head"), _round(draft_source="lookup")) == {"lookup"}
-    assert names(config("x"), _round(tree=[node("lookup"), node("model")])) == {"lookup", "model"}
+    assert names(config("x"), _round(tree=[node(Source.LOOKUP), node(Source.MODEL)])) == {"lookup", "model"}
+    # typed inside, a string only in JSON: a tree node read back from JSON holds the Source
+    back = TreeNode.from_dict(json.loads(json.dumps(node(Source.LOOKUP).to_dict())))
+    assert back.source is Source.LOOKUP and json.loads(json.dumps(back.to_dict()))["source"] == "lookup"
     assert names(config("ngram"), _round(drafted=0)) == set()                       # a plain step

@@ -6,6 +6,7 @@ import html
 from typing import Optional
 
 from specdec_core import run_costs, theory
+from specdec_core.trace import Source
 from specdec_core.trace import cost_ratios, measured_speedup, run_theory
 from specdec_core.trace.decisions import (TEST_NAMES, KeepTest, correction_decision, draft_decision, test_numbers,
                                           test_text, visible_whitespace)
@@ -197,10 +198,10 @@ def draft_kind(spec, rnd) -> str:
     (copied from earlier text), "mixed" (a tree of a copy and the model's guesses), "block" (one
     draft call for more than one level: Round.levels 1 under deeper guesses), "single" (one guess
     from one pass), else "sequential" / "sequential_tree" (one draft call per level)."""
-    sources = {s.value for s in round_sources(spec.config, rnd)}
-    if sources == {"lookup"}:
+    sources = round_sources(spec.config, rnd)
+    if sources == {Source.LOOKUP}:
         return "lookup"
-    if sources == {"lookup", "model"}:
+    if sources == {Source.LOOKUP, Source.MODEL}:
         return "mixed"
     if rnd.levels == 1:
         return "block" if _model_depth(rnd) > 1 else "single"
@@ -211,7 +212,7 @@ def _model_depth(rnd) -> int:
     """Levels of the model's guesses (a tree's nodes a lookup did not copy; a chain: its length)."""
     if not rnd.tree:
         return len(rnd.drafted)
-    return max((d for d, node in zip(rnd.node_depths(), rnd.tree) if node.source != "lookup"), default=0)
+    return max((d for d, node in zip(rnd.node_depths(), rnd.tree) if node.source != Source.LOOKUP), default=0)
 
 
 def _draft_facts(spec, rnd) -> dict:

@@ -75,7 +75,7 @@ def record_round(st, tree: TokenTree, acc, logits, p_target, new_ids, shape: Sha
         on_path = set(acc.path)
         nodes = [TreeNode(id=int(tree.ids[i]), parent=tree.parents[i], text=text(int(tree.ids[i])),
                           p=min(p_h[i], 1.0), q=min(q_h[i], 1.0), q_raw=min(qr_h[i], 1.0), u=acc.u[i],
-                          decision=acc.decisions[i], on_path=i in on_path, source=Source(tree.sources[i]).value,
+                          decision=acc.decisions[i], on_path=i in on_path, source=Source(tree.sources[i]),
                           test=acc.tests[i], keep_at=acc.keep_at[i])
                  for i in range(n)]
     k = n if (shape.width > 1 or not tree.is_chain) else shape.depth

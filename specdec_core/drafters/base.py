@@ -35,6 +35,7 @@ from ..sampling import SamplingConfig
 
 class Source(str, Enum):
     """Who proposed a guess (the closed set): the trace writes its value."""
+    __str__, __format__ = str.__str__, str.__format__   # printed as its value (StrEnum, Python ≥ 3.11)
     LOOKUP = "lookup"    # prompt lookup: a copy of earlier text, q one-hot; no model call
     MODEL = "model"      # the drafter's model: a draft LM, the distilled feature head, the block head
 

@@ -51,6 +51,7 @@ DECISIONS = {
 
 class KeepTest(str, Enum):
     """Which test a verified guess met (decoding/rule.py records it per guess; every view reads it)."""
+    __str__, __format__ = str.__str__, str.__format__   # printed as its value
     SAMPLED = "p/q"     # a draft drawn from q: kept iff u < min(1, p(x)/q(x))
     CHOSEN = "r/Σr"     # a guess the draft chose (a tree's child): kept iff u < r(x)/Σr
     TOP = "top"         # temperature 0: kept iff it is the target's top token (no u is drawn)
@@ -58,6 +59,7 @@ class KeepTest(str, Enum):
 
 class DrawnFrom(str, Enum):
     """What the round's last token was drawn from (decoding/rule.py records it per round)."""
+    __str__, __format__ = str.__str__, str.__format__   # printed as its value
     RESIDUAL = "norm(max(0, p − q))"   # a drawn draft was rejected: the mass q under-proposed
     REST = "norm(r)"                   # chosen guesses were rejected: p less their mass
     P = "p"                            # no guess below the last node: the target's p itself

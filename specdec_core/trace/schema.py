@@ -13,7 +13,7 @@ from importlib import resources
 from typing import Any, Optional, Union
 
 from ..atomic import write_atomic
-from ..drafters.base import node_depths
+from ..drafters.base import Source, node_depths
 from ..sampling import SamplingConfig
 from .decisions import DrawnFrom, KeepTest
 from .stats import compute_stats
@@ -171,7 +171,7 @@ class TreeNode:
     u: Optional[float] = None        # the uniform draw; None: greedy or not reached
     decision: str                    # "accepted" | "rejected" | "not reached" (trace.decisions)
     on_path: bool                    # on the accepted path
-    source: Optional[str] = None     # which source proposed it ("lookup" | "model")
+    source: Optional[Source] = None  # which source proposed it (JSON: "lookup" | "model")
     test: Optional[KeepTest] = None      # the test u met, as the rule decided (None: not reached)
     keep_at: Optional[float] = None  # kept iff u < keep_at (None: not tried, or T = 0: no u)
 
@@ -180,7 +180,7 @@ class TreeNode:
 
     @classmethod
     def from_dict(cls, d: dict) -> "TreeNode":
-        return cls(**{**d, "test": _enum(KeepTest, d.get("test"))})
+        return cls(**{**d, "test": _enum(KeepTest, d.get("test")), "source": _enum(Source, d.get("source"))})
 
 
 @dataclass

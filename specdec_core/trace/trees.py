@@ -56,12 +56,22 @@ def round_sources(config, rnd) -> frozenset:
     "model", "lookup+model"); a single-source drafter's rounds name none: prompt lookup alone
     (config.draft "ngram") is LOOKUP, every other drafter a MODEL."""
     if rnd.tree:
-        return frozenset(Source(n.source) if n.source else Source.MODEL for n in rnd.tree)
+        return frozenset(n.source or Source.MODEL for n in rnd.tree)
     if not rnd.drafted:
         return frozenset()
     if rnd.draft_source:
         return frozenset(Source(s) for s in rnd.draft_source.split("+"))
     return frozenset({Source.LOOKUP if config.draft == NGramDrafter.name else Source.MODEL})
+
+
+def drafted_sources(config, rnd) -> list:
+    """[len(rnd.drafted)] the Source that proposed each token of a round's main line: a tree's
+    nodes name theirs; a chain comes from one source (round_sources)."""
+    if rnd.tree:
+        return [rnd.tree[i].source or Source.MODEL for i in main_line(rnd)]
+    sources = round_sources(config, rnd)
+    one = next(iter(sources)) if len(sources) == 1 else None
+    return [one] * len(rnd.drafted)
 
 
 def derive_tests(rnd, greedy: bool) -> None:
