@@ -170,9 +170,8 @@ def test_block_rounds_replay_from_their_schedule(block_pair):
 def test_block_theory_charges_one_call(block_pair):
     """config.draft_slots marks a block run; its theory charges c per round, not k·c."""
     from specdec_core.costs.theory import Theory
-    from specdec_core.trace.compare import one_pass
     tr = speculative_generate(block_pair, [1, 5, 2], k=4, temperature=0.0, max_new_tokens=6)
-    assert tr.config.draft_slots == 4 and one_pass(tr)
-    seq, block = Theory(0.5, 0.1, 0.05), Theory(0.5, 0.1, 0.05, one_pass=True)
+    assert tr.config.draft_slots == 4
+    seq, block = Theory(0.5, 0.1, 0.05), Theory(0.5, 0.1, 0.05, slots=4)
     assert block.terms(4)["draft"] == pytest.approx(0.1) and seq.terms(4)["draft"] == pytest.approx(0.4)
     assert block.speedup(4) > seq.speedup(4) and block.speedup(1) == pytest.approx(seq.speedup(1))

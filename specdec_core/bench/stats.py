@@ -14,7 +14,6 @@ from typing import Optional
 
 from ..costs import run_costs
 from ..costs.theory import draft_cost, expected_tokens, fit
-from ..trace.compare import one_pass
 
 
 def _div(a, b) -> Optional[float]:
@@ -29,7 +28,7 @@ def run_sums(trace) -> dict:
             "prefill_s": s["prefill_s"], "trace_wall_s": s["wall_s"], "draft_s": s["draft_s"],
             "verify_s": s["verify_s"], "overhead_s": s["overhead_s"],
             "drafted": s["drafted"], "accepted": s["accepted"], "costs": run_costs.round_sums(trace.rounds),
-            "nodes": s["nodes_verified"], "tree_rounds": s["tree_rounds"], "one_pass": int(one_pass(trace)),
+            "nodes": s["nodes_verified"], "tree_rounds": s["tree_rounds"], "slots": trace.config.draft_slots or 0,
             "m_list": [r.n_verified for r in trace.rounds],
             "k_list": [r.k for r in trace.rounds], "decisions": [(r.k_policy or {}).get("kind", "fixed") for r in trace.rounds]}
 
@@ -60,7 +59,7 @@ def theory_row(spec: dict, plain: dict, k) -> dict:
            "measured_decode_speedup": meas, "predicted": None, "predicted_mix": None}
     if alpha is None or c is None:
         return row
-    blocks = bool(spec.get("one_pass"))   # a block drafter's runs: one draft call per round
+    blocks = bool(spec.get("slots"))   # a block drafter's runs: one draft call per round
     model = fit(alpha, c, v, m.rounds, blocks)   # the one smooth theory: v(k) on a line through (0, 1)
     row["v_slope"] = model.slope
     if isinstance(k, int) and k in v:   # the formula at the lane's k

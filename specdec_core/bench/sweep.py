@@ -17,7 +17,6 @@ from ..decoding.interleave import interleave
 from ..decoding.plan import Request, parse_plan
 from ..decoding.speculative import stream_decode
 from ..decoding.warmup import warm_up
-from ..trace.compare import one_pass
 
 K_VALUES: tuple = (*range(1, theory.K_HORIZON + 1), "auto", "tree")
 SHAPED = ("auto", "tree")        # the sweep's entries whose rounds vary in shape (after the ints)
@@ -78,7 +77,7 @@ def summarise(runs: list[dict]) -> dict:
     # is the one smooth model (costs.theory.fit: v(k) on a line fitted to the measured passes).
     pooled = lambda traces: sum((run_costs.round_sums(t.rounds) for t in traces), run_costs.RoundSums())
     m = run_costs.measured(pooled(spec), pooled(plain))
-    model = theory.fit(m.alpha, m.c, m.v, m.rounds, any(one_pass(t) for t in spec))
+    model = theory.fit(m.alpha, m.c, m.v, m.rounds, next((t.config.draft_slots for t in spec if t.config.draft_slots), None))
     predicted: dict = {}
     if model is not None and plain_tps:
         predicted = {k: plain_tps * model.speedup(k) for k in range(1, theory.K_HORIZON + 1)}

@@ -34,23 +34,23 @@ def _cost(v: Cost, k: int) -> float:
     return v(k) if callable(v) else float(v)
 
 
-def draft_cost(k: int, c: float, one_pass: bool = False) -> float:
+def draft_cost(k: int, c: float, slots: Optional[int] = None) -> float:
     """Drafting k tokens, in target steps: k·c for a drafter that makes one call per token; c for a
-    block drafter (one call fills all k: one_pass)."""
-    return (c if k > 0 else 0.0) if one_pass else k * c
+    block drafter (slots: one call fills up to that many; None: a call per token)."""
+    return (c if k > 0 else 0.0) if slots else k * c
 
 
-def predicted_speedup(alpha: float, k: int, c: float, v: Cost = 1.0, one_pass: bool = False) -> float:
+def predicted_speedup(alpha: float, k: int, c: float, v: Cost = 1.0, slots: Optional[int] = None) -> float:
     """Predicted speedup over plain decoding: E[τ] / (k·c + v(k)) (a block drafter: c + v(k)). k = 0
     is plain decoding (1.0)."""
     if k == 0:
         return 1.0
-    return expected_tokens(alpha, k) / (draft_cost(k, c, one_pass) + _cost(v, k))
+    return expected_tokens(alpha, k) / (draft_cost(k, c, slots) + _cost(v, k))
 
 
-def best_k(alpha: float, c: float, v: Cost = 1.0, k_max: int = K_HORIZON, one_pass: bool = False) -> tuple[int, float]:
+def best_k(alpha: float, c: float, v: Cost = 1.0, k_max: int = K_HORIZON, slots: Optional[int] = None) -> tuple[int, float]:
     """(k, speedup) maximising the predicted speedup over k = 0..k_max (0 means: do not speculate)."""
-    return max(((k, predicted_speedup(alpha, k, c, v, one_pass)) for k in range(k_max + 1)), key=lambda ks: ks[1])
+    return max(((k, predicted_speedup(alpha, k, c, v, slots)) for k in range(k_max + 1)), key=lambda ks: ks[1])
 
 
 def fitted_slope(points: dict, rounds: Optional[dict] = None) -> Optional[float]:
@@ -90,13 +90,13 @@ def verify_cost(measured: dict, prior: Optional[dict] = None, default_slope: flo
     return v
 
 
-def cost_terms(alpha: float, k: int, c: float, v: float, one_pass: bool = False) -> dict:
+def cost_terms(alpha: float, k: int, c: float, v: float, slots: Optional[int] = None) -> dict:
     """Where a round of k drafts loses against its ideal (k + 1 tokens for one target step), in target
     steps: "acceptance" k + 1 − E[τ] (tokens rejected drafts did not commit), "draft" k·c (drafting;
     a block drafter's one call: c),
     "verify" v − 1 (the verify pass beyond one plain step). speedup = (k + 1 − acceptance) / (1 +
     draft + verify); the largest term is what limits it."""
-    return {"acceptance": k + 1 - expected_tokens(alpha, k), "draft": draft_cost(k, c, one_pass), "verify": v - 1.0}
+    return {"acceptance": k + 1 - expected_tokens(alpha, k), "draft": draft_cost(k, c, slots), "verify": v - 1.0}
 
 
 def shape_terms(tokens: float, nodes: float, levels: float, c: float, v: float) -> dict:
@@ -111,33 +111,33 @@ def shape_terms(tokens: float, nodes: float, levels: float, c: float, v: float) 
 @dataclass(frozen=True)
 class Theory:
     """The one theory model every view draws (speedup-vs-k chart, why-line, walkthrough, k sweep,
-    bench): measured α and c, and verify_cost's line v(k) = 1 + slope·k; one_pass: the drafter
-    fills all k guesses in one call (a block drafter), so drafting costs c, not k·c."""
+    bench): measured α and c, and verify_cost's line v(k) = 1 + slope·k; slots: one draft call
+    fills up to that many guesses (a block drafter, config.draft_slots), so drafting costs c, not k·c."""
     alpha: float
     c: float
     slope: float
-    one_pass: bool = False
+    slots: Optional[int] = None
 
     def v(self, k: int) -> float:
         return line_v(self.slope, k)
 
     def speedup(self, k: int) -> float:
         """Predicted speedup over plain at k drafts per round."""
-        return predicted_speedup(self.alpha, k, self.c, self.v, self.one_pass)
+        return predicted_speedup(self.alpha, k, self.c, self.v, self.slots)
 
     def best(self, k_max: int = K_HORIZON) -> tuple[int, float]:
         """(k, speedup) of the best k up to k_max (0: do not speculate)."""
-        return best_k(self.alpha, self.c, self.v, k_max, self.one_pass)
+        return best_k(self.alpha, self.c, self.v, k_max, self.slots)
 
     def terms(self, k: int) -> dict:
         """cost_terms at k: acceptance loss, draft cost, verify overhead, in target steps."""
-        return cost_terms(self.alpha, k, self.c, self.v(k), self.one_pass)
+        return cost_terms(self.alpha, k, self.c, self.v(k), self.slots)
 
 
 def fit(alpha: Optional[float], c: Optional[float], v: dict, rounds: Optional[dict] = None,
-        one_pass: bool = False) -> Optional[Theory]:
+        slots: Optional[int] = None) -> Optional[Theory]:
     """The Theory of measured α, c and {m: v(m)} (rounds: {m: rounds that verified m drafts});
-    one_pass: a block drafter's run. None without α or c."""
+    slots: a block drafter's run (config.draft_slots). None without α or c."""
     if alpha is None or c is None:
         return None
-    return Theory(alpha, c, verify_cost(v, rounds=rounds).slope, one_pass)
+    return Theory(alpha, c, verify_cost(v, rounds=rounds).slope, slots)

@@ -1,7 +1,7 @@
 """Everything that proposes tokens, behind one small interface: one draft call per level.
 
 A drafter proposes candidates for the next token after the committed sequence, level by level:
-given a frontier (which of the last level's candidates to expand) it returns the next level's
+given `expand` (which of the last level's candidates to expand: the loop's frontier) it returns the next level's
 candidates with the distribution q each came from, over the *target's* vocabulary (one-hot for
 prompt lookup, zero outside a truncated draft vocabulary). It says nothing about how far to grow
 or what to keep: that is the round loop's and the shape rule's (decoding/grow.py, shape.py).
@@ -208,9 +208,9 @@ class Drafter:
         guesses are tried (chain: a width-1 round; budgeted: a fixed node budget). Itself."""
         return [self]
 
-    def draft(self, committed: torch.Tensor, frontier: Optional[torch.Tensor], width: int, depth: int,
+    def draft(self, committed: torch.Tensor, expand: Optional[torch.Tensor], width: int, depth: int,
               cfg: SamplingConfig, generator: Optional[torch.Generator]) -> Level:
-        """One draft call: the next level's candidates. frontier None: the root's children (a new
+        """One draft call: the next level's candidates. expand None: the root's children (a new
         round after committed [L] of at most `depth` levels); else [f] indices into the last
         level's candidates, best first, whose children to offer. width 1: one draw from each q (a
         sampled chain); width > 1: each expanded node's top-`width` guesses (deterministic)."""

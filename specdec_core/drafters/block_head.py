@@ -94,12 +94,12 @@ class BlockDrafter(FeatureDrafter):
         return self._full(head.logits(rows))
 
     @torch.inference_mode()
-    def draft(self, committed, frontier, width, depth, cfg, generator=None) -> Level:
+    def draft(self, committed, expand, width, depth, cfg, generator=None) -> Level:
         """The round's levels from its one call (made at the root): level j is slot j. width 1: each
         slot's token drawn from its q (all drawn in the call, independent of each other); else its
-        top-`width` guesses, children of the frontier's first node (the best of the level before:
+        top-`width` guesses, children of the first node expanded (the best of the level before:
         the top-1 line; a slot never saw the token before it, so only that line has children)."""
-        if frontier is None:
+        if expand is None:
             logits = self._block_logits(committed, min(depth, self.slots))
             if logits is None:
                 return empty_level(self.vocab_size, self.device)

@@ -298,11 +298,11 @@ class FeatureDrafter(Drafter):
         return full
 
     @torch.inference_mode()
-    def draft(self, committed, frontier, width, depth, cfg, generator) -> Level:
+    def draft(self, committed, expand, width, depth, cfg, generator) -> Level:
         """One head call per level (head_tree.py): the root's children come from g_next, the
         frontier's from one call over its nodes. width 1: a token drawn from each q; else each
         node's top-`width` guesses (EAGLE-2)."""
-        if frontier is None:
+        if expand is None:
             if min(len(self.feats), len(committed) - 1) < 1:
                 return empty_level(self.vocab_size, self.device)
             # 1. New true entries since the last round in one batched step; the last one drafts token L.
@@ -312,8 +312,8 @@ class FeatureDrafter(Drafter):
         else:
             # 2. The frontier's nodes (depth `self.depth`) in one head call, each over its own path.
             first_row = len(self.rows.g)
-            g, self.cache, self.rows = head_tree.expand(self.head, self.cache, self.rows, self.cand_rows[frontier],
-                                                        self.cand_ids[frontier], self.n_true, self.depth)
+            g, self.cache, self.rows = head_tree.expand(self.head, self.cache, self.rows, self.cand_rows[expand],
+                                                        self.cand_ids[expand], self.n_true, self.depth)
         self.depth += 1
         # 3. Their children: the next level's candidates, each with its row's q.
         logits_n = self.head.logits(g)                                  # [f, N]

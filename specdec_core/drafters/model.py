@@ -38,11 +38,11 @@ class ModelDrafter(Drafter):
             self.n_cached = len(prompt_ids) - 1
 
     @torch.inference_mode()
-    def draft(self, committed, frontier, width, depth, cfg, generator) -> Level:
+    def draft(self, committed, expand, width, depth, cfg, generator) -> Level:
         # A round's first step feeds what the cache lacks: the last committed token, plus the
         # previous round's last draft when every draft was accepted (that one was never fed);
-        # each next level feeds the token drawn at the one before (the frontier's only node).
-        step_input = committed[None, self.n_cached:].to(self.device) if frontier is None else self.last[None]
+        # each next level feeds the token drawn at the one before (the only node expanded).
+        step_input = committed[None, self.n_cached:].to(self.device) if expand is None else self.last[None]
         logits = self.model(step_input, past_key_values=self.cache, use_cache=True,
                             logits_to_keep=1).logits[:, -1]
         self.n_cached += step_input.shape[1]

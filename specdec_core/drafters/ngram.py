@@ -44,9 +44,9 @@ class NGramDrafter(Drafter):
         n, start = self.match(tokens)
         return tokens[start:start + k] if n else []
 
-    def draft(self, committed, frontier, width, depth, cfg, generator) -> Level:
+    def draft(self, committed, expand, width, depth, cfg, generator) -> Level:
         """Level d is the copy's d-th token (an only child, q one-hot on it), at most `depth` of them."""
-        if frontier is None:   # one search per round: the copy for every level
+        if expand is None:   # one search per round: the copy for every level
             self.copy, self.at = self.lookup(committed.tolist(), depth), 0
         else:
             self.at += 1

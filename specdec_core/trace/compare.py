@@ -121,12 +121,7 @@ def run_theory(spec: "Trace", plain: "Trace") -> Optional[theory.Theory]:
     if spec is None or plain is None:
         return None
     r = cost_ratios(spec, plain)
-    return theory.fit(spec.stats["alpha"], r["c"], r["v"], r["rounds"], one_pass(spec))
-
-
-def one_pass(spec: "Trace") -> bool:
-    """The run's drafter fills a whole chain in one call (a block drafter: config.draft_slots)."""
-    return bool(spec.config.draft_slots)
+    return theory.fit(spec.stats["alpha"], r["c"], r["v"], r["rounds"], spec.config.draft_slots)
 
 
 def timings_unstable(spec: "Trace", plain: "Trace") -> Optional[str]:
@@ -155,7 +150,7 @@ def speedup_reasons(spec: "Trace", plain: "Trace") -> Optional[dict]:
         return None
     spec_k = {k: n for k, n in by_k.items() if k > 0}
     costs = cost_ratios(spec, plain)
-    model = theory.fit(spec.stats["alpha"], costs["c"], costs["v"], costs["rounds"], one_pass(spec))   # = run_theory
+    model = theory.fit(spec.stats["alpha"], costs["c"], costs["v"], costs["rounds"], spec.config.draft_slots)   # = run_theory
     out = {"plain_share": by_k.get(0, 0) / n_rounds, "measured": measured_speedup(spec, plain),
            "alpha": spec.stats["alpha"], "c": costs["c"], "k": None, "v": None,
            "v_measured": None, "slope": None, "theory": None, "terms": None, "limit": None,
