@@ -8,7 +8,7 @@ import torch
 from specdec_core import ModelPair
 from specdec_core.drafters import ModelDrafter
 from specdec_core.models import draft_from_target_layers
-from specdec_core.decoding import parse_request
+from specdec_core.decoding import RoundOrder, parse_request
 from specdec_core.decoding.speculative import decode_round, start_decode
 
 from .conftest import tiny_llama
@@ -26,7 +26,7 @@ def run_and_check(pair, k, rounds, atol, **settings):
     st = start_decode(pair, [3, 1, 4, 1, 5], parse_request(k, max_new_tokens=120, **settings))   # context 128
     seen_kinds = set()
     for i in range(rounds):
-        rnd = decode_round(st, k if i % 2 else 1)   # alternate so all-accepted rounds happen too
+        rnd = decode_round(st, RoundOrder.fixed(k if i % 2 else 1))   # alternate so all-accepted rounds happen too
         seen_kinds.add(rnd.correction.kind)
         n = len(st.committed)
         # Invariant: each cache holds every committed token but the last one(s) not yet fed.

@@ -11,7 +11,7 @@ from specdec_core.trace import cost_ratios, measured_speedup, run_theory
 from specdec_core.trace.decisions import (TEST_NAMES, KeepTest, correction_decision, draft_decision, test_numbers,
                                           test_text, visible_whitespace)
 from specdec_core.trace.token_text import TokenText, display_texts, round_texts, text_before
-from specdec_core.trace.trees import main_line, round_sources, round_test
+from specdec_core.trace.trees import round_sources, round_test
 
 from .. import race
 from ..charts import _label

@@ -28,7 +28,7 @@ from typing import Optional, Union
 
 import torch
 
-from ..drafters.base import Level, Source, TokenTree, merge_trees
+from ..drafters.base import Source, TokenTree, merge_trees
 from ..sampling import raw_probs, warp_probs
 from .tree import Shape
 

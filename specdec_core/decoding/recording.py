@@ -10,7 +10,7 @@ import torch
 
 from ..drafters.base import Source, TokenTree
 from ..sampling import raw_probs
-from ..trace.schema import Correction, DraftToken, Round, TreeNode
+from ..trace.schema import Correction, DraftToken, Round, RoundPlan, TreeNode
 from .tree import Shape
 
 TOP_N = 5  # how many alternatives the trace keeps per distribution
@@ -24,10 +24,13 @@ def source_of(tree: TokenTree, drafter) -> Optional[str]:
     return "+".join(named) if named else None
 
 
-def record_round(st, tree: TokenTree, acc, logits, p_target, new_ids, shape: Shape) -> Round:
-    """Build the Round. `drafted` is the round's main line, the chain views read: the accepted
-    path, then the first child tried where the walk stopped and its first children (a chain: all
-    its drafts). A branching tree also records every node in `Round.tree`."""
+def record_round(st, tree: TokenTree, acc, logits, p_target, new_ids, shape: Shape, *, times: tuple,
+                 reason: Optional[str], policy: Optional[dict], plan: Optional[RoundPlan]) -> Round:
+    """Build the Round, once, at the end of the round. `drafted` is the round's main line, the
+    chain views read: the accepted path, then the first child tried where the walk stopped and its
+    first children (a chain: all its drafts). A branching tree also records every node in
+    `Round.tree`. times: (start, drafted, verified) on the decode's clock; the round ends, and its
+    overhead (the accept step and this recording) with it, when the Round is made."""
     n = len(tree)
     kids = tree.children()
     spine, node = list(acc.path), (acc.path[-1] if acc.path else -1)
@@ -79,9 +82,12 @@ def record_round(st, tree: TokenTree, acc, logits, p_target, new_ids, shape: Sha
                           test=acc.tests[i], keep_at=acc.keep_at[i])
                  for i in range(n)]
     k = n if (shape.width > 1 or not tree.is_chain) else shape.depth
-    return Round(index=len(st.trace.rounds), t_start=0.0, t_end=0.0, draft_s=0.0, verify_s=0.0,
-                 overhead_s=0.0, k=k, drafted=drafted, n_accepted=len(acc.path),
-                 correction=correction, committed=new_ids, tree=nodes)
+    t_start, t_drafted, t_verified = times
+    t_end = st.elapsed()
+    return Round(index=len(st.trace.rounds), t_start=t_start, t_end=t_end, draft_s=t_drafted - t_start,
+                 verify_s=t_verified - t_drafted, overhead_s=t_end - t_verified, k=k, drafted=drafted,
+                 n_accepted=len(acc.path), correction=correction, committed=new_ids, k_reason=reason,
+                 k_policy=policy, draft_source=source_of(tree, st.drafter), tree=nodes, plan=plan)
 
 
 def _text_noting_bytes(st):

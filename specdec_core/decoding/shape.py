@@ -207,12 +207,20 @@ class ShapeRule:
 
 @dataclass(frozen=True)
 class Replay:
-    """A recorded round's growth (k_schedule): as many draft calls as it made (Round.plan's
-    levels; None: every level its depth allows)."""
+    """A recorded round (k_schedule), a decider like the rule: it grows as many draft calls as the
+    round made (Round.plan's levels; None: every level its depth allows) and keeps what it kept."""
     levels: Optional[int]
+    keep: Optional[tuple] = None
 
     def more(self, grown) -> bool:
         return self.levels is None or not grown.costed or grown.calls < self.levels
+
+    def choose(self, tree: TokenTree, grown: int) -> tuple:
+        """(the recorded pick, no decision): the nodes the round verified."""
+        return self.keep, None
+
+    def update(self, rnd, tree: TokenTree, path: list, committed: list) -> None:
+        """A replay learns nothing."""
 
 
 def confidences(tree: TokenTree) -> list:

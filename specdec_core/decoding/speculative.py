@@ -30,9 +30,10 @@ from ..settings import RANGES, SettingsError, check_fits_context, check_k
 from ..trace.schema import Round, RoundPlan, Trace
 from .plan import PLAIN, Request, parse_request
 from .grow import draft_round
-from .recording import record_round, source_of, sync_output
+from .order import RoundOrder
+from .recording import record_round, sync_output
 from .rule import accept_tree
-from .shape import Replay, ShapeRule
+from .shape import ShapeRule
 from .tree import Shape, keep_path, verify_tree
 
 if TYPE_CHECKING:
@@ -106,16 +107,13 @@ def start_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafte
 
 
 @torch.inference_mode()
-def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[ShapeRule] = None,
-                 keep: Optional[Sequence[int]] = None, levels: Optional[int] = None,
-                 k_reason: Optional[str] = None) -> Round:
-    """Run one draft–verify–accept round. shape: a Shape (a tree or chain budget), or an int k (a
-    chain of k; 0: one plain target step). rule: tree = "auto" decides level by level how far the
-    drafter grows and picks the verified nodes from the drafted candidates; keep / levels: a
-    recorded pick and the draft calls its tree was grown with (replay)."""
+def decode_round(st: DecodeState, order: RoundOrder) -> Round:
+    """Run one draft–verify–accept round as `order` says (decoding/order.py: the shape rule's round,
+    a replayed one, or the fixed plan's; RoundOrder.fixed(k) a chain of k, 0 a plain target step):
+    its decider, if any, decides level by level how far the drafter grows and picks the verified
+    nodes from the drafted candidates."""
     pair, cfg, V = st.pair, st.cfg, st.pair.vocab_size
-    planned = not isinstance(shape, int)     # a Shape (tree budget, rule round): its plan is recorded
-    shape = Shape(shape, shape) if isinstance(shape, int) else shape
+    shape, decider = order.shape, order.decider
     t_start = st.elapsed()
     n_before = len(st.committed)
 
@@ -124,10 +122,8 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
     #    rule (or a replayed round's level count) says a level pays; the rule keeps the nodes that pay.
     # `grown`: the draft calls made, counted where they happen (grow.py): one per model level, one
     # for prompt lookup's whole copy, one for a block drafter's; none for a plain step.
-    tree, depth, grown = _draft(st, shape, rule if rule is not None else Replay(levels) if levels is not None else None)
-    decision = None
-    if rule is not None:
-        keep, decision = rule.choose(tree, grown)
+    tree, depth, grown = _draft(st, shape, decider)
+    keep, decision = decider.choose(tree, grown) if decider is not None else (None, None)
     if keep is not None:
         tree = tree.subtree(keep)
     t_drafted = st.elapsed()
@@ -175,21 +171,19 @@ def decode_round(st: DecodeState, shape: Union[int, Shape], *, rule: Optional[Sh
     st.n_new += len(new_ids)
     st.done = stop_reason is not None
 
-    # 6. Record the round (top-N of every distribution, moved to the host once).
-    rnd = record_round(st, tree, acc, logits, p_target, new_ids, shape)
-    rnd.t_start, rnd.draft_s, rnd.verify_s = t_start, t_drafted - t_start, t_verified - t_drafted
-    rnd.k_reason = k_reason or (decision or {}).get("why") or st.drafter_stop_reason
-    rnd.k_policy = decision
-    rnd.draft_source = source_of(tree, st.drafter)
-    if planned or grown != rnd.tree_depth:   # levels ≠ depth (a block round) are recorded too
-        rnd.plan = RoundPlan(depth, shape.width, shape.frontier, shape.nodes,
-                             None if keep is None else tuple(keep), grown)
-    rnd.t_end = st.elapsed()
-    rnd.overhead_s = rnd.t_end - t_verified
+    # 6. Record the round (top-N of every distribution, moved to the host once), built once. Its
+    #    plan is recorded for a tree budget or a rule's round, and whenever its draft calls differ
+    #    from its depth (a block drafter's one call, a lookup's copy), so a replay grows it alike.
+    plan = None
+    if order.recorded or grown != max(tree.depths, default=0):
+        plan = RoundPlan(depth, shape.width, shape.frontier, shape.nodes, None if keep is None else tuple(keep), grown)
+    reason = order.reason or (decision or {}).get("why") or st.drafter_stop_reason
+    rnd = record_round(st, tree, acc, logits, p_target, new_ids, shape, times=(t_start, t_drafted, t_verified),
+                       reason=reason, policy=decision, plan=plan)
     st.trace.rounds.append(rnd)
     st.trace.wall_clock["end"] = time.time()
-    if rule is not None:
-        rule.update(rnd, tree, acc.path, tokens)
+    if decider is not None:
+        decider.update(rnd, tree, acc.path, tokens)
     if st.done:
         st.trace.finished, st.trace.stop_reason = True, stop_reason
     return rnd
@@ -255,21 +249,16 @@ def stream_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Draft
         # The shape rule (tree = "auto", or k = "auto" as a chain): its state lives in this decode.
         rule = (ShapeRule.for_decode(pair, chain=not plan.branches, slots=st.drafter.slots)
                 if plan.auto else None)
-        fixed = None if plan.auto else plan.fixed_shape()
+        fixed = None if plan.auto else RoundOrder.fixed(plan.fixed_shape())
         while not st.done:
-            keep, levels, reason, use_rule = None, None, None, None
-            if schedule is not None and len(st.trace.rounds) < len(schedule):   # a recorded schedule
-                entry, reason = schedule[len(st.trace.rounds)], "recorded schedule"
-                if isinstance(entry, RoundPlan):
-                    shape = Shape(entry.nodes, entry.depth, entry.width, entry.frontier)
-                    keep, levels = entry.keep, entry.levels
-                else:
-                    shape = entry
+            # Each round's order: a recorded schedule's entry, the shape rule's round, or the fixed plan's.
+            if schedule is not None and len(st.trace.rounds) < len(schedule):
+                order = RoundOrder.replay(schedule[len(st.trace.rounds)])
             elif rule is not None:
-                shape, use_rule = rule.plan(), rule
+                order = RoundOrder.by_rule(rule)
             else:
-                shape = fixed
-            decode_round(st, shape, rule=use_rule, keep=keep, levels=levels, k_reason=reason)
+                order = fixed
+            decode_round(st, order)
             t_pause = time.perf_counter()
             sync_output(st)
             yield st.trace
