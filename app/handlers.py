@@ -234,20 +234,41 @@ def decode_race(target_ref: str, draft_ref: DraftSpec, device: str, prompt: str,
             yield (lane, "finished" if trace.finished else "running", trace)
 
 
-def run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
-        max_new_tokens, seed, run_number, progress, notify, should_stop=lambda: False,
-        tree="auto") -> Iterator[dict]:
-    """The Run button: validate, then render what decode_race streams (progress while loading).
-    `should_stop()` is asked after every round: once it says yes the decode ends there and the
-    last update is the stopped race (`after_stop`), so no later update can overwrite it."""
+@dataclass(frozen=True)
+class RunForm:
+    """The Run button's fields as the page sends them, unchecked (run checks them). The page's Run
+    inputs, and the API's /run arguments, are these fields in this order (ui.RUN_FIELDS)."""
+    preset: str
+    target: str
+    draft: str
+    drafter: str
+    device: str
+    prompt: str
+    chat: bool
+    k: object
+    temperature: object
+    top_k: object
+    top_p: object
+    max_new_tokens: object
+    seed: object
+    tree: object = "auto"
+
+
+def run(form: RunForm, run_number: int, progress, notify, should_stop=lambda: False) -> Iterator[dict]:
+    """The Run button: validate the form, then render what decode_race streams (progress while
+    loading). `should_stop()` is asked after every round: once it says yes the decode ends there and
+    the last update is the stopped race (`after_stop`), so no later update can overwrite it."""
+    prompt = form.prompt
     if not prompt or not prompt.strip():
         raise UserError(explain.ERRORS["empty_prompt"])
     try:
         check_prompt_text(prompt)
     except SettingsError as e:
         raise UserError(str(e)) from None
-    request = parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed, tree)
-    target_ref, draft_ref = pair_args(preset, target, draft, drafter)
+    request = parse_settings(form.k, form.temperature, form.top_k, form.top_p, form.max_new_tokens, form.seed,
+                             form.tree)
+    target_ref, draft_ref = pair_args(form.preset, form.target, form.draft, form.drafter)
+    device, chat = form.device, form.chat
     # Only the banner changes until the race starts: a run refused while loading leaves the
     # previous results on the page (see `refused`).
     yield {"banner": f"▶ **Loading {target_ref} + {draft_ref}** and warming up (not timed)…"}

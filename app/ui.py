@@ -1,6 +1,8 @@
 """build_demo(): layout() creates the page's components, listeners() wires their events to app.handlers."""
 from __future__ import annotations
 
+from dataclasses import fields
+
 import gradio as gr
 
 from specdec_core import PRESETS
@@ -14,6 +16,8 @@ from .timeline import TIMELINE_CLICK_JS, legend_html, timeline_css
 MODEL_QUEUE = "model-work"     # one queue for everything that runs a model: lanes are never timed at once
 # Every component a full view update may change (handlers return a subset, by name). A new control
 # is an input only until it is listed here.
+# The Run form's fields (handlers.RunForm), in order: the page's Run inputs and the API's /run arguments.
+RUN_FIELDS = tuple(f.name for f in fields(handlers.RunForm))
 VIEW_OUTPUTS = ("traces", "run_number", "banner", "recorded_why", "plain_lane", "spec_lane", "verdict", "timeline", "stats",
                 "round", "position", "round_plot", "position_plot", *views.CHART_NAMES, "player", "files")
 
@@ -91,13 +95,35 @@ ADVANCED = "Advanced: model pair, drafter, drafting shape, k, sampler, device"
 def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict, recorded: dict) -> dict:
     """Create the page's components (inside a gr.Blocks context); returns them by name. The first
     screen is the lesson: prompt, Run, the two lanes and the verdict; the settings fold into the
-    Advanced accordion, the three facts of explain.LESSON follow."""
+    Advanced accordion, the three facts of explain.LESSON follow. One function per region."""
     C: dict = {}
     C["traces"] = gr.State({"spec": spec0, "plain": plain0, "banner": init["banner"]})
     C["run_number"] = gr.State(0)
     C["scale"] = gr.State(1.0)          # classroom mode's chart scale (the page's CSS scales the rest)
     gr.Markdown(explain.INTRO, elem_id="sd-intro")
     teach_tab.layout_controls(C)
+    _layout_banner(C, init, recorded)
+    with gr.Tabs(selected="race") as C["tabs"]:
+        with gr.Tab("Race", id="race") as C["race_tab"]:
+            _layout_first_screen(C, init)
+            gr.HTML(explain.lesson_html())
+            _layout_player(C, init)
+            _layout_advanced(C, default)
+            _layout_timeline_and_stats(C, init)
+            _layout_inspector(C, init)
+            _layout_charts(C, init)
+            _layout_files(C, init_files)
+        with gr.Tab("Walkthrough", id="walkthrough") as C["wt_tab"]:
+            teach_tab.layout_walkthrough(C, bundled, {"spec": spec0, "plain": plain0})
+        with gr.Tab("Cost of a pass & exactness lab", id="teach"):
+            teach_tab.layout_teach(C)
+        with gr.Tab("Debugger", id="debug") as C["dbg_tab"]:
+            debug_tab.layout(C)
+    return C
+
+
+def _layout_banner(C: dict, init: dict, recorded: dict) -> None:
+    """The banner and, beside it, the switch between the recorded races the page opens on."""
     with gr.Row(equal_height=False, elem_id="sd-banner-row"):
         # The recorded races the page opens on (explain.FIRST_PAINT): one is shown, the other a click
         # away, each labelled with its speedup, and a sentence under the banner on why they differ.
@@ -108,119 +134,129 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict, 
         with gr.Column(scale=2, min_width=300, visible=bool(recorded), elem_id="sd-recorded-box"):
             C["recorded"] = gr.Radio(views.recorded_choices(recorded), value=next(iter(recorded), None),
                                      label=explain.RECORDED_LABEL, elem_id="sd-recorded")
-    with gr.Tabs(selected="race") as C["tabs"]:
-        with gr.Tab("Race", id="race") as C["race_tab"]:
-            with gr.Row(equal_height=False, elem_id="sd-first"):
-                with gr.Column(scale=2, min_width=300):
-                    # At most 4 lines tall: a long prompt (the default is notes to summarise) scrolls
-                    # inside the box, so Run stays on a projector's first screen.
-                    C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=3, max_lines=4,
-                                             elem_id="sd-prompt")
-                    with gr.Row(elem_id="sd-run-row"):
-                        C["run"] = gr.Button("▶ Run", variant="primary", elem_id="sd-run", min_width=90)
-                        C["stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-stop", min_width=90)
-                    with gr.Row(equal_height=False):
-                        # Number fields, not sliders: whatever is typed reaches the settings check, which
-                        # refuses it with the field's range (RANGES) instead of a widget clamping silently.
-                        C["max_new_tokens"] = gr.Number(48, label="Max new tokens", elem_id="sd-max-new",
-                                                        info=handlers.field_hint("max_new_tokens"), min_width=120)
-                        C["greedy"] = gr.Button("Greedy (T = 0): identical text", size="sm", elem_id="sd-greedy",
-                                                min_width=120)
-                    gr.Examples([[p] for _, p in explain.EXAMPLES], inputs=[C["prompt"]],
-                                example_labels=[label for label, _ in explain.EXAMPLES], label="Example prompts")
 
-                with gr.Column(scale=3, min_width=420):
-                    with gr.Row(equal_height=True):
-                        C["plain_lane"] = gr.HTML(init["plain_lane"], elem_id="sd-plain")
-                        C["spec_lane"] = gr.HTML(init["spec_lane"], elem_id="sd-spec")
-                    C["verdict"] = gr.HTML(explain.gloss_verdict(init["verdict"]), elem_id="sd-verdict-box")
-            gr.HTML(explain.lesson_html())
-            # The round player: the race again, one round at a time (app/player.py, played in the browser).
-            gr.Markdown("### The race again, one round at a time", elem_id="sd-player-title")
-            C["player"] = gr.HTML(init["player"], elem_id="sd-player-box", js_on_load=player.PLAYER_JS)
-            C["player_round"] = gr.State(None)     # the round it rests on (the share link carries it)
-            with gr.Accordion(ADVANCED, open=False, elem_id="sd-advanced") as C["advanced"]:
-                with gr.Row():
-                    C["preset"] = gr.Dropdown(list(PRESETS), value="smollm2-135m", label="Model pair (preset)",
-                                              info=PRESETS["smollm2-135m"].description)
-                    C["target"] = gr.Textbox(default["target"], label="Target (preset, HF id or local folder)",
-                                             elem_id="sd-target")
-                    # A choice of the built-in drafts, and any other draft typed in (HF id, folder).
-                    C["draft"] = gr.Dropdown(explain.DRAFT_CHOICES, value=default["draft"], allow_custom_value=True,
-                                             info=explain.DRAFT_HINT, elem_id="sd-draft",
-                                             label="Draft model (pick one, or type an HF id, folder, or target-layers:N)")
-                with gr.Row():
-                    C["drafter"] = gr.Radio(handlers.DRAFTERS, value=default["drafter"], label="Drafter",
-                                            elem_id="sd-drafter")
-                    C["chat"] = gr.Checkbox(True, label="Apply the chat template")
-                with gr.Row():
-                    C["tree"] = gr.Dropdown(handlers.TREE_CHOICES, value="auto", label="Drafting shape (token tree)",
-                                            elem_id="sd-tree", allow_custom_value=True, info=handlers.field_hint("tree"))
-                    C["k"] = gr.Dropdown(handlers.K_CHOICES, value="auto", label="k (chain length)", elem_id="sd-k",
-                                         allow_custom_value=True, info=handlers.field_hint("k"))
-                    C["device"] = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device",
-                                              elem_id="sd-device")
-                with gr.Row():
-                    C["temperature"] = gr.Number(DEFAULT_SAMPLER["temperature"], step=0.05, label="Temperature",
-                                                 elem_id="sd-temperature", info=handlers.field_hint("temperature"))
-                    C["top_p"] = gr.Number(DEFAULT_SAMPLER["top_p"], step=0.05, label="Top-p", elem_id="sd-top-p",
-                                           info=handlers.field_hint("top_p"))
-                    C["top_k"] = gr.Number(DEFAULT_SAMPLER["top_k"], label="Top-k", elem_id="sd-top-k",
-                                           info=handlers.field_hint("top_k"))
-                    C["seed"] = gr.Number(DEFAULT_SAMPLER["seed"], label="Seed", elem_id="sd-seed",
-                                          info=handlers.field_hint("seed"))
-                gr.Markdown(explain.FIRST_LOAD_NOTE)
-            gr.Markdown("### Token timeline (speculative lane)")
-            gr.HTML(legend_html())
-            C["timeline"] = gr.HTML(init["timeline"], elem_id="sd-timeline-box", js_on_load=TIMELINE_CLICK_JS)
-            with gr.Accordion("How to read the timeline", open=True, elem_id="sd-timeline-help") as C["timeline_help"]:
-                gr.Markdown(explain.gloss(explain.TIMELINE_HELP) + "\n\n" + explain.RACE_HELP)
-            # The numbers one click away in classroom mode (teach/tab.py folds them there): open otherwise.
-            with gr.Accordion("The numbers: stats of both lanes", open=True, elem_id="sd-stats-box") as C["stats_box"]:
-                C["stats"] = gr.Markdown(explain.gloss_stats(init["stats"]), elem_id="sd-stats")
-                with gr.Accordion("What do these numbers mean? (and the glossary)", open=False, elem_id="sd-metrics"):
-                    gr.Markdown(explain.metrics_markdown())
 
-            gr.Markdown("## Round inspector", elem_id="sd-inspector")
-            # Folded in classroom mode (the round player shows the round at a readable size; teach/tab.py).
-            with gr.Accordion("One round in detail: its tree, p, q and u of each guess", open=True,
-                              elem_id="sd-inspector-box") as C["inspector_box"]:
-                with gr.Row():
-                    C["round"] = gr.Slider(0, max(init["round_max"], 1), value=init["round"], step=1,
-                                           label="Round", elem_id="sd-round")
-                    C["position"] = gr.Dropdown(init["position_choices"], value=init["position"],
-                                                label="Draft position in this round", elem_id="sd-position")
-                C["round_plot"] = gr.Plot(scale_figure(init["round_plot"]), show_label=False, elem_classes="sd-plot", elem_id="sd-round-plot")
-                C["position_plot"] = gr.Plot(scale_figure(init["position_plot"]), show_label=False, elem_classes="sd-plot",
-                                             elem_id="sd-position-plot")
-                gr.Markdown(explain.gloss(explain.INSPECTOR_HELP))
+def _layout_first_screen(C: dict, init: dict) -> None:
+    """The first screen of the Race tab: prompt, Run / Stop, max tokens, the greedy button and the
+    examples; the two lanes and the verdict beside them."""
+    with gr.Row(equal_height=False, elem_id="sd-first"):
+        with gr.Column(scale=2, min_width=300):
+            # At most 4 lines tall: a long prompt (the default is notes to summarise) scrolls
+            # inside the box, so Run stays on a projector's first screen.
+            C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=3, max_lines=4,
+                                     elem_id="sd-prompt")
+            with gr.Row(elem_id="sd-run-row"):
+                C["run"] = gr.Button("▶ Run", variant="primary", elem_id="sd-run", min_width=90)
+                C["stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-stop", min_width=90)
+            with gr.Row(equal_height=False):
+                # Number fields, not sliders: whatever is typed reaches the settings check, which
+                # refuses it with the field's range (RANGES) instead of a widget clamping silently.
+                C["max_new_tokens"] = gr.Number(48, label="Max new tokens", elem_id="sd-max-new",
+                                                info=handlers.field_hint("max_new_tokens"), min_width=120)
+                C["greedy"] = gr.Button("Greedy (T = 0): identical text", size="sm", elem_id="sd-greedy",
+                                        min_width=120)
+            gr.Examples([[p] for _, p in explain.EXAMPLES], inputs=[C["prompt"]],
+                        example_labels=[label for label, _ in explain.EXAMPLES], label="Example prompts")
 
-            gr.Markdown("## Charts")
-            with gr.Row():
-                for name in views.CHART_NAMES[:3]:
-                    C[name] = gr.Plot(scale_figure(init[name]), show_label=False, elem_classes="sd-plot", min_width=300)
-            with gr.Row():
-                for name in views.CHART_NAMES[3:]:
-                    C[name] = gr.Plot(scale_figure(init[name]), show_label=False, elem_classes="sd-plot", min_width=300)
+        with gr.Column(scale=3, min_width=420):
+            with gr.Row(equal_height=True):
+                C["plain_lane"] = gr.HTML(init["plain_lane"], elem_id="sd-plain")
+                C["spec_lane"] = gr.HTML(init["spec_lane"], elem_id="sd-spec")
+            C["verdict"] = gr.HTML(explain.gloss_verdict(init["verdict"]), elem_id="sd-verdict-box")
 
-            with gr.Accordion("Trace files: download this race, or load one", open=True,
-                              elem_id="sd-files-box") as C["files_box"]:
-                with gr.Row():
-                    with gr.Column(scale=3):
-                        gr.Markdown(explain.FILES_HELP)
-                        C["upload"] = gr.UploadButton("⤒ Load trace file(s)", file_count="multiple",
-                                                      file_types=[".json"], elem_id="sd-upload")
-                    with gr.Column(scale=2):
-                        C["files"] = gr.File(init_files, file_count="multiple", label=explain.FILES_LABEL,
-                                             interactive=False, elem_id="sd-files")
 
-        with gr.Tab("Walkthrough", id="walkthrough") as C["wt_tab"]:
-            teach_tab.layout_walkthrough(C, bundled, {"spec": spec0, "plain": plain0})
-        with gr.Tab("Cost of a pass & exactness lab", id="teach"):
-            teach_tab.layout_teach(C)
-        with gr.Tab("Debugger", id="debug") as C["dbg_tab"]:
-            debug_tab.layout(C)
-    return C
+def _layout_player(C: dict, init: dict) -> None:
+    # The round player: the race again, one round at a time (app/player.py, played in the browser).
+    gr.Markdown("### The race again, one round at a time", elem_id="sd-player-title")
+    C["player"] = gr.HTML(init["player"], elem_id="sd-player-box", js_on_load=player.PLAYER_JS)
+    C["player_round"] = gr.State(None)     # the round it rests on (the share link carries it)
+
+
+def _layout_advanced(C: dict, default: dict) -> None:
+    """The settings, folded: model pair, drafter, drafting shape, k, sampler, device."""
+    with gr.Accordion(ADVANCED, open=False, elem_id="sd-advanced") as C["advanced"]:
+        with gr.Row():
+            C["preset"] = gr.Dropdown(list(PRESETS), value="smollm2-135m", label="Model pair (preset)",
+                                      info=PRESETS["smollm2-135m"].description)
+            C["target"] = gr.Textbox(default["target"], label="Target (preset, HF id or local folder)",
+                                     elem_id="sd-target")
+            # A choice of the built-in drafts, and any other draft typed in (HF id, folder).
+            C["draft"] = gr.Dropdown(explain.DRAFT_CHOICES, value=default["draft"], allow_custom_value=True,
+                                     info=explain.DRAFT_HINT, elem_id="sd-draft",
+                                     label="Draft model (pick one, or type an HF id, folder, or target-layers:N)")
+        with gr.Row():
+            C["drafter"] = gr.Radio(handlers.DRAFTERS, value=default["drafter"], label="Drafter",
+                                    elem_id="sd-drafter")
+            C["chat"] = gr.Checkbox(True, label="Apply the chat template")
+        with gr.Row():
+            C["tree"] = gr.Dropdown(handlers.TREE_CHOICES, value="auto", label="Drafting shape (token tree)",
+                                    elem_id="sd-tree", allow_custom_value=True, info=handlers.field_hint("tree"))
+            C["k"] = gr.Dropdown(handlers.K_CHOICES, value="auto", label="k (chain length)", elem_id="sd-k",
+                                 allow_custom_value=True, info=handlers.field_hint("k"))
+            C["device"] = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device",
+                                      elem_id="sd-device")
+        with gr.Row():
+            C["temperature"] = gr.Number(DEFAULT_SAMPLER["temperature"], step=0.05, label="Temperature",
+                                         elem_id="sd-temperature", info=handlers.field_hint("temperature"))
+            C["top_p"] = gr.Number(DEFAULT_SAMPLER["top_p"], step=0.05, label="Top-p", elem_id="sd-top-p",
+                                   info=handlers.field_hint("top_p"))
+            C["top_k"] = gr.Number(DEFAULT_SAMPLER["top_k"], label="Top-k", elem_id="sd-top-k",
+                                   info=handlers.field_hint("top_k"))
+            C["seed"] = gr.Number(DEFAULT_SAMPLER["seed"], label="Seed", elem_id="sd-seed",
+                                  info=handlers.field_hint("seed"))
+        gr.Markdown(explain.FIRST_LOAD_NOTE)
+
+
+def _layout_timeline_and_stats(C: dict, init: dict) -> None:
+    gr.Markdown("### Token timeline (speculative lane)")
+    gr.HTML(legend_html())
+    C["timeline"] = gr.HTML(init["timeline"], elem_id="sd-timeline-box", js_on_load=TIMELINE_CLICK_JS)
+    with gr.Accordion("How to read the timeline", open=True, elem_id="sd-timeline-help") as C["timeline_help"]:
+        gr.Markdown(explain.gloss(explain.TIMELINE_HELP) + "\n\n" + explain.RACE_HELP)
+    # The numbers one click away in classroom mode (teach/tab.py folds them there): open otherwise.
+    with gr.Accordion("The numbers: stats of both lanes", open=True, elem_id="sd-stats-box") as C["stats_box"]:
+        C["stats"] = gr.Markdown(explain.gloss_stats(init["stats"]), elem_id="sd-stats")
+        with gr.Accordion("What do these numbers mean? (and the glossary)", open=False, elem_id="sd-metrics"):
+            gr.Markdown(explain.metrics_markdown())
+
+
+def _layout_inspector(C: dict, init: dict) -> None:
+    gr.Markdown("## Round inspector", elem_id="sd-inspector")
+    # Folded in classroom mode (the round player shows the round at a readable size; teach/tab.py).
+    with gr.Accordion("One round in detail: its tree, p, q and u of each guess", open=True,
+                      elem_id="sd-inspector-box") as C["inspector_box"]:
+        with gr.Row():
+            C["round"] = gr.Slider(0, max(init["round_max"], 1), value=init["round"], step=1,
+                                   label="Round", elem_id="sd-round")
+            C["position"] = gr.Dropdown(init["position_choices"], value=init["position"],
+                                        label="Draft position in this round", elem_id="sd-position")
+        C["round_plot"] = gr.Plot(scale_figure(init["round_plot"]), show_label=False, elem_classes="sd-plot", elem_id="sd-round-plot")
+        C["position_plot"] = gr.Plot(scale_figure(init["position_plot"]), show_label=False, elem_classes="sd-plot",
+                                     elem_id="sd-position-plot")
+        gr.Markdown(explain.gloss(explain.INSPECTOR_HELP))
+
+
+def _layout_charts(C: dict, init: dict) -> None:
+    gr.Markdown("## Charts")
+    with gr.Row():
+        for name in views.CHART_NAMES[:3]:
+            C[name] = gr.Plot(scale_figure(init[name]), show_label=False, elem_classes="sd-plot", min_width=300)
+    with gr.Row():
+        for name in views.CHART_NAMES[3:]:
+            C[name] = gr.Plot(scale_figure(init[name]), show_label=False, elem_classes="sd-plot", min_width=300)
+
+
+def _layout_files(C: dict, init_files) -> None:
+    with gr.Accordion("Trace files: download this race, or load one", open=True,
+                      elem_id="sd-files-box") as C["files_box"]:
+        with gr.Row():
+            with gr.Column(scale=3):
+                gr.Markdown(explain.FILES_HELP)
+                C["upload"] = gr.UploadButton("⤒ Load trace file(s)", file_count="multiple",
+                                              file_types=[".json"], elem_id="sd-upload")
+            with gr.Column(scale=2):
+                C["files"] = gr.File(init_files, file_count="multiple", label=explain.FILES_LABEL,
+                                     interactive=False, elem_id="sd-files")
 
 
 
@@ -229,23 +265,31 @@ def _session(request) -> str:
 
 
 def listeners(C: dict) -> None:
-    """Wire the events of the components in C to app.handlers (inside the same gr.Blocks)."""
+    """Wire the events of the components in C to app.handlers (inside the same gr.Blocks), one
+    function per region: the race (Run, greedy, Stop, presets), the files and recorded races, the
+    inspector and the player."""
     view_outputs = [C[name] for name in VIEW_OUTPUTS]
-    run_inputs = [C[n] for n in ("preset", "target", "draft", "drafter", "device", "prompt", "chat", "k",
-                                 "temperature", "top_k", "top_p", "max_new_tokens", "seed", "tree",
-                                 "run_number", "traces", "scale", "player_round")]
+    _race_listeners(C, view_outputs)
+    _file_listeners(C, view_outputs)
+    _inspector_listeners(C)
+
+
+def _race_listeners(C: dict, view_outputs: list) -> None:
+    # The Run inputs are the form's fields, in its order (the API's /run arguments), then the page's state.
+    run_inputs = [C[n] for n in RUN_FIELDS] + [C[n] for n in ("run_number", "traces", "scale", "player_round")]
 
     # A refused action never raises to Gradio (that leaves "Error" badges on the views until some
     # later event happens to clear them): the banner says why and the previous results stay.
     def on_run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
                max_new_tokens, seed, tree, run_number, traces, scale, player_round, request: gr.Request,
                progress=gr.Progress()):
+        values = locals()
+        form = handlers.RunForm(**{name: values[name] for name in RUN_FIELDS})
         session = _session(request)
         C["sessions"].started(session)    # API calls skip the button's instant step
         try:
-            for vals in handlers.run(preset, target, draft, drafter, device, prompt, chat, k, temperature,
-                                     top_k, top_p, max_new_tokens, seed, run_number, progress, gr.Info,
-                                     should_stop=lambda: C["sessions"].should_stop(session), tree=tree):
+            for vals in handlers.run(form, run_number, progress, gr.Info,
+                                     should_stop=lambda: C["sessions"].should_stop(session)):
                 if "player" in vals and player_round is not None:    # a shared link's round, or the last one
                     t = vals["traces"]
                     vals["player"] = player.player_html(t["spec"], t["plain"], start_round=player_round)
@@ -269,6 +313,34 @@ def listeners(C: dict) -> None:
             return {C["banner"]: "■ **Stopping** after the current round…"}
         return _updates(C, handlers.after_stop(traces), scale)
 
+    # The instant step marks the session's run as pressed while it may still wait in the queue, so
+    # a Stop before it starts ends it as soon as it starts.
+    def on_pressed(request: gr.Request):
+        C["sessions"].pressed(_session(request))
+
+    # One click to the token-for-token check: greedy sampling, then the same Run.
+    def on_greedy(request: gr.Request):
+        C["sessions"].pressed(_session(request))
+        return {C["temperature"]: GREEDY_SAMPLER["temperature"], C["top_p"]: GREEDY_SAMPLER["top_p"]}
+
+    C["preset"].change(on_preset, C["preset"], [C["target"], C["draft"], C["drafter"], C["preset"]],
+                       queue=False)
+    C["run"].click(on_pressed, None, None, queue=False, api_visibility="private")
+    # A run (or a loaded file) replaces the recorded race: the switch lets go, so a click on either
+    # recorded race shows it again.
+    for event in (C["run"].click, C["greedy"].click, C["upload"].upload):
+        event(lambda: gr.Radio(value=None), None, C["recorded"], queue=False, api_visibility="private")
+    C["greedy"].click(on_greedy, None, [C["temperature"], C["top_p"]], queue=False,
+                      api_visibility="private").then(
+        on_run, run_inputs, view_outputs, concurrency_limit=1, concurrency_id=MODEL_QUEUE,
+        show_progress_on=[C["verdict"]], api_visibility="private")
+    C["run"].click(on_run, run_inputs, view_outputs, concurrency_limit=1,
+                   concurrency_id=MODEL_QUEUE, api_name="run", show_progress_on=[C["verdict"]])
+    C["stop"].click(on_stop, [C["traces"], C["scale"]], view_outputs, api_name="stop", queue=False)
+
+
+def _file_listeners(C: dict, view_outputs: list) -> None:
+    """A trace file loaded, a recorded race picked."""
     def on_upload(paths, traces, scale):
         try:
             return _updates(C, handlers.upload(paths), scale)
@@ -286,6 +358,13 @@ def listeners(C: dict) -> None:
         out[C["prompt"]] = vals["prompt"]
         return out
 
+    C["upload"].upload(on_upload, [C["upload"], C["traces"], C["scale"]], view_outputs, api_name="upload")
+    C["recorded"].input(on_recorded, [C["recorded"], C["traces"], C["scale"]], view_outputs + [C["prompt"]],
+                        api_name="show_recorded")
+
+
+def _inspector_listeners(C: dict) -> None:
+    """The round inspector: a round or a position picked, a timeline token clicked, the player resting on a round."""
     # The player rests on a round (a step, a scrub, a timeline click, or each round while playing):
     # the inspector and the tokens-vs-time chart's marker follow it.
     def on_player_round(traces, scale, evt: gr.EventData):
@@ -318,36 +397,9 @@ def listeners(C: dict) -> None:
     # were drawn for no width: a resize when the tab shows again fits each to its place.
     C["race_tab"].select(None, None, None, js=RESIZE_JS, queue=False)
 
-    C["preset"].change(on_preset, C["preset"], [C["target"], C["draft"], C["drafter"], C["preset"]],
-                       queue=False)
-    # The instant step marks the session's run as pressed while it may still wait in the queue, so
-    # a Stop before it starts ends it as soon as it starts.
-    def on_pressed(request: gr.Request):
-        C["sessions"].pressed(_session(request))
-    C["run"].click(on_pressed, None, None, queue=False, api_visibility="private")
-    # A run (or a loaded file) replaces the recorded race: the switch lets go, so a click on either
-    # recorded race shows it again.
-    for event in (C["run"].click, C["greedy"].click, C["upload"].upload):
-        event(lambda: gr.Radio(value=None), None, C["recorded"], queue=False, api_visibility="private")
-
-    # One click to the token-for-token check: greedy sampling, then the same Run.
-    def on_greedy(request: gr.Request):
-        C["sessions"].pressed(_session(request))
-        return {C["temperature"]: GREEDY_SAMPLER["temperature"], C["top_p"]: GREEDY_SAMPLER["top_p"]}
-    C["greedy"].click(on_greedy, None, [C["temperature"], C["top_p"]], queue=False,
-                      api_visibility="private").then(
-        on_run, run_inputs, view_outputs, concurrency_limit=1, concurrency_id=MODEL_QUEUE,
-        show_progress_on=[C["verdict"]], api_visibility="private")
-    C["run"].click(on_run, run_inputs, view_outputs, concurrency_limit=1,
-                               concurrency_id=MODEL_QUEUE, api_name="run",
-                               show_progress_on=[C["verdict"]])
-    C["stop"].click(on_stop, [C["traces"], C["scale"]], view_outputs, api_name="stop", queue=False)
     C["player"].select(on_player_round, [C["traces"], C["scale"]],
                        [C["round"], C["position"], C["round_plot"], C["position_plot"], C[views.CHART_NAMES[2]],
                         C["player_round"]], show_progress="hidden", api_visibility="private", trigger_mode="always_last")
-    C["upload"].upload(on_upload, [C["upload"], C["traces"], C["scale"]], view_outputs, api_name="upload")
-    C["recorded"].input(on_recorded, [C["recorded"], C["traces"], C["scale"]], view_outputs + [C["prompt"]],
-                        api_name="show_recorded")
     C["round"].input(on_round, [C["traces"], C["round"], C["scale"]],
                        [C["position"], C["round_plot"], C["position_plot"]], api_name="inspect_round",
                        show_progress="hidden", trigger_mode="always_last")

@@ -58,8 +58,9 @@ def ui_run(prompt="a b c", target="smollm2-135m", draft="ngram", drafter=handler
            temperature=0.0, top_k=0, top_p=1.0, max_new=4, seed=0, chat=False):
     """Drive the Run handler like the page does; returns the final view dict or raises UserError."""
     out = None
-    for out in handlers.run("smollm2-135m", target, draft, drafter, "cpu", prompt, chat, k, temperature, top_k,
-                            top_p, max_new, seed, 0, lambda *a, **k: None, lambda *a: None):
+    form = handlers.RunForm("smollm2-135m", target, draft, drafter, "cpu", prompt, chat, k, temperature, top_k,
+                            top_p, max_new, seed)
+    for out in handlers.run(form, 0, lambda *a, **k: None, lambda *a: None):
         pass
     return out
 

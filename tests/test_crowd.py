@@ -149,12 +149,13 @@ def test_stop_or_a_closed_tab_ends_the_decode_within_one_round(monkeypatch):
     from specdec_core.decoding import speculative
     real, rounds = speculative.decode_round, []
 
-    def counted(st, k, **kw):
-        rounds.append(k)
-        return real(st, k, **kw)
+    def counted(st, order):
+        rounds.append(order)
+        return real(st, order)
     monkeypatch.setattr(speculative, "decode_round", counted)
-    run = handlers.run("smollm2-135m", "smollm2-135m", LAYERS, MODEL, "cpu", PROMPTS[1], True, "2", 0.0, 0, 1.0, 200, 0,
-                       0, lambda *a, **k: None, lambda *a, **k: None)
+    form = handlers.RunForm("smollm2-135m", "smollm2-135m", LAYERS, MODEL, "cpu", PROMPTS[1], True, "2", 0.0, 0, 1.0,
+                            200, 0)
+    run = handlers.run(form, 0, lambda *a, **k: None, lambda *a, **k: None)
     while "Racing" not in str(next(run).get("banner", "")):
         pass
     redraws = [next(run) for _ in range(3)]

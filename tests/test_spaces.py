@@ -27,9 +27,9 @@ import app  # noqa: the app package, then the Space entry point's demo
 from app import handlers, ui
 demo = ui.build_demo()
 f = handlers.preset_fields("smollm2-135m")
-updates = list(handlers.run("smollm2-135m", f["target"], f["draft"], f["drafter"], "cpu",
-                            "Name three colours.", True, "2", 0.0, 0, 1.0, 12, 0, 0,
-                            lambda *a, **k: None, lambda *a, **k: None))
+updates = list(handlers.run(handlers.RunForm("smollm2-135m", f["target"], f["draft"], f["drafter"], "cpu",
+                                             "Name three colours.", True, "2", 0.0, 0, 1.0, 12, 0),
+                            0, lambda *a, **k: None, lambda *a, **k: None))
 final = updates[-1]
 print(json.dumps({"wrapped": wrapped, "is_identity": handlers.decode_race.__name__ == "decode_race",
                   "verdict": "verdict" in final, "tokens": len(final["traces"]["spec"].output_ids),
