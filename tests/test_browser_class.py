@@ -57,7 +57,8 @@ def test_the_first_screen_is_the_lesson(browser, url, width, height):  # noqa: F
         assert lesson["y"] < 2 * height                     # the three facts by the second screen
         text = page.locator("#sd-lesson").inner_text()
         assert "135 million" in text and "4 million" in text and "weights" in text
-        assert "what the target wanted and the draft did not offer" in text
+        assert "what the target wanted and the guesses did not offer" in text
+        assert "u < p/q" in text and "u < r(x)/Σr" in text          # both tests the rule runs, each named
         assert page.locator("#sd-timeline-help").inner_text().strip().count("round") > 0   # open on first visit
         assert page.locator("#sd-run").is_visible() and not page.locator("#sd-temperature").is_visible()
     finally:
