@@ -309,7 +309,7 @@ def position_figure(trace, round_index: int, position: int) -> go.Figure:
     fig.update_xaxes(visible=False, range=[-0.5, 1.5], row=1, col=2)
     fig.update_yaxes(title_text=f"u and {name} (0–1)", range=[-0.02, 1.12], row=1, col=2)
 
-    is_rejection = decision == "rejected" and rnd.correction.kind == "resample" and position - 1 == rnd.n_accepted
+    is_rejection = decision == "rejected" and rnd.correction.resampled and position - 1 == rnd.n_accepted
     if is_rejection and rnd.correction.residual_top:
         res = rnd.correction.residual_top
         fig.add_bar(x=[("▶ " if r[0] == rnd.correction.id else "") + _label(top_label(r[0], r[1])) for r in res],

@@ -12,6 +12,7 @@ from .debug import tab as debug_tab
 from .teach import classroom, tab as teach_tab
 from .scale import scalable_css, scale_figure
 from .timeline import TIMELINE_CLICK_JS, legend_html, timeline_css
+from .components import Page
 
 MODEL_QUEUE = "model-work"     # one queue for everything that runs a model: lanes are never timed at once
 # Every component a full view update may change (handlers return a subset, by name). A new control
@@ -63,15 +64,15 @@ def launch_kwargs() -> dict:
             "max_file_size": f"{max(cap_mb, 1):.0f}mb"}
 
 
-def _updates(C: dict, vals: dict, scale: float = 1.0) -> dict:
+def _updates(C: Page, vals: dict, scale: float = 1.0) -> dict:
     """View values keyed by name -> {component: value or update}; figures scaled for the classroom."""
     out = {}
     for name, value in vals.items():
         value = scale_figure(value, scale or 1.0)
         if name == "round_max":
-            out[C["round"]] = gr.Slider(maximum=max(value, 1), value=vals.get("round", 0))
+            out[C.round] = gr.Slider(maximum=max(value, 1), value=vals.get("round", 0))
         elif name == "position_choices":
-            out[C["position"]] = gr.Dropdown(choices=value, value=vals.get("position"))
+            out[C.position] = gr.Dropdown(choices=value, value=vals.get("position"))
         elif name in ("round", "position") and (name + "_max" in vals or "position_choices" in vals):
             continue
         elif name == "stats":
@@ -92,19 +93,19 @@ RESIZE_JS = "() => { for (const ms of [60, 400]) setTimeout(() => window.dispatc
 ADVANCED = "Advanced: model pair, drafter, drafting shape, k, sampler, device"
 
 
-def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict, recorded: dict) -> dict:
+def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict, recorded: dict) -> Page:
     """Create the page's components (inside a gr.Blocks context); returns them by name. The first
     screen is the lesson: prompt, Run, the two lanes and the verdict; the settings fold into the
     Advanced accordion, the three facts of explain.LESSON follow. One function per region."""
-    C: dict = {}
-    C["traces"] = gr.State({"spec": spec0, "plain": plain0, "banner": init["banner"]})
-    C["run_number"] = gr.State(0)
-    C["scale"] = gr.State(1.0)          # classroom mode's chart scale (the page's CSS scales the rest)
+    C = Page()
+    C.traces = gr.State({"spec": spec0, "plain": plain0, "banner": init["banner"]})
+    C.run_number = gr.State(0)
+    C.scale = gr.State(1.0)          # classroom mode's chart scale (the page's CSS scales the rest)
     gr.Markdown(explain.INTRO, elem_id="sd-intro")
     teach_tab.layout_controls(C)
     _layout_banner(C, init, recorded)
-    with gr.Tabs(selected="race") as C["tabs"]:
-        with gr.Tab("Race", id="race") as C["race_tab"]:
+    with gr.Tabs(selected="race") as C.tabs:
+        with gr.Tab("Race", id="race") as C.race_tab:
             _layout_first_screen(C, init)
             gr.HTML(explain.lesson_html())
             _layout_player(C, init)
@@ -113,130 +114,130 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict, 
             _layout_inspector(C, init)
             _layout_charts(C, init)
             _layout_files(C, init_files)
-        with gr.Tab("Walkthrough", id="walkthrough") as C["wt_tab"]:
+        with gr.Tab("Walkthrough", id="walkthrough") as C.wt_tab:
             teach_tab.layout_walkthrough(C, bundled, {"spec": spec0, "plain": plain0})
         with gr.Tab("Cost of a pass & exactness lab", id="teach"):
             teach_tab.layout_teach(C)
-        with gr.Tab("Debugger", id="debug") as C["dbg_tab"]:
+        with gr.Tab("Debugger", id="debug") as C.dbg_tab:
             debug_tab.layout(C)
     return C
 
 
-def _layout_banner(C: dict, init: dict, recorded: dict) -> None:
+def _layout_banner(C: Page, init: dict, recorded: dict) -> None:
     """The banner and, beside it, the switch between the recorded races the page opens on."""
     with gr.Row(equal_height=False, elem_id="sd-banner-row"):
         # The recorded races the page opens on (explain.FIRST_PAINT): one is shown, the other a click
         # away, each labelled with its speedup, and a sentence under the banner on why they differ.
         with gr.Column(scale=3, min_width=320):
-            C["banner"] = gr.Markdown(init["banner"], elem_id="sd-banner", elem_classes="sd-banner")
-            C["recorded_why"] = gr.Markdown(views.recorded_why(), elem_id="sd-recorded-why",
+            C.banner = gr.Markdown(init["banner"], elem_id="sd-banner", elem_classes="sd-banner")
+            C.recorded_why = gr.Markdown(views.recorded_why(), elem_id="sd-recorded-why",
                                             visible=bool(recorded))
         with gr.Column(scale=2, min_width=300, visible=bool(recorded), elem_id="sd-recorded-box"):
-            C["recorded"] = gr.Radio(views.recorded_choices(recorded), value=next(iter(recorded), None),
+            C.recorded = gr.Radio(views.recorded_choices(recorded), value=next(iter(recorded), None),
                                      label=explain.RECORDED_LABEL, elem_id="sd-recorded")
 
 
-def _layout_first_screen(C: dict, init: dict) -> None:
+def _layout_first_screen(C: Page, init: dict) -> None:
     """The first screen of the Race tab: prompt, Run / Stop, max tokens, the greedy button and the
     examples; the two lanes and the verdict beside them."""
     with gr.Row(equal_height=False, elem_id="sd-first"):
         with gr.Column(scale=2, min_width=300):
             # At most 4 lines tall: a long prompt (the default is notes to summarise) scrolls
             # inside the box, so Run stays on a projector's first screen.
-            C["prompt"] = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=3, max_lines=4,
+            C.prompt = gr.Textbox(explain.EXAMPLES[0][1], label="Prompt", lines=3, max_lines=4,
                                      elem_id="sd-prompt")
             with gr.Row(elem_id="sd-run-row"):
-                C["run"] = gr.Button("▶ Run", variant="primary", elem_id="sd-run", min_width=90)
-                C["stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-stop", min_width=90)
+                C.run = gr.Button("▶ Run", variant="primary", elem_id="sd-run", min_width=90)
+                C.stop = gr.Button("■ Stop", variant="stop", elem_id="sd-stop", min_width=90)
             with gr.Row(equal_height=False):
                 # Number fields, not sliders: whatever is typed reaches the settings check, which
                 # refuses it with the field's range (RANGES) instead of a widget clamping silently.
-                C["max_new_tokens"] = gr.Number(48, label="Max new tokens", elem_id="sd-max-new",
+                C.max_new_tokens = gr.Number(48, label="Max new tokens", elem_id="sd-max-new",
                                                 info=handlers.field_hint("max_new_tokens"), min_width=120)
-                C["greedy"] = gr.Button("Greedy (T = 0): identical text", size="sm", elem_id="sd-greedy",
+                C.greedy = gr.Button("Greedy (T = 0): identical text", size="sm", elem_id="sd-greedy",
                                         min_width=120)
-            gr.Examples([[p] for _, p in explain.EXAMPLES], inputs=[C["prompt"]],
+            gr.Examples([[p] for _, p in explain.EXAMPLES], inputs=[C.prompt],
                         example_labels=[label for label, _ in explain.EXAMPLES], label="Example prompts")
 
         with gr.Column(scale=3, min_width=420):
             with gr.Row(equal_height=True):
-                C["plain_lane"] = gr.HTML(init["plain_lane"], elem_id="sd-plain")
-                C["spec_lane"] = gr.HTML(init["spec_lane"], elem_id="sd-spec")
-            C["verdict"] = gr.HTML(explain.gloss_verdict(init["verdict"]), elem_id="sd-verdict-box")
+                C.plain_lane = gr.HTML(init["plain_lane"], elem_id="sd-plain")
+                C.spec_lane = gr.HTML(init["spec_lane"], elem_id="sd-spec")
+            C.verdict = gr.HTML(explain.gloss_verdict(init["verdict"]), elem_id="sd-verdict-box")
 
 
-def _layout_player(C: dict, init: dict) -> None:
+def _layout_player(C: Page, init: dict) -> None:
     # The round player: the race again, one round at a time (app/player.py, played in the browser).
     gr.Markdown("### The race again, one round at a time", elem_id="sd-player-title")
-    C["player"] = gr.HTML(init["player"], elem_id="sd-player-box", js_on_load=player.PLAYER_JS)
-    C["player_round"] = gr.State(None)     # the round it rests on (the share link carries it)
+    C.player = gr.HTML(init["player"], elem_id="sd-player-box", js_on_load=player.PLAYER_JS)
+    C.player_round = gr.State(None)     # the round it rests on (the share link carries it)
 
 
-def _layout_advanced(C: dict, default: dict) -> None:
+def _layout_advanced(C: Page, default: dict) -> None:
     """The settings, folded: model pair, drafter, drafting shape, k, sampler, device."""
-    with gr.Accordion(ADVANCED, open=False, elem_id="sd-advanced") as C["advanced"]:
+    with gr.Accordion(ADVANCED, open=False, elem_id="sd-advanced") as C.advanced:
         with gr.Row():
-            C["preset"] = gr.Dropdown(list(PRESETS), value="smollm2-135m", label="Model pair (preset)",
+            C.preset = gr.Dropdown(list(PRESETS), value="smollm2-135m", label="Model pair (preset)",
                                       info=PRESETS["smollm2-135m"].description)
-            C["target"] = gr.Textbox(default["target"], label="Target (preset, HF id or local folder)",
+            C.target = gr.Textbox(default["target"], label="Target (preset, HF id or local folder)",
                                      elem_id="sd-target")
             # A choice of the built-in drafts, and any other draft typed in (HF id, folder).
-            C["draft"] = gr.Dropdown(explain.DRAFT_CHOICES, value=default["draft"], allow_custom_value=True,
+            C.draft = gr.Dropdown(explain.DRAFT_CHOICES, value=default["draft"], allow_custom_value=True,
                                      info=explain.DRAFT_HINT, elem_id="sd-draft",
                                      label="Draft model (pick one, or type an HF id, folder, or target-layers:N)")
         with gr.Row():
-            C["drafter"] = gr.Radio(handlers.DRAFTERS, value=default["drafter"], label="Drafter",
+            C.drafter = gr.Radio(handlers.DRAFTERS, value=default["drafter"], label="Drafter",
                                     elem_id="sd-drafter")
-            C["chat"] = gr.Checkbox(True, label="Apply the chat template")
+            C.chat = gr.Checkbox(True, label="Apply the chat template")
         with gr.Row():
-            C["tree"] = gr.Dropdown(handlers.TREE_CHOICES, value="auto", label="Drafting shape (token tree)",
+            C.tree = gr.Dropdown(handlers.TREE_CHOICES, value="auto", label="Drafting shape (token tree)",
                                     elem_id="sd-tree", allow_custom_value=True, info=handlers.field_hint("tree"))
-            C["k"] = gr.Dropdown(handlers.K_CHOICES, value="auto", label="k (chain length)", elem_id="sd-k",
+            C.k = gr.Dropdown(handlers.K_CHOICES, value="auto", label="k (chain length)", elem_id="sd-k",
                                  allow_custom_value=True, info=handlers.field_hint("k"))
-            C["device"] = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device",
+            C.device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device",
                                       elem_id="sd-device")
         with gr.Row():
-            C["temperature"] = gr.Number(DEFAULT_SAMPLER["temperature"], step=0.05, label="Temperature",
+            C.temperature = gr.Number(DEFAULT_SAMPLER["temperature"], step=0.05, label="Temperature",
                                          elem_id="sd-temperature", info=handlers.field_hint("temperature"))
-            C["top_p"] = gr.Number(DEFAULT_SAMPLER["top_p"], step=0.05, label="Top-p", elem_id="sd-top-p",
+            C.top_p = gr.Number(DEFAULT_SAMPLER["top_p"], step=0.05, label="Top-p", elem_id="sd-top-p",
                                    info=handlers.field_hint("top_p"))
-            C["top_k"] = gr.Number(DEFAULT_SAMPLER["top_k"], label="Top-k", elem_id="sd-top-k",
+            C.top_k = gr.Number(DEFAULT_SAMPLER["top_k"], label="Top-k", elem_id="sd-top-k",
                                    info=handlers.field_hint("top_k"))
-            C["seed"] = gr.Number(DEFAULT_SAMPLER["seed"], label="Seed", elem_id="sd-seed",
+            C.seed = gr.Number(DEFAULT_SAMPLER["seed"], label="Seed", elem_id="sd-seed",
                                   info=handlers.field_hint("seed"))
         gr.Markdown(explain.FIRST_LOAD_NOTE)
 
 
-def _layout_timeline_and_stats(C: dict, init: dict) -> None:
+def _layout_timeline_and_stats(C: Page, init: dict) -> None:
     gr.Markdown("### Token timeline (speculative lane)")
     gr.HTML(legend_html())
-    C["timeline"] = gr.HTML(init["timeline"], elem_id="sd-timeline-box", js_on_load=TIMELINE_CLICK_JS)
-    with gr.Accordion("How to read the timeline", open=True, elem_id="sd-timeline-help") as C["timeline_help"]:
+    C.timeline = gr.HTML(init["timeline"], elem_id="sd-timeline-box", js_on_load=TIMELINE_CLICK_JS)
+    with gr.Accordion("How to read the timeline", open=True, elem_id="sd-timeline-help") as C.timeline_help:
         gr.Markdown(explain.gloss(explain.TIMELINE_HELP) + "\n\n" + explain.RACE_HELP)
     # The numbers one click away in classroom mode (teach/tab.py folds them there): open otherwise.
-    with gr.Accordion("The numbers: stats of both lanes", open=True, elem_id="sd-stats-box") as C["stats_box"]:
-        C["stats"] = gr.Markdown(explain.gloss_stats(init["stats"]), elem_id="sd-stats")
+    with gr.Accordion("The numbers: stats of both lanes", open=True, elem_id="sd-stats-box") as C.stats_box:
+        C.stats = gr.Markdown(explain.gloss_stats(init["stats"]), elem_id="sd-stats")
         with gr.Accordion("What do these numbers mean? (and the glossary)", open=False, elem_id="sd-metrics"):
             gr.Markdown(explain.metrics_markdown())
 
 
-def _layout_inspector(C: dict, init: dict) -> None:
+def _layout_inspector(C: Page, init: dict) -> None:
     gr.Markdown("## Round inspector", elem_id="sd-inspector")
     # Folded in classroom mode (the round player shows the round at a readable size; teach/tab.py).
     with gr.Accordion("One round in detail: its tree, p, q and u of each guess", open=True,
-                      elem_id="sd-inspector-box") as C["inspector_box"]:
+                      elem_id="sd-inspector-box") as C.inspector_box:
         with gr.Row():
-            C["round"] = gr.Slider(0, max(init["round_max"], 1), value=init["round"], step=1,
+            C.round = gr.Slider(0, max(init["round_max"], 1), value=init["round"], step=1,
                                    label="Round", elem_id="sd-round")
-            C["position"] = gr.Dropdown(init["position_choices"], value=init["position"],
+            C.position = gr.Dropdown(init["position_choices"], value=init["position"],
                                         label="Draft position in this round", elem_id="sd-position")
-        C["round_plot"] = gr.Plot(scale_figure(init["round_plot"]), show_label=False, elem_classes="sd-plot", elem_id="sd-round-plot")
-        C["position_plot"] = gr.Plot(scale_figure(init["position_plot"]), show_label=False, elem_classes="sd-plot",
+        C.round_plot = gr.Plot(scale_figure(init["round_plot"]), show_label=False, elem_classes="sd-plot", elem_id="sd-round-plot")
+        C.position_plot = gr.Plot(scale_figure(init["position_plot"]), show_label=False, elem_classes="sd-plot",
                                      elem_id="sd-position-plot")
         gr.Markdown(explain.gloss(explain.INSPECTOR_HELP))
 
 
-def _layout_charts(C: dict, init: dict) -> None:
+def _layout_charts(C: Page, init: dict) -> None:
     gr.Markdown("## Charts")
     with gr.Row():
         for name in views.CHART_NAMES[:3]:
@@ -246,16 +247,16 @@ def _layout_charts(C: dict, init: dict) -> None:
             C[name] = gr.Plot(scale_figure(init[name]), show_label=False, elem_classes="sd-plot", min_width=300)
 
 
-def _layout_files(C: dict, init_files) -> None:
+def _layout_files(C: Page, init_files) -> None:
     with gr.Accordion("Trace files: download this race, or load one", open=True,
-                      elem_id="sd-files-box") as C["files_box"]:
+                      elem_id="sd-files-box") as C.files_box:
         with gr.Row():
             with gr.Column(scale=3):
                 gr.Markdown(explain.FILES_HELP)
-                C["upload"] = gr.UploadButton("⤒ Load trace file(s)", file_count="multiple",
+                C.upload = gr.UploadButton("⤒ Load trace file(s)", file_count="multiple",
                                               file_types=[".json"], elem_id="sd-upload")
             with gr.Column(scale=2):
-                C["files"] = gr.File(init_files, file_count="multiple", label=explain.FILES_LABEL,
+                C.files = gr.File(init_files, file_count="multiple", label=explain.FILES_LABEL,
                                      interactive=False, elem_id="sd-files")
 
 
@@ -264,7 +265,7 @@ def _session(request) -> str:
     return getattr(request, "session_hash", None) or str(id(request))
 
 
-def listeners(C: dict) -> None:
+def listeners(C: Page) -> None:
     """Wire the events of the components in C to app.handlers (inside the same gr.Blocks), one
     function per region: the race (Run, greedy, Stop, presets), the files and recorded races, the
     inspector and the player."""
@@ -274,7 +275,7 @@ def listeners(C: dict) -> None:
     _inspector_listeners(C)
 
 
-def _race_listeners(C: dict, view_outputs: list) -> None:
+def _race_listeners(C: Page, view_outputs: list) -> None:
     # The Run inputs are the form's fields, in its order (the API's /run arguments), then the page's state.
     run_inputs = [C[n] for n in RUN_FIELDS] + [C[n] for n in ("run_number", "traces", "scale", "player_round")]
 
@@ -286,10 +287,10 @@ def _race_listeners(C: dict, view_outputs: list) -> None:
         values = locals()
         form = handlers.RunForm(**{name: values[name] for name in RUN_FIELDS})
         session = _session(request)
-        C["sessions"].started(session)    # API calls skip the button's instant step
+        C.sessions.started(session)    # API calls skip the button's instant step
         try:
             for vals in handlers.run(form, run_number, progress, gr.Info,
-                                     should_stop=lambda: C["sessions"].should_stop(session)):
+                                     should_stop=lambda: C.sessions.should_stop(session)):
                 if "player" in vals and player_round is not None:    # a shared link's round, or the last one
                     t = vals["traces"]
                     vals["player"] = player.player_html(t["spec"], t["plain"], start_round=player_round)
@@ -298,48 +299,48 @@ def _race_listeners(C: dict, view_outputs: list) -> None:
             gr.Warning(str(e))
             yield _updates(C, handlers.refused(str(e), traces, what=e.what), scale)
         finally:
-            C["sessions"].finished(session)
+            C.sessions.finished(session)
 
     def on_preset(preset):
         f = handlers.preset_fields(preset)
-        return {C["target"]: f["target"], C["draft"]: f["draft"], C["drafter"]: f["drafter"],
-                C["preset"]: gr.Dropdown(info=PRESETS[preset].description)}
+        return {C.target: f["target"], C.draft: f["draft"], C.drafter: f["drafter"],
+                C.preset: gr.Dropdown(info=PRESETS[preset].description)}
 
     # Stop asks the session's run to end after its current round (a run waiting in the queue ends
     # as soon as it starts); the run's own last update is then the stopped race, so no update of
     # the run can land after it. Without a run nothing is stopped (handlers.after_stop says so).
     def on_stop(traces, scale, request: gr.Request):
-        if C["sessions"].stop(_session(request)):
-            return {C["banner"]: "■ **Stopping** after the current round…"}
+        if C.sessions.stop(_session(request)):
+            return {C.banner: "■ **Stopping** after the current round…"}
         return _updates(C, handlers.after_stop(traces), scale)
 
     # The instant step marks the session's run as pressed while it may still wait in the queue, so
     # a Stop before it starts ends it as soon as it starts.
     def on_pressed(request: gr.Request):
-        C["sessions"].pressed(_session(request))
+        C.sessions.pressed(_session(request))
 
     # One click to the token-for-token check: greedy sampling, then the same Run.
     def on_greedy(request: gr.Request):
-        C["sessions"].pressed(_session(request))
-        return {C["temperature"]: GREEDY_SAMPLER["temperature"], C["top_p"]: GREEDY_SAMPLER["top_p"]}
+        C.sessions.pressed(_session(request))
+        return {C.temperature: GREEDY_SAMPLER["temperature"], C.top_p: GREEDY_SAMPLER["top_p"]}
 
-    C["preset"].change(on_preset, C["preset"], [C["target"], C["draft"], C["drafter"], C["preset"]],
+    C.preset.change(on_preset, C.preset, [C.target, C.draft, C.drafter, C.preset],
                        queue=False)
-    C["run"].click(on_pressed, None, None, queue=False, api_visibility="private")
+    C.run.click(on_pressed, None, None, queue=False, api_visibility="private")
     # A run (or a loaded file) replaces the recorded race: the switch lets go, so a click on either
     # recorded race shows it again.
-    for event in (C["run"].click, C["greedy"].click, C["upload"].upload):
-        event(lambda: gr.Radio(value=None), None, C["recorded"], queue=False, api_visibility="private")
-    C["greedy"].click(on_greedy, None, [C["temperature"], C["top_p"]], queue=False,
+    for event in (C.run.click, C.greedy.click, C.upload.upload):
+        event(lambda: gr.Radio(value=None), None, C.recorded, queue=False, api_visibility="private")
+    C.greedy.click(on_greedy, None, [C.temperature, C.top_p], queue=False,
                       api_visibility="private").then(
         on_run, run_inputs, view_outputs, concurrency_limit=1, concurrency_id=MODEL_QUEUE,
-        show_progress_on=[C["verdict"]], api_visibility="private")
-    C["run"].click(on_run, run_inputs, view_outputs, concurrency_limit=1,
-                   concurrency_id=MODEL_QUEUE, api_name="run", show_progress_on=[C["verdict"]])
-    C["stop"].click(on_stop, [C["traces"], C["scale"]], view_outputs, api_name="stop", queue=False)
+        show_progress_on=[C.verdict], api_visibility="private")
+    C.run.click(on_run, run_inputs, view_outputs, concurrency_limit=1,
+                   concurrency_id=MODEL_QUEUE, api_name="run", show_progress_on=[C.verdict])
+    C.stop.click(on_stop, [C.traces, C.scale], view_outputs, api_name="stop", queue=False)
 
 
-def _file_listeners(C: dict, view_outputs: list) -> None:
+def _file_listeners(C: Page, view_outputs: list) -> None:
     """A trace file loaded, a recorded race picked."""
     def on_upload(paths, traces, scale):
         try:
@@ -355,15 +356,15 @@ def _file_listeners(C: dict, view_outputs: list) -> None:
             gr.Warning(str(e))
             return _updates(C, handlers.refused(str(e), traces, what="Not shown", rerender=False))
         out = _updates(C, vals, scale)
-        out[C["prompt"]] = vals["prompt"]
+        out[C.prompt] = vals["prompt"]
         return out
 
-    C["upload"].upload(on_upload, [C["upload"], C["traces"], C["scale"]], view_outputs, api_name="upload")
-    C["recorded"].input(on_recorded, [C["recorded"], C["traces"], C["scale"]], view_outputs + [C["prompt"]],
+    C.upload.upload(on_upload, [C.upload, C.traces, C.scale], view_outputs, api_name="upload")
+    C.recorded.input(on_recorded, [C.recorded, C.traces, C.scale], view_outputs + [C.prompt],
                         api_name="show_recorded")
 
 
-def _inspector_listeners(C: dict) -> None:
+def _inspector_listeners(C: Page) -> None:
     """The round inspector: a round or a position picked, a timeline token clicked, the player resting on a round."""
     # The player rests on a round (a step, a scrub, a timeline click, or each round while playing):
     # the inspector and the tokens-vs-time chart's marker follow it.
@@ -371,12 +372,12 @@ def _inspector_listeners(C: dict) -> None:
         r = getattr(evt, "round", None)
         spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
         if r is None or spec is None or not 0 <= int(r) < len(spec.rounds):
-            return {C["player_round"]: gr.skip()}
+            return {C.player_round: gr.skip()}
         r = int(r)
         out = _updates(C, {**handlers.inspect_round(traces, r), views.CHART_NAMES[2]: views.time_chart(spec, plain, r)},
                        scale)
-        out[C["round"]] = gr.Slider(value=r)
-        out[C["player_round"]] = r
+        out[C.round] = gr.Slider(value=r)
+        out[C.player_round] = r
         return out
 
     def on_round(traces, round_index, scale):
@@ -386,27 +387,27 @@ def _inspector_listeners(C: dict) -> None:
         r, pos = int(getattr(evt, "round", 0)), int(getattr(evt, "pos", 0)) or None
         vals = handlers.inspect_round(traces, r, pos)
         out = _updates(C, vals, scale)
-        out[C["round"]] = gr.Slider(value=r)
+        out[C.round] = gr.Slider(value=r)
         return out
 
     def on_position(traces, round_index, position, scale):
-        return {C["position_plot"]: scale_figure(handlers.inspect_round(traces, round_index, position)["position_plot"],
+        return {C.position_plot: scale_figure(handlers.inspect_round(traces, round_index, position)["position_plot"],
                                                  scale or 1.0)}
 
     # Charts updated while the Race tab was hidden (classroom mode re-renders them from the walkthrough)
     # were drawn for no width: a resize when the tab shows again fits each to its place.
-    C["race_tab"].select(None, None, None, js=RESIZE_JS, queue=False)
+    C.race_tab.select(None, None, None, js=RESIZE_JS, queue=False)
 
-    C["player"].select(on_player_round, [C["traces"], C["scale"]],
-                       [C["round"], C["position"], C["round_plot"], C["position_plot"], C[views.CHART_NAMES[2]],
-                        C["player_round"]], show_progress="hidden", api_visibility="private", trigger_mode="always_last")
-    C["round"].input(on_round, [C["traces"], C["round"], C["scale"]],
-                       [C["position"], C["round_plot"], C["position_plot"]], api_name="inspect_round",
+    C.player.select(on_player_round, [C.traces, C.scale],
+                       [C.round, C.position, C.round_plot, C.position_plot, C[views.CHART_NAMES[2]],
+                        C.player_round], show_progress="hidden", api_visibility="private", trigger_mode="always_last")
+    C.round.input(on_round, [C.traces, C.round, C.scale],
+                       [C.position, C.round_plot, C.position_plot], api_name="inspect_round",
                        show_progress="hidden", trigger_mode="always_last")
-    C["timeline"].click(on_timeline_click, [C["traces"], C["scale"]], [C["round"], C["position"], C["round_plot"],
-                                                         C["position_plot"]], show_progress="hidden",
+    C.timeline.click(on_timeline_click, [C.traces, C.scale], [C.round, C.position, C.round_plot,
+                                                         C.position_plot], show_progress="hidden",
                         api_visibility="private")
-    C["position"].input(on_position, [C["traces"], C["round"], C["position"], C["scale"]], C["position_plot"],
+    C.position.input(on_position, [C.traces, C.round, C.position, C.scale], C.position_plot,
                         api_name="inspect_position")
 
 
@@ -421,8 +422,8 @@ def build_demo() -> gr.Blocks:
     # Gradio copies returned files into its own cache: delete them hourly once a day old at most.
     with gr.Blocks(title=explain.TITLE, delete_cache=(3600, 24 * 3600)) as demo:
         C = layout(init, init_files, default, spec0, plain0, teach_tab.load_bundled(), recorded)
-        C["demo"] = demo
-        C["sessions"] = handlers.RunSessions()
+        C.demo = demo
+        C.sessions = handlers.RunSessions()
         listeners(C)
         teach_tab.listeners(C, MODEL_QUEUE)
         debug_tab.listeners(C, MODEL_QUEUE)

@@ -9,6 +9,7 @@ from specdec_core import best_k_text, summarise_sweep as summarise
 from specdec_core.trace import mismatch
 
 from .. import charts, handlers, views
+from ..components import Page
 from ..scale import NARROW_PX, scale_figure, set_width
 from . import figures, runs, trees
 
@@ -59,21 +60,21 @@ def export_csv(traces: dict) -> list[str]:
     return paths
 
 
-def layout(C: dict) -> None:
-    init = debugger_values(C["traces"].value if hasattr(C["traces"], "value") else {})
+def layout(C: Page) -> None:
+    init = debugger_values(C.traces.value if hasattr(C.traces, "value") else {})
     gr.Markdown(INTRO)
-    C["dbg_refresh"] = gr.Button("↻ Refresh from the current run", size="sm", elem_id="sd-dbg-refresh")
+    C.dbg_refresh = gr.Button("↻ Refresh from the current run", size="sm", elem_id="sd-dbg-refresh")
     gr.Markdown("### Where the draft fails")
-    C["dbg_heatmap"] = gr.Plot(init["dbg_heatmap"], show_label=False, elem_id="sd-dbg-heatmap", elem_classes="sd-plot")
+    C.dbg_heatmap = gr.Plot(init["dbg_heatmap"], show_label=False, elem_id="sd-dbg-heatmap", elem_classes="sd-plot")
     with gr.Row():
-        C["dbg_disliked"] = gr.Dataframe(init["dbg_disliked"], label="Drafts the target disliked most (largest q − p)",
+        C.dbg_disliked = gr.Dataframe(init["dbg_disliked"], label="Drafts the target disliked most (largest q − p)",
                                          elem_id="sd-dbg-disliked", interactive=False)
-        C["dbg_missed"] = gr.Dataframe(init["dbg_missed"], label="Target tokens the draft missed (at rejections)",
+        C.dbg_missed = gr.Dataframe(init["dbg_missed"], label="Target tokens the draft missed (at rejections)",
                                        elem_id="sd-dbg-missed", interactive=False)
     with gr.Row():
-        C["dbg_by_position"] = gr.Plot(init["dbg_by_position"], show_label=False, elem_id="sd-dbg-by-position",
+        C.dbg_by_position = gr.Plot(init["dbg_by_position"], show_label=False, elem_id="sd-dbg-by-position",
                                        elem_classes="sd-plot")
-        C["dbg_category"] = gr.Plot(init["dbg_category"], show_label=False, elem_id="sd-dbg-category",
+        C.dbg_category = gr.Plot(init["dbg_category"], show_label=False, elem_id="sd-dbg-category",
                                     elem_classes="sd-plot")
     gr.Markdown("Categories (one definition, `specdec_core/trace/tokens.py`): whitespace/newline, punctuation, "
                 "digits, word-start pieces (a leading space), word-continuation pieces, code symbols, special/end.")
@@ -81,27 +82,27 @@ def layout(C: dict) -> None:
                 "reached: was it the token the target committed there? By depth, by rank among its siblings (1: "
                 "tried first), and against the draft's confidence — the calibration the shape rule measures "
                 "(`specdec_core/trace/trees.py`). On the diagonal a draft is calibrated; below it, over-confident.")
-    C["dbg_trees"] = gr.Plot(init["dbg_trees"], show_label=False, elem_id="sd-dbg-trees", elem_classes="sd-plot")
+    C.dbg_trees = gr.Plot(init["dbg_trees"], show_label=False, elem_id="sd-dbg-trees", elem_classes="sd-plot")
     gr.Markdown("### Why do my outputs differ?")
-    C["dbg_greedy"] = gr.Markdown(init["dbg_greedy"], elem_id="sd-dbg-greedy")
+    C.dbg_greedy = gr.Markdown(init["dbg_greedy"], elem_id="sd-dbg-greedy")
     with gr.Accordion("Every checked draft position (table)", open=False):
-        C["dbg_positions"] = gr.Dataframe(init["dbg_positions"], elem_id="sd-dbg-positions", interactive=False,
+        C.dbg_positions = gr.Dataframe(init["dbg_positions"], elem_id="sd-dbg-positions", interactive=False,
                                           max_height=400)
     with gr.Row():
-        C["dbg_export"] = gr.Button("Export these tables as CSV", size="sm", elem_id="sd-dbg-export")
-        C["dbg_files"] = gr.File(label="CSV", file_count="multiple", interactive=False, elem_id="sd-dbg-files")
+        C.dbg_export = gr.Button("Export these tables as CSV", size="sm", elem_id="sd-dbg-export")
+        C.dbg_files = gr.File(label="CSV", file_count="multiple", interactive=False, elem_id="sd-dbg-files")
 
     gr.Markdown("### Which k is best on this machine?\nThe speculative lane on the current prompt and settings "
                 "for k = 1…8 and auto, each repeated, with plain runs between (medians; bars: min–max).")
     with gr.Row():
-        C["sweep_repeats"] = gr.Number(runs.REPEATS_DEFAULT, precision=0, label=f"repeats ({runs.REPEATS_MIN}–{runs.REPEATS_MAX})",
+        C.sweep_repeats = gr.Number(runs.REPEATS_DEFAULT, precision=0, label=f"repeats ({runs.REPEATS_MIN}–{runs.REPEATS_MAX})",
                                        elem_id="sd-sweep-repeats")
-        C["sweep_run"] = gr.Button("▶ Run the k sweep", variant="primary", elem_id="sd-sweep-run")
-        C["sweep_stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-sweep-stop")
-    C["sweep_text"] = gr.Markdown("", elem_id="sd-sweep-text")
-    C["sweep_plot"] = gr.Plot(scale_figure(figures.sweep_figure(None)), show_label=False, elem_id="sd-sweep-plot",
+        C.sweep_run = gr.Button("▶ Run the k sweep", variant="primary", elem_id="sd-sweep-run")
+        C.sweep_stop = gr.Button("■ Stop", variant="stop", elem_id="sd-sweep-stop")
+    C.sweep_text = gr.Markdown("", elem_id="sd-sweep-text")
+    C.sweep_plot = gr.Plot(scale_figure(figures.sweep_figure(None)), show_label=False, elem_id="sd-sweep-plot",
                               elem_classes="sd-plot")
-    C["sweep_table"] = gr.Dataframe(figures.sweep_table(None), interactive=False, elem_id="sd-sweep-table")
+    C.sweep_table = gr.Dataframe(figures.sweep_table(None), interactive=False, elem_id="sd-sweep-table")
 
     gr.Markdown("### Two drafts side by side\nThe same prompt, seed and settings with two drafters (the target "
                 "of the Race tab). By default the distilled feature head, which drafts k tokens in k sequential "
@@ -109,31 +110,31 @@ def layout(C: dict) -> None:
                 "another's guess): *draft calls / round* and *draft cost / round* (c × calls, in target steps) "
                 "show what one pass saves, acceptance by position what it costs.")
     with gr.Row():
-        C["cmp_a"] = gr.Textbox("distilled", label="Draft A", elem_id="sd-cmp-a")
-        C["cmp_b"] = gr.Textbox("block", label="Draft B", elem_id="sd-cmp-b")
-        C["cmp_run"] = gr.Button("Compare", variant="primary", elem_id="sd-cmp-run")
-    C["cmp_table"] = gr.Dataframe(None, interactive=False, elem_id="sd-cmp-table")
-    C["cmp_plot"] = gr.Plot(scale_figure(figures.compare_figure(None, None, ("A", "B"))), show_label=False, elem_id="sd-cmp-plot",
+        C.cmp_a = gr.Textbox("distilled", label="Draft A", elem_id="sd-cmp-a")
+        C.cmp_b = gr.Textbox("block", label="Draft B", elem_id="sd-cmp-b")
+        C.cmp_run = gr.Button("Compare", variant="primary", elem_id="sd-cmp-run")
+    C.cmp_table = gr.Dataframe(None, interactive=False, elem_id="sd-cmp-table")
+    C.cmp_plot = gr.Plot(scale_figure(figures.compare_figure(None, None, ("A", "B"))), show_label=False, elem_id="sd-cmp-plot",
                             elem_classes="sd-plot")
-    C["cmp_align"] = gr.HTML("", elem_id="sd-cmp-align")
+    C.cmp_align = gr.HTML("", elem_id="sd-cmp-align")
     gr.Markdown(OWN_PAIR)
 
 
-def listeners(C: dict, queue: str) -> None:
+def listeners(C: Page, queue: str) -> None:
     outs = [C[n] for n in VIEW_NAMES]
 
     def refresh(traces, scale):
         v = debugger_values(traces, scale or 1.0)
         return [v[n] for n in VIEW_NAMES]
-    C["dbg_tab"].select(refresh, [C["traces"], C["scale"]], outs, show_progress="hidden")
-    C["dbg_refresh"].click(refresh, [C["traces"], C["scale"]], outs, show_progress="hidden", api_name="debugger")
+    C.dbg_tab.select(refresh, [C.traces, C.scale], outs, show_progress="hidden")
+    C.dbg_refresh.click(refresh, [C.traces, C.scale], outs, show_progress="hidden", api_name="debugger")
 
     def on_export(traces):
         try:
             return export_csv(traces)
         except handlers.UserError as e:
             raise gr.Error(str(e)) from None
-    C["dbg_export"].click(on_export, C["traces"], C["dbg_files"])
+    C.dbg_export.click(on_export, C.traces, C.dbg_files)
 
     race_in = [C[n] for n in ("preset", "target", "draft", "drafter", "device", "prompt", "chat", "k", "temperature",
                               "top_k", "top_p", "max_new_tokens", "seed")]
@@ -158,20 +159,20 @@ def listeners(C: dict, queue: str) -> None:
                 if not run["trace"].finished:
                     # A round of a lane still racing: nothing new to plot, but yielding lets Stop end
                     # the sweep here, after this round.
-                    yield {C["sweep_text"]: gr.skip()}
+                    yield {C.sweep_text: gr.skip()}
                     continue
                 done.append(run)
                 progress(run["done"] / run["total"], desc=f"k sweep: run {run['done']} of {run['total']}")
                 summary = summarise(done)
-                yield {C["sweep_text"]: f"{run['done']} of {run['total']} runs… " + (best_k_text(summary) or ""),
-                       C["sweep_plot"]: scale_figure(figures.sweep_figure(summary)), C["sweep_table"]: figures.sweep_table(summary)}
-            yield {C["sweep_text"]: best_k_text(summarise(done)) or ""}
+                yield {C.sweep_text: f"{run['done']} of {run['total']} runs… " + (best_k_text(summary) or ""),
+                       C.sweep_plot: scale_figure(figures.sweep_figure(summary)), C.sweep_table: figures.sweep_table(summary)}
+            yield {C.sweep_text: best_k_text(summarise(done)) or ""}
         except Exception as e:
             raise gr.Error(str(handlers.user_error(e, target_ref))) from None
-    sweep_event = C["sweep_run"].click(on_sweep, race_in + [C["sweep_repeats"]],
-                                       [C["sweep_text"], C["sweep_plot"], C["sweep_table"]], concurrency_limit=1,
-                                       concurrency_id=queue, api_name="k_sweep", show_progress_on=[C["sweep_plot"]])
-    C["sweep_stop"].click(lambda: "■ Stopped: the plot keeps the runs so far.", None, C["sweep_text"],
+    sweep_event = C.sweep_run.click(on_sweep, race_in + [C.sweep_repeats],
+                                       [C.sweep_text, C.sweep_plot, C.sweep_table], concurrency_limit=1,
+                                       concurrency_id=queue, api_name="k_sweep", show_progress_on=[C.sweep_plot])
+    C.sweep_stop.click(lambda: "■ Stopped: the plot keeps the runs so far.", None, C.sweep_text,
                           cancels=[sweep_event])
 
     def on_compare(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p, max_new, seed,
@@ -191,6 +192,6 @@ def listeners(C: dict, queue: str) -> None:
             raise gr.Error(str(handlers.user_error(e, target_ref))) from None
         return (figures.compare_table(a, b, plain, names), scale_figure(figures.compare_figure(a, b, names)),
                 figures.aligned_html([a, b], list(names)))
-    C["cmp_run"].click(on_compare, race_in + [C["cmp_a"], C["cmp_b"]], [C["cmp_table"], C["cmp_plot"], C["cmp_align"]],
+    C.cmp_run.click(on_compare, race_in + [C.cmp_a, C.cmp_b], [C.cmp_table, C.cmp_plot, C.cmp_align],
                        concurrency_limit=1, concurrency_id=queue, api_name="two_drafts",
-                       show_progress_on=[C["cmp_plot"]])
+                       show_progress_on=[C.cmp_plot])

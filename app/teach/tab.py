@@ -8,6 +8,7 @@ from typing import Optional
 import gradio as gr
 
 from .. import explain, handlers, player, views
+from ..components import Page
 from ..scale import scale_figure
 from . import classroom, figures, lab
 from .walkthrough import default_round, has_rejection, render_step
@@ -75,68 +76,68 @@ def walkthrough_values(traces: dict, round_index, step: int, on: bool) -> dict:
             "wt_next": not last, "wt_back": v["step"] > 0}
 
 
-def layout_controls(C: dict) -> None:
+def layout_controls(C: Page) -> None:
     """The classroom toggle and the share link (above the tabs)."""
     with gr.Row(equal_height=True):
-        C["classroom"] = gr.Checkbox(False, label="Classroom mode: large fonts, high contrast, the round player at half pace, "
+        C.classroom = gr.Checkbox(False, label="Classroom mode: large fonts, high contrast, the round player at half pace, "
                                                   "walkthrough first", elem_id="sd-classroom", scale=2)
-        C["share"] = gr.Button("Share link to these settings", size="sm", elem_id="sd-share", scale=1)
-        C["link"] = gr.Textbox(label="Link (prompt and settings)", buttons=["copy"], interactive=False,
+        C.share = gr.Button("Share link to these settings", size="sm", elem_id="sd-share", scale=1)
+        C.link = gr.Textbox(label="Link (prompt and settings)", buttons=["copy"], interactive=False,
                                elem_id="sd-link", scale=3, placeholder="press Share")
 
 
-def layout_walkthrough(C: dict, bundled: dict, page: dict) -> None:
+def layout_walkthrough(C: Page, bundled: dict, page: dict) -> None:
     """The walkthrough, on the page's race by default (`page`: the recorded first paint until a Run)."""
     spec = page.get("spec")
     r0 = default_round(spec)
     init = walkthrough_values(page, r0, 0, False)
-    C["bundled"] = gr.State(bundled)
-    C["wt_step"] = gr.State(0)
-    C["wt_shown"] = gr.State(race_key(spec))    # which race the round list belongs to (a new race refreshes it)
+    C.bundled = gr.State(bundled)
+    C.wt_step = gr.State(0)
+    C.wt_shown = gr.State(race_key(spec))    # which race the round list belongs to (a new race refreshes it)
     gr.Markdown(INTRO)
     with gr.Row():
-        C["wt_source"] = gr.Radio([CURRENT, BUNDLED], value=CURRENT, label="Trace", elem_id="sd-wt-source")
-        C["wt_round"] = gr.Dropdown(round_choices(spec), value=r0, label="Round", elem_id="sd-wt-round")
+        C.wt_source = gr.Radio([CURRENT, BUNDLED], value=CURRENT, label="Trace", elem_id="sd-wt-source")
+        C.wt_round = gr.Dropdown(round_choices(spec), value=r0, label="Round", elem_id="sd-wt-round")
     with gr.Row(equal_height=True):
-        C["wt_back"] = gr.Button("◀ Back", elem_id="sd-wt-back", size="sm", interactive=False)
-        C["wt_counter"] = gr.Markdown(init["wt_counter"], elem_id="sd-wt-counter")
-        C["wt_next"] = gr.Button("Next ▶", variant="primary", elem_id="sd-wt-next", size="sm",
+        C.wt_back = gr.Button("◀ Back", elem_id="sd-wt-back", size="sm", interactive=False)
+        C.wt_counter = gr.Markdown(init["wt_counter"], elem_id="sd-wt-counter")
+        C.wt_next = gr.Button("Next ▶", variant="primary", elem_id="sd-wt-next", size="sm",
                                  interactive=init["wt_next"])
-    C["wt_text"] = gr.Markdown(init["wt_text"], elem_id="sd-wt-text")
-    C["wt_strip"] = gr.HTML(init["wt_strip"], elem_id="sd-wt-strip-box")
-    C["wt_chart"] = gr.Plot(init["wt_chart"], show_label=False, elem_id="sd-wt-chart", elem_classes="sd-plot")
+    C.wt_text = gr.Markdown(init["wt_text"], elem_id="sd-wt-text")
+    C.wt_strip = gr.HTML(init["wt_strip"], elem_id="sd-wt-strip-box")
+    C.wt_chart = gr.Plot(init["wt_chart"], show_label=False, elem_id="sd-wt-chart", elem_classes="sd-plot")
     with gr.Accordion("The whole algorithm in six lines", open=False):
         gr.Markdown(explain.walkthrough_markdown())
 
 
-def layout_teach(C: dict) -> None:
+def layout_teach(C: Page) -> None:
     gr.Markdown("## The cost of one target pass\n" + COST_INTRO)
-    C["cost_run"] = gr.Button("Measure on this machine", elem_id="sd-cost-run")
-    C["cost_summary"] = gr.Markdown("", elem_id="sd-cost-summary")
-    C["cost_curve"] = gr.State(None)      # the last measured curve and lab result: classroom mode redraws them
-    C["lab_result"] = gr.State(None)
-    C["cost_plot"] = gr.Plot(figures.cost_chart(None), show_label=False, elem_id="sd-cost-plot", elem_classes="sd-plot")
+    C.cost_run = gr.Button("Measure on this machine", elem_id="sd-cost-run")
+    C.cost_summary = gr.Markdown("", elem_id="sd-cost-summary")
+    C.cost_curve = gr.State(None)      # the last measured curve and lab result: classroom mode redraws them
+    C.lab_result = gr.State(None)
+    C.cost_plot = gr.Plot(figures.cost_chart(None), show_label=False, elem_id="sd-cost-plot", elem_classes="sd-plot")
     gr.Markdown("## Exactness lab\n" + EXACT_INTRO)
     with gr.Row():
-        C["lab_prompt"] = gr.Textbox(lab.LAB_PROMPT, label="Prompt (the first token after it is drawn)",
+        C.lab_prompt = gr.Textbox(lab.LAB_PROMPT, label="Prompt (the first token after it is drawn)",
                                      elem_id="sd-lab-prompt", scale=3)
-        C["lab_chat"] = gr.Checkbox(False, label="Chat template", scale=1)
-        C["lab_draft"] = gr.Dropdown(lab.LAB_DRAFTS, value=lab.LAB_DRAFT, allow_custom_value=True,
+        C.lab_chat = gr.Checkbox(False, label="Chat template", scale=1)
+        C.lab_draft = gr.Dropdown(lab.LAB_DRAFTS, value=lab.LAB_DRAFT, allow_custom_value=True,
                                      label="Draft (weak on purpose)", elem_id="sd-lab-draft", scale=2)
-        C["lab_n"] = gr.Number(lab.N_DEFAULT, precision=0, label=f"N draws ({lab.N_MIN:,}–{lab.N_MAX:,})",
+        C.lab_n = gr.Number(lab.N_DEFAULT, precision=0, label=f"N draws ({lab.N_MIN:,}–{lab.N_MAX:,})",
                                elem_id="sd-lab-n", scale=1)
-        C["lab_seed"] = gr.Number(0, precision=0, label="Seed", scale=1)
+        C.lab_seed = gr.Number(0, precision=0, label="Seed", scale=1)
     with gr.Row():
-        C["lab_run"] = gr.Button("▶ Run the exactness lab", variant="primary", elem_id="sd-lab-run")
-        C["lab_stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-lab-stop")
-    C["lab_summary"] = gr.Markdown("", elem_id="sd-lab-summary")
-    C["lab_plot"] = gr.Plot(figures.exactness_figure(None), show_label=False, elem_id="sd-lab-plot",
+        C.lab_run = gr.Button("▶ Run the exactness lab", variant="primary", elem_id="sd-lab-run")
+        C.lab_stop = gr.Button("■ Stop", variant="stop", elem_id="sd-lab-stop")
+    C.lab_summary = gr.Markdown("", elem_id="sd-lab-summary")
+    C.lab_plot = gr.Plot(figures.exactness_figure(None), show_label=False, elem_id="sd-lab-plot",
                             elem_classes="sd-plot")
-    C["lab_broken"] = gr.Plot(figures.exactness_figure(None, broken=True), show_label=False,
+    C.lab_broken = gr.Plot(figures.exactness_figure(None, broken=True), show_label=False,
                               elem_id="sd-lab-broken", elem_classes="sd-plot")
 
 
-def listeners(C: dict, queue: str) -> None:
+def listeners(C: Page, queue: str) -> None:
     """Wire the teaching components (ui.py's MODEL_QUEUE is `queue`: model work never overlaps a lane)."""
     names = ("wt_text", "wt_strip", "wt_chart", "wt_counter", "wt_step", "wt_next", "wt_back")
     wt_out = [C[n] for n in names]
@@ -150,15 +151,15 @@ def listeners(C: dict, queue: str) -> None:
         r = default_round(spec)
         return [gr.Dropdown(choices=round_choices(spec), value=r)] + show(source, run_traces, bundled, r, 0, on)
 
-    wt_in = [C["wt_source"], C["traces"], C["bundled"], C["wt_round"]]
-    C["wt_source"].change(on_source, [C["wt_source"], C["traces"], C["bundled"], C["classroom"]],
-                          [C["wt_round"]] + wt_out, show_progress="hidden")
-    C["wt_round"].input(lambda s, t, b, r, on: show(s, t, b, r, 0, on), wt_in + [C["classroom"]], wt_out,
+    wt_in = [C.wt_source, C.traces, C.bundled, C.wt_round]
+    C.wt_source.change(on_source, [C.wt_source, C.traces, C.bundled, C.classroom],
+                          [C.wt_round] + wt_out, show_progress="hidden")
+    C.wt_round.input(lambda s, t, b, r, on: show(s, t, b, r, 0, on), wt_in + [C.classroom], wt_out,
                         show_progress="hidden")
-    C["wt_next"].click(lambda s, t, b, r, i, on: show(s, t, b, r, i + 1, on), wt_in + [C["wt_step"], C["classroom"]],
+    C.wt_next.click(lambda s, t, b, r, i, on: show(s, t, b, r, i + 1, on), wt_in + [C.wt_step, C.classroom],
                        wt_out, show_progress="hidden", api_name="walkthrough_next")
-    C["wt_back"].click(lambda s, t, b, r, i, on: show(s, t, b, r, max(i - 1, 0), on),
-                       wt_in + [C["wt_step"], C["classroom"]], wt_out, show_progress="hidden")
+    C.wt_back.click(lambda s, t, b, r, i, on: show(s, t, b, r, max(i - 1, 0), on),
+                       wt_in + [C.wt_step, C.classroom], wt_out, show_progress="hidden")
 
     # Opening the tab after a new race (a Run, an upload) walks that race from its default round.
     def on_tab(source, run_traces, bundled, round_index, step, on, shown):
@@ -166,12 +167,12 @@ def listeners(C: dict, queue: str) -> None:
         if source == CURRENT and race_key(spec) != shown:
             return on_source(source, run_traces, bundled, on) + [race_key(spec)]
         return [gr.skip()] + show(source, run_traces, bundled, round_index, step, on) + [shown]
-    C["wt_tab"].select(on_tab, wt_in + [C["wt_step"], C["classroom"], C["wt_shown"]],
-                       [C["wt_round"]] + wt_out + [C["wt_shown"]], show_progress="hidden")
+    C.wt_tab.select(on_tab, wt_in + [C.wt_step, C.classroom, C.wt_shown],
+                       [C.wt_round] + wt_out + [C.wt_shown], show_progress="hidden")
 
     # Classroom mode: page CSS class (JS), chart fonts (re-render), the walkthrough tab first.
     # ... and the race's charts and inspector re-rendered at the new scale, which the race's own
-    # events read from C["scale"] from then on.
+    # events read from C.scale from then on.
     race_plots = [C[n] for n in views.CHART_NAMES + ("round_plot", "position_plot")]
 
     def on_classroom(on, source, run_traces, bundled, round_index, step, race_round, race_position, curve, result):
@@ -188,34 +189,34 @@ def listeners(C: dict, queue: str) -> None:
         return ([tabs] + show(source, run_traces, bundled, round_index, step, on) + [scale]
                 + [scale_figure(plots[n], scale) for n in views.CHART_NAMES + ("round_plot", "position_plot")] + folds
                 + teach)
-    C["classroom"].change(on_classroom, [C["classroom"]] + wt_in + [C["wt_step"], C["round"], C["position"],
-                                                                    C["cost_curve"], C["lab_result"]],
-                          [C["tabs"]] + wt_out + [C["scale"]] + race_plots + [C["timeline_help"], C["stats_box"], C["files_box"], C["inspector_box"]]
-                          + [C["cost_plot"], C["lab_plot"], C["lab_broken"]],
+    C.classroom.change(on_classroom, [C.classroom] + wt_in + [C.wt_step, C.round, C.position,
+                                                                    C.cost_curve, C.lab_result],
+                          [C.tabs] + wt_out + [C.scale] + race_plots + [C.timeline_help, C.stats_box, C.files_box, C.inspector_box]
+                          + [C.cost_plot, C.lab_plot, C.lab_broken],
                           js=classroom.TOGGLE_JS, show_progress="hidden")
 
     def on_share(*values):
         return classroom.share_query(dict(zip(classroom.SHARED_CONTROLS, values)))
-    C["share"].click(on_share, [C[n] for n in classroom.SHARED_CONTROLS], C["link"], show_progress="hidden").then(
-        None, C["link"], C["link"], js=classroom.LINK_JS)
+    C.share.click(on_share, [C[n] for n in classroom.SHARED_CONTROLS], C.link, show_progress="hidden").then(
+        None, C.link, C.link, js=classroom.LINK_JS)
 
     def on_load(traces, request: gr.Request):
         params = dict(request.query_params) if request is not None else {}
         if not params:
-            return {C["banner"]: gr.skip()}
+            return {C.banner: gr.skip()}
         values, problems = classroom.restore(params)
         out = {C[name]: value for name, value in values.items()}
         if values.get("player_round") is not None and (traces or {}).get("spec") is not None:
             # the player opens on the link's round (of the race shown; after a Run, of the new race)
-            out[C["player"]] = player.player_html(traces["spec"], traces.get("plain"), start_round=values["player_round"])
+            out[C.player] = player.player_html(traces["spec"], traces.get("plain"), start_round=values["player_round"])
         if set(values) & set(classroom.ADVANCED_CONTROLS):     # show the settings the link changed
-            out[C["advanced"]] = gr.Accordion(open=True)
+            out[C.advanced] = gr.Accordion(open=True)
         # In the banner, not a toast: this event runs outside the queue, where toasts are not shown.
-        out[C["banner"]] = ("**Settings restored from the link.** Press **Run** to race this prompt on this "
+        out[C.banner] = ("**Settings restored from the link.** Press **Run** to race this prompt on this "
                             "machine (same seed and k → the same tokens)."
                             + ("  \nIgnored: " + "; ".join(problems) if problems else ""))
         return out
-    C["demo"].load(on_load, C["traces"], [C[n] for n in classroom.SHARED_CONTROLS] + [C["banner"], C["advanced"], C["player"]],
+    C.demo.load(on_load, C.traces, [C[n] for n in classroom.SHARED_CONTROLS] + [C.banner, C.advanced, C.player],
                    show_progress="hidden",
                    queue=False)   # restoring a link is instant: no queue, no status shown
 
@@ -232,10 +233,10 @@ def listeners(C: dict, queue: str) -> None:
         traces = run_traces or {}
         return (figures.cost_summary(curve), figures.cost_chart(curve, traces.get("spec"), traces.get("plain"),
                                                                 classroom.FONT_SCALE if on else 1.0), curve)
-    C["cost_run"].click(on_cost, race_target() + [C["traces"], C["classroom"]],
-                        [C["cost_summary"], C["cost_plot"], C["cost_curve"]],
+    C.cost_run.click(on_cost, race_target() + [C.traces, C.classroom],
+                        [C.cost_summary, C.cost_plot, C.cost_curve],
                         concurrency_limit=1, concurrency_id=queue, api_name="measure_cost",
-                        show_progress_on=[C["cost_plot"]])
+                        show_progress_on=[C.cost_plot])
 
     def on_lab(preset, target, draft, drafter, device, prompt, chat, lab_draft, n, seed, on, progress=gr.Progress()):
         target_ref, scale = target or preset, classroom.FONT_SCALE if on else 1.0
@@ -244,15 +245,15 @@ def listeners(C: dict, queue: str) -> None:
             for frac, result in lab.run_exactness(target_ref, (lab_draft or lab.LAB_DRAFT).strip(), device, prompt,
                                                   chat, n, seed, progress, gr.Info):
                 if result is None:
-                    yield {C["lab_summary"]: f"Drawing… {frac:.0%}"}
+                    yield {C.lab_summary: f"Drawing… {frac:.0%}"}
                 else:
-                    yield {C["lab_summary"]: lab.summary_markdown(result), C["lab_result"]: result,
-                           C["lab_plot"]: figures.exactness_figure(result, scale),
-                           C["lab_broken"]: figures.exactness_figure(result, scale, broken=True)}
+                    yield {C.lab_summary: lab.summary_markdown(result), C.lab_result: result,
+                           C.lab_plot: figures.exactness_figure(result, scale),
+                           C.lab_broken: figures.exactness_figure(result, scale, broken=True)}
         except Exception as e:
             raise gr.Error(str(handlers.user_error(e, target_ref))) from None
-    lab_event = C["lab_run"].click(
+    lab_event = C.lab_run.click(
         on_lab, race_target() + [C[n] for n in ("lab_prompt", "lab_chat", "lab_draft", "lab_n", "lab_seed", "classroom")],
-        [C["lab_summary"], C["lab_plot"], C["lab_broken"], C["lab_result"]], concurrency_limit=1, concurrency_id=queue,
-        api_name="exactness_lab", show_progress_on=[C["lab_plot"]])
-    C["lab_stop"].click(lambda: "■ Stopped.", None, C["lab_summary"], cancels=[lab_event])
+        [C.lab_summary, C.lab_plot, C.lab_broken, C.lab_result], concurrency_limit=1, concurrency_id=queue,
+        api_name="exactness_lab", show_progress_on=[C.lab_plot])
+    C.lab_stop.click(lambda: "■ Stopped.", None, C.lab_summary, cancels=[lab_event])

@@ -48,7 +48,7 @@ def rounds_with(trace, kind: str) -> list[int]:
     for r in trace.rounds:
         if not r.drafted:
             continue
-        rejected = r.correction.kind == "resample"
+        rejected = r.correction.resampled
         if (kind == "rejection") == rejected:
             out.append(r.index)
     return out
@@ -70,7 +70,7 @@ def default_round(trace) -> int:
 
 
 def has_rejection(rnd) -> bool:
-    return rnd.correction.kind == "resample"
+    return rnd.correction.resampled
 
 
 def _chosen(rnd) -> bool:
@@ -288,7 +288,7 @@ def strip_html(spec, round_index: int, stage: str) -> str:
         rows, top_label = [], display_texts(spec).top
         for i in range(len(rnd.drafted) + 1):
             shown = "".join(_span(t, "not reached", _d(j + 1)) for j, t in enumerate(drafted[:i]))
-            top = rnd.drafted[i].p_top if i < len(rnd.drafted) else (rnd.correction.p_top if rnd.correction.kind == "bonus" else None)
+            top = rnd.drafted[i].p_top if i < len(rnd.drafted) else (rnd.correction.p_top if not rnd.correction.resampled else None)
             answer = (f"target's top: {_tok_html(top_label(top[0][0], top[0][1]))} (p = {top[0][2]:.2f})" if top
                       else "not needed: an earlier draft was rejected")
             rows.append(f'<div class="sd-wt-q">{ctx}{shown} <b>→ ?</b> <span class="sd-wt-a">{answer}</span></div>')
@@ -311,7 +311,7 @@ def strip_html(spec, round_index: int, stage: str) -> str:
             cells.append(_span(shown, d, below, focus=stage == "decided" and d != "not reached", rnd=rnd.index, pos=i))
         if stage in ("corrected", "committed"):
             c = rnd.correction
-            label = "resampled" if c.kind == "resample" else "bonus"
+            label = "resampled" if c.resampled else "bonus"
             cells.append(_span(correction, correction_decision(rnd), label, focus=stage == "corrected", rnd=rnd.index))
     return f'<div class="sd-wt" id="sd-wt-strip" data-stage="{stage}">{ctx}{"".join(cells)}</div>'
 

@@ -126,7 +126,7 @@ def correction_decision(rnd) -> str:
     target's own token; else resampled at a rejection, or the bonus from p."""
     if rnd.n_verified == 0:
         return "own"
-    return "resampled" if rnd.correction.kind == "resample" else "bonus"
+    return "resampled" if rnd.correction.resampled else "bonus"
 
 
 def visible_whitespace(text: str) -> str:

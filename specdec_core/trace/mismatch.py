@@ -75,7 +75,7 @@ def missed(trace: "Trace", n: int = 10) -> list[dict]:
     texts = display_texts(trace)
     groups: dict = {}
     for r, drafted, correction in zip(trace.rounds, texts.drafted, texts.correction):
-        if r.correction.kind != "resample" or r.n_accepted >= len(r.drafted):
+        if not r.correction.resampled or r.n_accepted >= len(r.drafted):
             continue
         c, proposed = r.correction, drafted[r.n_accepted].label
         g = groups.setdefault(c.id, {"token": correction.label, "token_id": c.id,

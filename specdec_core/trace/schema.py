@@ -193,6 +193,12 @@ class Correction:
     residual_top: Optional[TopList] = None  # top of norm(max(0, p - q)) for a resample
     drawn_from: Optional[DrawnFrom] = None   # what it was drawn from, as the rule decided
 
+    @property
+    def resampled(self) -> bool:
+        """Drawn where a guess was rejected (the trace's kind "resample"; the views' "resampled"),
+        not the bonus from p. The one place the trace's word is read."""
+        return self.kind == "resample"
+
     @classmethod
     def from_dict(cls, c: dict) -> "Correction":
         return cls(**{**c, "drawn_from": _enum(DrawnFrom, c.get("drawn_from"))})

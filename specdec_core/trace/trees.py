@@ -100,7 +100,7 @@ def derive_tests(rnd, greedy: bool) -> None:
         for n, rx, mass in zip(kids, r_x, r_mass):
             keep_at = None if greedy else keep_threshold(rx, 1.0 if by_r else n.q, mass)
             _set(n, test=test, keep_at=keep_at)
-    rnd.correction.drawn_from = (DrawnFrom.TOP if greedy else DrawnFrom.P if rnd.correction.kind == "bonus"
+    rnd.correction.drawn_from = (DrawnFrom.TOP if greedy else DrawnFrom.P if not rnd.correction.resampled
                                  else DrawnFrom.REST if by_r else DrawnFrom.RESIDUAL)
     if rnd.tree:   # the main line's drafts are copies of tree nodes: the same tests
         for t, i in zip(rnd.drafted, main_line(rnd)):
