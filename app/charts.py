@@ -296,10 +296,10 @@ def position_figure(trace, round_index: int, position: int) -> go.Figure:
                     hoverinfo="skip", row=1, col=2)
     if t.keep_at is not None:
         fig.add_scatter(x=[0, 0], y=[0, t.keep_at], mode="lines", line=dict(color=DECISIONS["accepted"].colour, width=10),
-                        name=f"accept region u < {name} = {test_numbers(t.u, t.keep_at)[2] if t.u is not None else f'{t.keep_at:.3f}'}",
+                        name=f"accept region u < {name} = {test_numbers(t.u, t.keep_at, t.accepted)[2] if t.u is not None else f'{t.keep_at:.3f}'}",
                         row=1, col=2)
     if t.u is not None:
-        fig.add_scatter(x=[0], y=[t.u], mode="markers+text", text=[f"u = {test_numbers(t.u, t.keep_at)[0] if t.keep_at is not None else f'{t.u:.3f}'}"],
+        fig.add_scatter(x=[0], y=[t.u], mode="markers+text", text=[f"u = {test_numbers(t.u, t.keep_at, t.accepted)[0] if t.keep_at is not None else f'{t.u:.3f}'}"],
                         textposition="middle right",
                         marker=dict(color=DECISIONS[decision].colour, size=16, symbol="diamond",
                                     line=dict(color="black", width=1)), name="uniform draw u", row=1, col=2)

@@ -94,7 +94,7 @@ def accept_line(spec, round_index: int) -> go.Figure:
                         name=f"accept region [0, {TEST_NAMES.get(t.test, name)})", legendgroup="region",
                         showlegend=i == 1, hovertemplate=f"{TEST_NAMES.get(t.test, name)} = {limit:.3f}<extra></extra>")
         if t.u is not None and t.keep_at is not None:
-            u = test_numbers(t.u, t.keep_at, 2)[0]
+            u = test_numbers(t.u, t.keep_at, t.accepted, 2)[0]
             fig.add_scatter(x=[t.u], y=[y], mode="markers+text", text=[f"u = {u}"], textposition="top center",
                             cliponaxis=False,
                             marker=dict(color=DECISIONS[d].colour, size=16, symbol="diamond",

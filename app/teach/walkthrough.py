@@ -103,7 +103,7 @@ def _rejected_numbers(rej) -> dict:
     """The first rejected guess's u and threshold as its test prints them (trace.decisions.test_numbers)."""
     if rej is None or rej.u is None or rej.keep_at is None:
         return {"rejected_u": "—", "rejected_ratio": "—"}
-    u, _, limit = test_numbers(rej.u, rej.keep_at)
+    u, _, limit = test_numbers(rej.u, rej.keep_at, False)
     return {"rejected_u": u, "rejected_ratio": limit}
 
 
@@ -301,7 +301,7 @@ def strip_html(spec, round_index: int, stage: str) -> str:
                 continue
             d = draft_decision(t)
             if stage == "decided":
-                u, _, limit = (test_numbers(t.u, t.keep_at, 2) if t.u is not None and t.keep_at is not None
+                u, _, limit = (test_numbers(t.u, t.keep_at, t.accepted, 2) if t.u is not None and t.keep_at is not None
                                else (None, None, None))
                 below = ("not checked" if d == "not reached" else
                          (f"p = {t.p:.2f}" if greedy else f"{test} = {limit}" if limit is not None else "")

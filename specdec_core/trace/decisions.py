@@ -76,13 +76,12 @@ DRAWN_FROM_WORDS = {
 }
 
 
-def test_numbers(u: float, keep_at: float, digits: int = 3) -> tuple:
-    """(u, "<" or "≥", keep_at) as printed: the relation is decided on the exact numbers and the
-    digits grow until the printed ones show it (never "0.629 < 0.629")."""
-    kept = u < keep_at
+def test_numbers(u: float, keep_at: float, kept: bool, digits: int = 3) -> tuple:
+    """(u, "<" or "≥", keep_at) as printed: the relation is the rule's recorded decision (kept), and
+    the digits grow until the printed numbers show it (never "0.629 < 0.629")."""
     for d in range(digits, 10):
         a, b = f"{u:.{d}f}", f"{keep_at:.{d}f}"
-        if a != b or not kept:
+        if (float(a) < float(b)) == kept:
             break
     return a, "<" if kept else "≥", b
 
@@ -96,7 +95,7 @@ def test_text(test: Optional[KeepTest], u: Optional[float], keep_at: Optional[fl
         return "not checked"
     if test == KeepTest.TOP or u is None or keep_at is None:
         return "kept: the target's top token" if kept else "rejected: not the target's top token"
-    a, rel, b = test_numbers(u, keep_at, digits)
+    a, rel, b = test_numbers(u, keep_at, kept, digits)
     return f"u = {a} {rel} {TEST_NAMES[test]} = {b}"
 
 
