@@ -72,10 +72,10 @@ def _varied_note(trace) -> Optional[str]:
 
 
 def _source_alphas(trace) -> dict:
-    """α (costs.run_costs's definition) of the rounds of each draft source."""
+    """α (costs.run_costs's definition) of the rounds of each draft source ({Source} -> α)."""
     by_source: dict = {}
     for r in trace.rounds:
-        by_source.setdefault(r.draft_source, []).append(r)
+        by_source.setdefault(round_sources(trace.config, r), []).append(r)
     return {src: a for src, rounds in by_source.items() if (a := run_costs.alpha(run_costs.round_sums(rounds))) is not None}
 
 
@@ -98,11 +98,12 @@ def acceptance_by_position(trace) -> go.Figure:
         ys = []
         for i in xs:
             rounds = [r for r in trace.rounds if len(r.drafted) >= i]
-            ys.append(sum(alphas.get(r.draft_source, s["alpha"]) ** i for r in rounds) / len(rounds))
+            ys.append(sum(alphas.get(round_sources(trace.config, r), s["alpha"]) ** i for r in rounds) / len(rounds))
         name = f"α^i (α = {s['alpha']:.2f})" if len(alphas) <= 1 else "α^i, each round its source's α"
         fig.add_scatter(x=xs, y=ys, name=name, mode="lines+markers", line=dict(color=THEORY_COLOUR, dash="dash"))
-    by_source = ("α by source: " + ", ".join(f"{src or 'draft'} {a:.2f}" for src, a in sorted(
-        alphas.items(), key=lambda sa: str(sa[0]))) + ". ") if len(alphas) > 1 else ""
+    label = lambda src: "+".join(sorted(s.value for s in src)) or "draft"
+    by_source = ("α by source: " + ", ".join(f"{label(src)} {a:.2f}" for src, a in sorted(
+        alphas.items(), key=lambda sa: label(sa[0]))) + ". ") if len(alphas) > 1 else ""
     if note := _varied_note(trace):
         _caption(fig, f"{by_source}{note}: position i counts only the rounds that drafted it; α^i assumes one α "
                       "per round")

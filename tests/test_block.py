@@ -8,6 +8,7 @@ import torch
 from specdec_core import ModelPair, autoregressive_generate, load_pair, speculative_generate
 from specdec_core.drafters.block_head import BlockDrafter, BlockHead, block_mask
 from specdec_core.drafters.feature_head import target_cfg
+from specdec_core.trace import Source
 from specdec_core.lab import block as B
 from specdec_core.lab.losses import chain_expected_length
 from specdec_core.sampling import SamplingConfig
@@ -151,7 +152,7 @@ def test_shipped_block_greedy_equals_plain_and_drafts_in_blocks(shipped_block):
             spec = speculative_generate(shipped_block, ids, temperature=0.0, max_new_tokens=32, **shape)
             assert spec.output_ids == plain.output_ids
             assert spec.config.draft.startswith("lookup+block")
-            assert any(r.drafted and r.draft_source == "model" for r in spec.rounds)
+            assert any(r.drafted and r.draft_source == {Source.MODEL} for r in spec.rounds)
 
 
 def test_block_rounds_replay_from_their_schedule(block_pair):

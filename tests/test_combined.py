@@ -17,7 +17,7 @@ from .test_exactness import check_exact
 REPEATING = [1, 5, 2, 7, 1, 5, 2]          # ends with "1 5 2", seen before: a 3-gram match
 SHORT = [1, 5, 2, 7, 3, 5, 2]              # "5 2" seen before, "3 5 2" not: a 2-gram match
 FRESH = [1, 5, 2]                          # no earlier 2-gram: the model proposes
-LOOKUP, MODEL = Source.LOOKUP.value, Source.MODEL.value     # as the trace writes them
+LOOKUP, MODEL = Source.LOOKUP, Source.MODEL
 
 
 def tiny_combined():
@@ -31,7 +31,7 @@ def tiny_combined():
 def test_combined_drafter_is_exact(prompt, source):
     pair, make = tiny_combined()
     trace = speculative_generate(pair, prompt, k=3, temperature=1.0, max_new_tokens=4, seed=0, drafter=make())
-    assert trace.rounds[0].draft_source == source
+    assert trace.rounds[0].draft_source == {source}
     assert check_exact(pair, 3, SamplingConfig(1.0), 4, prompt=prompt, drafter_factory=make) > 1e-3
 
 
@@ -42,7 +42,7 @@ def test_a_short_match_becomes_a_tree_branch_exactly():
     agree), and the output is still the target's."""
     pair, make = tiny_combined()
     fixed = speculative_generate(pair, SHORT, k=3, temperature=1.0, max_new_tokens=4, seed=0, drafter=make())
-    assert fixed.rounds[0].draft_source == MODEL
+    assert fixed.rounds[0].draft_source == {MODEL}
     plans = [{"depth": 2, "width": 2, "frontier": 2, "nodes": None, "keep": None}] * 3
     trace = speculative_generate(pair, SHORT, 1, k_schedule=plans, temperature=1.0, max_new_tokens=3, seed=0,
                                  drafter=make())
@@ -65,7 +65,7 @@ def test_combined_rounds_record_their_source_and_round_trip(default_pair, fake_c
     plain = autoregressive_generate(pair, ids, max_new_tokens=40)
     assert trace.output_ids == plain.output_ids                     # greedy: identical to plain
     sources = [r.draft_source for r in trace.rounds if r.drafted]
-    assert LOOKUP in sources and MODEL in sources
+    assert {LOOKUP} in sources and {MODEL} in sources
     back = Trace.from_json(trace.to_json())
     assert [r.draft_source for r in back.rounds] == [r.draft_source for r in trace.rounds]
     # tree = "auto" keeps the lookup's branch on this copy-heavy prompt: decided on the fake clock
@@ -73,7 +73,7 @@ def test_combined_rounds_record_their_source_and_round_trip(default_pair, fake_c
     auto = speculative_generate(pair, ids, max_new_tokens=40)
     assert auto.output_ids == plain.output_ids
     assert all(r.draft_s == pytest.approx(0.01) for r in auto.rounds)      # the fake clock ran it
-    copied = sum(r.n_accepted for r in auto.rounds if LOOKUP in (r.draft_source or ""))
+    copied = sum(r.n_accepted for r in auto.rounds if LOOKUP in (r.draft_source or ()))
     assert copied >= 5
 
 

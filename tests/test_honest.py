@@ -9,6 +9,7 @@ import pytest
 from specdec_core.costs import run_costs
 from specdec_core.trace import Correction, Round, Trace, TraceConfig
 from specdec_core.trace.compare import speedup_reasons, speedup_why, timings_unstable
+from specdec_core.trace import Source
 
 from app import charts, race
 from tests.test_timeline import tok
@@ -26,7 +27,7 @@ def make_round(i, t, m, n_accepted, target_s, draft_s, alpha, source="model", k=
     return Round(index=i, t_start=t, t_end=t + draft_s + target_s, draft_s=draft_s, verify_s=0.9 * target_s,
                  overhead_s=0.1 * target_s, k=m if k is None else k, drafted=drafted, n_accepted=n_accepted,
                  correction=Correction(kind, 200 + i, f" c{i}", p_top=[[200 + i, f" c{i}", 0.5]]),
-                 committed=committed, draft_source=source if m else None)
+                 committed=committed, draft_source=frozenset({Source(source)}) if m else None)
 
 
 def trace_of(rows, k, mode="speculative") -> Trace:

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from specdec_core.trace import Correction, Round, RoundPlan, Trace, TraceConfig, TreeNode
+from specdec_core.trace import Source
 
 from app import player
 from tests.test_timeline import make_plain, make_spec, tok
@@ -106,7 +107,7 @@ def test_a_lookup_round_says_it_copied_and_a_chosen_chain_is_tested_by_r():
     rnd = Round(index=0, t_start=0.1, t_end=0.3, draft_s=0.02, verify_s=0.15, overhead_s=0.03, k=2,
                 drafted=[tok(5, " the", .8, 1.0, .5, True), tok(6, " end", .3, 1.0, .6, False)], n_accepted=1,
                 correction=Correction("resample", 7, " a", p_top=[[7, " a", .4]]), committed=[5, 7],
-                draft_source="lookup", plan=RoundPlan(depth=2, width=2, frontier=1, nodes=4, keep=(0, 1), levels=2))
+                draft_source=frozenset({Source.LOOKUP}), plan=RoundPlan(depth=2, width=2, frontier=1, nodes=4, keep=(0, 1), levels=2))
     spec = lone_trace([rnd])
     fs = player.frames(spec, None)
     assert fs[0].caption == "Prompt lookup copies from earlier text: token 1 ahead, “␣the” (level 1 of 2)."

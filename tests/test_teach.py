@@ -9,6 +9,7 @@ import torch
 from specdec_core import ModelPair
 from specdec_core.decoding.exactness import chi_square, first_token_distributions, sample_plain, sample_speculative
 from specdec_core.sampling import warp_probs, SamplingConfig
+from specdec_core.trace import Source
 
 from app import handlers
 from app.teach import classroom, figures, lab, steps, tab, walkthrough
@@ -109,10 +110,10 @@ def test_draft_step_says_how_the_guesses_were_made():
     assert "**One pass** of the block drafter filled all 4 slots at once" in draft["text"]
     assert "no slot saw another's guess" in draft["text"] and "this round made one)" in draft["text"]
     assert "small draft passes" not in draft["text"]
-    spec.rounds[REJECTION].draft_source = "lookup"          # a combined drafter's copy round
+    spec.rounds[REJECTION].draft_source = frozenset({Source.LOOKUP})          # a combined drafter's copy round
     text = walkthrough.render_step(spec, plain, REJECTION, 1)["text"]
     assert "**copied from earlier text**" in text and "**no model pass**" in text and "a lookup in the text: no model pass" in text
-    spec.rounds[REJECTION].draft_source = "lookup+model"    # a tree of a copy and the model's guesses
+    spec.rounds[REJECTION].draft_source = frozenset({Source.LOOKUP, Source.MODEL})    # a copy and the model's guesses
     text = walkthrough.render_step(spec, plain, REJECTION, 1)["text"]
     assert "Two sources made this tree" in text and "the rest — one small pass per level" in text
     assert set(steps.DRAFT_HOW) >= {"sequential", "sequential_tree", "single", "block", "lookup", "mixed"}

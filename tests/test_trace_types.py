@@ -117,7 +117,7 @@ def test_a_rounds_sources_come_from_the_closed_set():
     names = lambda cfg, rnd: {s.value for s in round_sources(cfg, rnd)}
     assert names(config("ngram"), _round()) == {"lookup"}                           # prompt lookup alone
     assert names(config("distilled-feature-head"), _round()) == {"model"}           # a model alone
-    assert names(config("lookup+distilled-feature-head"), _round(draft_source="lookup")) == {"lookup"}
+    assert names(config("lookup+distilled-feature-head"), _round(draft_source=frozenset({Source.LOOKUP}))) == {"lookup"}
     assert names(config("x"), _round(tree=[node(Source.LOOKUP), node(Source.MODEL)])) == {"lookup", "model"}
     # typed inside, a string only in JSON: a tree node read back from JSON holds the Source
     back = TreeNode.from_dict(json.loads(json.dumps(node(Source.LOOKUP).to_dict())))

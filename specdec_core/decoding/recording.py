@@ -16,12 +16,11 @@ from .tree import Shape
 TOP_N = 5  # how many alternatives the trace keeps per distribution
 
 
-def source_of(tree: TokenTree, drafter) -> Optional[str]:
-    """Round.draft_source: which sources proposed the round's nodes, for a drafter of several (a
-    combined drafter's "lookup" / "model"; both joined with "+" in one tree); None for a
-    single-source drafter."""
-    named = sorted({Source(s).value for s in tree.sources}) if len(drafter.sources) > 1 else []
-    return "+".join(named) if named else None
+def source_of(tree: TokenTree, drafter) -> Optional[frozenset]:
+    """Round.draft_source: the {Source} that proposed the round's nodes, for a drafter of several (a
+    combined drafter's lookup, model, or both in one tree); None for a single-source drafter."""
+    named = frozenset(Source(s) for s in tree.sources) if len(drafter.sources) > 1 else frozenset()
+    return named or None
 
 
 def record_round(st, tree: TokenTree, acc, logits, p_target, new_ids, shape: Shape, *, times: tuple,

@@ -224,7 +224,7 @@ class Round:
     committed: list[int]     # ids appended by this round, cut at EOS / max_new_tokens
     k_reason: Optional[str] = None   # why this shape, in words (the shape rule, or why the drafter stopped early)
     k_policy: Optional[dict] = None  # optional: the shape rule's decision as data ({"kind", "why", numbers})
-    draft_source: Optional[str] = None  # optional: which source proposed `drafted` ("lookup" | "model" | "lookup+model")
+    draft_source: Optional[frozenset] = None  # {Source} that proposed it, a drafter of several (JSON: "lookup+model")
     tree: Optional[list[TreeNode]] = None   # /2: every node of a branching round, in the order verified
     plan: Optional[RoundPlan] = None        # /2: how it drafted (replay)
 
@@ -267,6 +267,7 @@ class Round:
         d = asdict(self)
         d["tree"] = None if self.tree is None else [node.to_dict() for node in self.tree]
         d["plan"] = None if self.plan is None else self.plan.to_dict()
+        d["draft_source"] = "+".join(sorted(s.value for s in self.draft_source)) if self.draft_source else None
         return d
 
     @classmethod
@@ -278,6 +279,8 @@ class Round:
             r["tree"] = [TreeNode.from_dict(node) for node in r["tree"]]
         if r.get("plan") is not None:
             r["plan"] = RoundPlan.from_dict(r["plan"])
+        if r.get("draft_source"):
+            r["draft_source"] = frozenset(Source(s) for s in r["draft_source"].split("+"))
         return cls(**r)
 
 

@@ -52,15 +52,15 @@ def _chosen(rnd) -> bool:
 
 def round_sources(config, rnd) -> frozenset:
     """{Source} that proposed a round's verified guesses (empty: a plain step). A tree's nodes name
-    theirs; a chain of a drafter of several sources names them in Round.draft_source ("lookup",
-    "model", "lookup+model"); a single-source drafter's rounds name none: prompt lookup alone
+    theirs; a chain of a drafter of several sources names them in Round.draft_source (a set of
+    Source); a single-source drafter's rounds name none: prompt lookup alone
     (config.draft "ngram") is LOOKUP, every other drafter a MODEL."""
     if rnd.tree:
         return frozenset(n.source or Source.MODEL for n in rnd.tree)
     if not rnd.drafted:
         return frozenset()
     if rnd.draft_source:
-        return frozenset(Source(s) for s in rnd.draft_source.split("+"))
+        return frozenset(rnd.draft_source)
     return frozenset({Source.LOOKUP if config.draft == NGramDrafter.name else Source.MODEL})
 
 
