@@ -72,8 +72,9 @@ TIMELINE_HELP = ("Each bordered group is one **round** (small number = round ind
                  "Click a token to open its round in the inspector below.")
 
 INSPECTOR_HELP = ("Pick a round (or click a token in the timeline) and a position: left, p and q over their top "
-                  "tokens (at T = 0 the raw T = 1 softmax); middle, the accept test u < p/q; right, at a "
-                  "rejection, the residual norm(max(0, p − q)) the replacement was drawn from.")
+                  "tokens (at T = 0 the raw T = 1 softmax); middle, the test the rule ran on this guess — "
+                  "u < p/q for a guess drawn from q, u < r(x)/Σr for one the draft chose (a token tree); right, at "
+                  "a rejection, what the replacement was drawn from: norm(max(0, p − q)), or norm(r) in a tree.")
 
 FILES_HELP = ("Every run can be saved: the speculative and the plain trace as JSON (schema "
               f"`{SCHEMA_ID}`, also readable by `python -m specdec_core --show FILE`; older "
