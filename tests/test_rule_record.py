@@ -11,7 +11,7 @@ import torch
 from specdec_core import load_pair
 from specdec_core.decoding import rule, speculative_generate
 from specdec_core.trace import Source, Trace
-from specdec_core.trace.decisions import DrawnFrom, KeepTest
+from specdec_core.trace.decisions import DrawnFrom, KeepTest, draft_decision
 from specdec_core.trace.trees import round_sources
 
 P = torch.tensor([0.30, 0.25, 0.20, 0.15, 0.07, 0.03])
@@ -89,9 +89,7 @@ def test_every_guess_of_a_decode_records_its_test(preset_pair, settings):
     greedy, tested = settings["temperature"] == 0, 0
     for rnd, old in zip(fresh.rounds, older.rounds):
         nodes = rnd.tree or rnd.drafted
-        decisions = [n.decision for n in rnd.tree] if rnd.tree else [
-            "accepted" if t.accepted else "rejected" if t.evaluated else "not reached" for t in rnd.drafted]
-        for node, was, decision in zip(nodes, old.tree or old.drafted, decisions):
+        for node, was, decision in zip(nodes, old.tree or old.drafted, _decisions(rnd)):
             assert (was.test, was.keep_at is None) == (node.test, node.keep_at is None)
             if node.keep_at is not None:
                 assert was.keep_at == pytest.approx(node.keep_at, abs=2e-6)   # the trace's p, q are rounded floats
@@ -116,8 +114,8 @@ def test_every_guess_of_a_decode_records_its_test(preset_pair, settings):
 
 
 def _decisions(rnd) -> list:
-    return [n.decision for n in rnd.tree] if rnd.tree else [
-        "accepted" if t.accepted else "rejected" if t.evaluated else "not reached" for t in rnd.drafted]
+    """Each verified guess's decision: a tree's nodes say theirs, a chain's drafts draft_decision."""
+    return [n.decision for n in rnd.tree] if rnd.tree else [draft_decision(t) for t in rnd.drafted]
 
 
 @pytest.mark.parametrize("temperature", [0.7, 0.0])
