@@ -18,6 +18,9 @@ class Page:
     sessions: "RunSessions"
     traces: gr.State             # {"spec", "plain", "banner"}: the race on show
     run_number: gr.State
+    views_due: gr.State          # the race's last update, for the Run's second step to draw
+    in_two_steps: gr.State       # True: the page's Run (the race, then the views)
+    in_one_step: gr.State        # False: the API's /run (every view from one call)
     scale: gr.State              # classroom mode's chart scale
     tabs: gr.Tabs
     # Controls above the tabs (teach/tab.py): classroom mode, the share link.
@@ -32,6 +35,7 @@ class Page:
     race_tab: gr.Tab
     prompt: gr.Textbox
     run: gr.Button
+    run_api: gr.Button           # hidden: the API's /run
     stop: gr.Button
     max_new_tokens: gr.Number
     greedy: gr.Button

@@ -21,6 +21,12 @@ MODEL_QUEUE = "model-work"     # one queue for everything that runs a model: lan
 RUN_FIELDS = tuple(f.name for f in fields(handlers.RunForm))
 VIEW_OUTPUTS = ("traces", "run_number", "banner", "recorded_why", "plain_lane", "spec_lane", "verdict", "timeline", "stats",
                 "round", "position", "round_plot", "position_plot", *views.CHART_NAMES, "player", "files")
+# The page's Run is two steps. The race streams to these few outputs only; every other view is drawn
+# by a second step once the race is over (`views_due` hands it the race's last update). Why: on
+# every streamed update Gradio's page re-reads each output of the event (it deep-copies every
+# chart's data to update its loading status), so a race streaming to all the views cost the
+# decoder on the same cores ~15 % of its speed, measured with Chromium open (docs/bench/page-race).
+RACE_OUTPUTS = ("traces", "run_number", "banner", "plain_lane", "spec_lane", "verdict", "timeline", "views_due")
 
 # Gradio pulses the border of every output a running event streams to, forever: on a page drawn by
 # the CPU each frame of that animation is CPU the race's decoder, on the same cores, lacks
@@ -100,6 +106,8 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict, 
     C = Page()
     C.traces = gr.State({"spec": spec0, "plain": plain0, "banner": init["banner"]})
     C.run_number = gr.State(0)
+    C.views_due = gr.State(None)
+    C.in_two_steps, C.in_one_step = gr.State(True), gr.State(False)
     C.scale = gr.State(1.0)          # classroom mode's chart scale (the page's CSS scales the rest)
     gr.Markdown(explain.INTRO, elem_id="sd-intro")
     teach_tab.layout_controls(C)
@@ -149,6 +157,8 @@ def _layout_first_screen(C: Page, init: dict) -> None:
             with gr.Row(elem_id="sd-run-row"):
                 C.run = gr.Button("▶ Run", variant="primary", elem_id="sd-run", min_width=90)
                 C.stop = gr.Button("■ Stop", variant="stop", elem_id="sd-stop", min_width=90)
+                # The API's /run: the same Run in one step, every view in its last update.
+                C.run_api = gr.Button("Run (API)", visible=False)
             with gr.Row(equal_height=False):
                 # Number fields, not sliders: whatever is typed reaches the settings check, which
                 # refuses it with the field's range (RANGES) instead of a widget clamping silently.
@@ -281,25 +291,36 @@ def _race_listeners(C: Page, view_outputs: list) -> None:
 
     # A refused action never raises to Gradio (that leaves "Error" badges on the views until some
     # later event happens to clear them): the banner says why and the previous results stay.
+    race_outputs = [C[name] for name in RACE_OUTPUTS]
+
+    # `in_two_steps` (a State input: True for the page's Run, False for the API's /run, which returns
+    # every view from one call): the race's updates stream to race_outputs, and the first update
+    # that carries any other view (the finished race, a stopped or refused one) goes whole to
+    # `views_due`, for on_views to draw.
     def on_run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
-               max_new_tokens, seed, tree, run_number, traces, scale, player_round, request: gr.Request,
-               progress=gr.Progress()):
+               max_new_tokens, seed, tree, run_number, traces, scale, player_round, in_two_steps,
+               request: gr.Request, progress=gr.Progress()):
         values = locals()
         form = handlers.RunForm(**{name: values[name] for name in RUN_FIELDS})
         session = _session(request)
         C.sessions.started(session)    # API calls skip the button's instant step
+        step = (lambda u: u if set(u) <= set(race_outputs) else {C.views_due: u}) if in_two_steps else (lambda u: u)
         try:
             for vals in handlers.run(form, run_number, progress, gr.Info,
                                      should_stop=lambda: C.sessions.should_stop(session)):
                 if "player" in vals and player_round is not None:    # a shared link's round, or the last one
                     t = vals["traces"]
                     vals["player"] = player.player_html(t["spec"], t["plain"], start_round=player_round)
-                yield _updates(C, vals, scale)
+                yield step(_updates(C, vals, scale))
         except handlers.UserError as e:
             gr.Warning(str(e))
-            yield _updates(C, handlers.refused(str(e), traces, what=e.what), scale)
+            yield step(_updates(C, handlers.refused(str(e), traces, what=e.what), scale))
         finally:
             C.sessions.finished(session)
+
+    def on_views(due):
+        """The page's second step: the views the race handed over (nothing when it had none)."""
+        return {**(due or {}), C.views_due: None}
 
     def on_preset(preset):
         f = handlers.preset_fields(preset)
@@ -331,12 +352,15 @@ def _race_listeners(C: Page, view_outputs: list) -> None:
     # recorded race shows it again.
     for event in (C.run.click, C.greedy.click, C.upload.upload):
         event(lambda: gr.Radio(value=None), None, C.recorded, queue=False, api_visibility="private")
+    page_run = dict(fn=on_run, inputs=run_inputs + [C.in_two_steps], outputs=race_outputs, concurrency_limit=1,
+                    concurrency_id=MODEL_QUEUE, show_progress_on=[C.verdict], api_visibility="private")
+    draw_views = dict(fn=on_views, inputs=C.views_due, outputs=view_outputs + [C.views_due],
+                      concurrency_limit=None, show_progress="hidden", api_visibility="private")
     C.greedy.click(on_greedy, None, [C.temperature, C.top_p], queue=False,
-                      api_visibility="private").then(
-        on_run, run_inputs, view_outputs, concurrency_limit=1, concurrency_id=MODEL_QUEUE,
-        show_progress_on=[C.verdict], api_visibility="private")
-    C.run.click(on_run, run_inputs, view_outputs, concurrency_limit=1,
-                   concurrency_id=MODEL_QUEUE, api_name="run", show_progress_on=[C.verdict])
+                      api_visibility="private").then(**page_run).then(**draw_views)
+    C.run.click(**page_run).then(**draw_views)
+    C.run_api.click(on_run, run_inputs + [C.in_one_step], view_outputs, concurrency_limit=1,
+                    concurrency_id=MODEL_QUEUE, api_name="run")
     C.stop.click(on_stop, [C.traces, C.scale], view_outputs, api_name="stop", queue=False)
 
 

@@ -26,14 +26,37 @@ def run_args(prompt=PROMPT, target="smollm2-135m", drafter=NGRAM, k="4", max_new
 
 
 @pytest.fixture(scope="module")
-def client():
+def demo():
     from app.ui import build_demo, launch_kwargs
     demo = build_demo()
     demo.queue().launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1", **launch_kwargs())
     try:
-        yield Client(demo.local_url, verbose=False)
+        yield demo
     finally:
         demo.close()
+
+
+@pytest.fixture(scope="module")
+def client(demo):
+    yield Client(demo.local_url, verbose=False)
+
+
+def test_the_pages_race_streams_to_the_lanes_only_and_the_api_gets_every_view(demo):
+    """The page's Run is two events (issue 44: Gradio's page re-reads every output of a streaming
+    event on each update, so a race streaming to the charts slowed the decoder on the same cores):
+    the race streams to the lanes and a few small outputs, no chart among them, and hands the
+    views to a second event; the API's /run stays one call that returns every view."""
+    import gradio as gr
+    from app.ui import RACE_OUTPUTS, VIEW_OUTPUTS
+    fns = list(demo.fns.values())
+    api = next(f for f in fns if f.api_name == "run")
+    assert len(api.outputs) == len(VIEW_OUTPUTS)
+    page_runs = [f for f in fns if f.fn is api.fn and f is not api]
+    assert len(page_runs) == 2                          # the Run button and the greedy button's run
+    for f in page_runs:
+        assert len(f.outputs) == len(RACE_OUTPUTS)
+        assert not any(isinstance(o, gr.Plot) for o in f.outputs)
+        assert f.api_visibility == "private"
 
 
 @pytest.fixture(scope="module")

@@ -84,6 +84,14 @@ def _set_number(page, selector, value):
     assert float(box.input_value()) == float(value), f"{selector} did not take {value}"
 
 
+def _no_toasts(page):
+    """Close info toasts (the first model load shows one) so screenshots show the views."""
+    for button in page.locator(".toast-close").all():
+        if button.is_visible():
+            button.click()
+    page.wait_for_timeout(300)
+
+
 def _choose(page, selector, value):
     open_advanced(page)
     box = page.locator(f"{selector} input")
@@ -146,6 +154,7 @@ def test_run_race_timeline_charts_inspector_download_upload(page):
     page.wait_for_selector("#sd-round-plot .main-svg")
     assert page.locator(".js-plotly-plot .main-svg").count() >= 14     # 7 plots × 2 SVG layers
     page.locator("#sd-lane-spec").scroll_into_view_if_needed()
+    _no_toasts(page)
     page.screenshot(path=str(ARTIFACTS / "race.png"), full_page=False,
                     clip={"x": 0, "y": 0, "width": 1500, "height": 1100})
 

@@ -138,3 +138,39 @@ def test_the_walkthrough_walks_this_race_and_ends(page, tmp_path):
     page.locator("#sd-wt-next").click(force=True)
     page.wait_for_timeout(500)
     assert page.locator("#sd-wt-counter").inner_text() == counter
+
+
+def test_a_round_without_guesses_says_the_target_wrote_it(page, default_pair, tmp_path):
+    """Issue 44 item 4: a round that drafted nothing is shown as the target's own token — its mark
+    and tooltip in the timeline, the legend, the round player's caption — never as a lone "bonus".
+    The race is a real decode of the default target replaying a schedule whose every other round
+    is a plain step (k = 0: what the shape rule does when no guess pays), loaded as files."""
+    from specdec_core import autoregressive_generate, speculative_generate
+    ids = default_pair.encode_prompt(COPY_PROMPT, chat=True)
+    spec = speculative_generate(default_pair, ids, k=2, max_new_tokens=12, k_schedule=[2, 0, 2, 0])
+    plain = autoregressive_generate(default_pair, ids, max_new_tokens=12)
+    own = [r.index for r in spec.rounds if not r.drafted and not r.tree]
+    assert own, "the schedule's plain steps are rounds without guesses"
+    files = [tmp_path / "spec.trace.json", tmp_path / "plain.trace.json"]
+    spec.save(files[0])
+    plain.save(files[1])
+    page.wait_for_selector("#sd-timeline .sd-tok")
+    with page.expect_file_chooser() as fc:
+        page.locator("#sd-upload").click()
+    fc.value.set_files([str(f) for f in files])
+    page.wait_for_function("document.querySelector('#sd-banner').innerText.includes('Loaded from file')")
+    page.wait_for_selector(f'#sd-timeline .sd-round[data-round="{own[0]}"]')
+    for r in own:
+        toks = page.locator(f'#sd-timeline .sd-round[data-round="{r}"] .sd-tok')
+        assert toks.count() == 1 and "sd-own" in toks.get_attribute("class")
+        assert "no guess this round: the target wrote one token itself" in toks.get_attribute("title")
+    assert "no guess (the target wrote it)" in page.locator(".sd-legend").first.text_content()
+    assert page.locator("#sd-timeline .sd-bonus").count() == sum(
+        1 for r in spec.rounds if r.drafted and r.n_accepted == len(r.drafted))   # bonus only after kept guesses
+    # the player, moved there by a click on the round in the timeline, says it in its caption
+    page.locator(f'#sd-timeline .sd-round[data-round="{own[0]}"] .sd-rn').click()
+    page.wait_for_function(f"document.querySelector('#sd-player').dataset.round === '{own[0]}'")
+    caption = page.locator("#sd-player .sd-pl-caption").inner_text()
+    assert caption.startswith("No guesses this round: the target writes one token itself"), caption
+    page.locator("#sd-player").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "player-no-guess.png"), full_page=False)

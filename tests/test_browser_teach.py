@@ -4,19 +4,11 @@ and the cost-of-a-pass measurement and sees their charts, and opens a shared lin
 prompt and settings. Screenshots go to test-artifacts/ (README shows them)."""
 import pytest
 
-from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, page, url  # noqa: F401 (fixtures)
+from tests.test_browser import ARTIFACTS, _choose, _no_toasts, _set_number, browser, page, url  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
 TITLE = "document.querySelector('#sd-wt-text h3') && document.querySelector('#sd-wt-text h3').innerText"
-
-
-def _no_toasts(page):
-    """Close info toasts (the first model load shows one) so screenshots show the views."""
-    for button in page.locator(".toast-close").all():
-        if button.is_visible():
-            button.click()
-    page.wait_for_timeout(300)
 
 
 def _open(page, tab):
