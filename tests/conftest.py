@@ -1,5 +1,6 @@
 """Shared fixtures: tiny random Llama pairs with exactly computable distributions, and the real
-embedded default target (loaded once per test session, offline)."""
+embedded default target (loaded once per test session, offline), and the app served once for the
+browser tests."""
 import os
 from types import SimpleNamespace
 
@@ -24,11 +25,57 @@ def tiny_llama(vocab_size: int = 8, seed: int = 0, layers: int = 1, init: float 
     return model
 
 
+# The χ² exactness tests' sample sizes, from a stated power target instead of round numbers: a
+# sampler whose output distribution is at total-variation distance ≥ TV_DETECT from the target's is
+# caught (p ≤ ALPHA) with probability ≥ POWER, and an exact one passes (p > ALPHA) with probability
+# 1 − ALPHA. Any distribution at TV δ from p has χ²-divergence Σ (f − p)²/p ≥ (Σ|f − p|)² = 4δ²
+# (Cauchy–Schwarz), so n samples give the Pearson statistic a noncentrality ≥ 4δ²n: the worst case
+# over every alternative at that distance, over `cells` outcomes (cells expected below 5 are pooled).
+TV_DETECT, ALPHA, POWER = 0.12, 1e-3, 0.9
+
+
+def _chi2_sf(x: float, dof: float, noncentrality: float = 0.0) -> float:
+    """P(χ²_dof(noncentrality) > x): a Poisson mixture of central χ² tails."""
+    j = torch.arange(0, 600, dtype=torch.float64)
+    half = noncentrality / 2
+    weights = torch.exp(j * torch.log(torch.tensor(max(half, 1e-300), dtype=torch.float64)) - half - torch.lgamma(j + 1)) \
+        if half > 0 else (j == 0).double()
+    return float((weights * torch.special.gammaincc((dof + 2 * j) / 2, torch.tensor(x / 2, dtype=torch.float64))).sum())
+
+
+def samples_for_power(cells: int, tv: float = TV_DETECT, alpha: float = ALPHA, power: float = POWER) -> int:
+    """The fewest samples (a multiple of 10) for which a Pearson test over `cells` outcomes at
+    false-alarm rate `alpha` detects any distribution at total variation ≥ `tv` from the exact one
+    with probability ≥ `power` (see TV_DETECT)."""
+    dof, lo, hi = cells - 1, 0.0, 10.0 * cells + 100
+    for _ in range(200):                         # the test's critical value: P(χ²_dof > crit) = alpha
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _chi2_sf(mid, dof) > alpha else (lo, mid)
+    crit, n = hi, 10
+    while _chi2_sf(crit, dof, 4 * tv * tv * n) < power:
+        n += 10
+    return n
+
+
 @pytest.fixture(scope="session")
 def default_pair():
     """The embedded SmolLM2-135M-Instruct target (fp32, CPU) with the n-gram drafter."""
     from specdec_core import load_pair
     return load_pair("smollm2-135m", draft="ngram", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def url():
+    """The app, served once for every browser test module (its pages are fresh per test: each is
+    its own Gradio session); the model pair it loads is loaded once for all of them."""
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from app.ui import build_demo, launch_kwargs
+    demo = build_demo()
+    demo.queue().launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1", **launch_kwargs())
+    try:
+        yield demo.local_url
+    finally:
+        demo.close()
 
 
 def pytest_collection_modifyitems(items):

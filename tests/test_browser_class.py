@@ -7,7 +7,7 @@ most 5,000 px tall. Screenshots go to test-artifacts/class-*.png."""
 import pytest
 
 from specdec_core import glossary
-from tests.test_browser import ARTIFACTS, browser, open_advanced, url  # noqa: F401 (fixtures)
+from tests.test_browser import ARTIFACTS, browser, open_advanced  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser]
 

@@ -3,7 +3,7 @@
 runs the k sweep to its best k. Screenshots go to test-artifacts/ (README shows them)."""
 import pytest
 
-from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, greedy, page, url  # noqa: F401 (fixtures)
+from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, greedy, page  # noqa: F401 (fixtures)
 from tests.test_browser_teach import _no_toasts
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, page, url  # noqa: F401 (fixtures)
+from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, page  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.test_browser import ARTIFACTS, _set_number, browser, open_advanced, page, run_then_stop, url  # noqa: F401 (fixtures)
+from tests.test_browser import ARTIFACTS, _set_number, browser, open_advanced, page, run_then_stop  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 

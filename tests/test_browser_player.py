@@ -12,7 +12,7 @@ import pytest
 from specdec_core import Trace
 from specdec_core.trace.decisions import draft_decision
 
-from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, page, url  # noqa: F401 (fixtures)
+from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, page  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_browser import ARTIFACTS, browser, page, url  # noqa: F401  (fixtures)
+from .test_browser import ARTIFACTS, browser, page  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 

@@ -4,7 +4,7 @@ and the cost-of-a-pass measurement and sees their charts, and opens a shared lin
 prompt and settings. Screenshots go to test-artifacts/ (README shows them)."""
 import pytest
 
-from tests.test_browser import ARTIFACTS, _choose, _no_toasts, _set_number, browser, page, url  # noqa: F401 (fixtures)
+from tests.test_browser import ARTIFACTS, _choose, _no_toasts, _set_number, browser, page  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 

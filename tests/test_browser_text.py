@@ -4,7 +4,7 @@ downloaded traces), no "�" shows in the lanes or the timeline, and split chara
 byte cue there. Screenshot: test-artifacts/text-arabic-emoji.png."""
 import pytest
 
-from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, greedy, page, url  # noqa: F401 (fixtures)
+from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, greedy, page  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 

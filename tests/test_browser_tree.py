@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from .test_browser import ARTIFACTS, open_advanced, _set_number, browser, page, url  # noqa: F401  (fixtures)
+from .test_browser import ARTIFACTS, open_advanced, _set_number, browser, page  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 

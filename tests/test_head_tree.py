@@ -8,7 +8,7 @@ import torch
 from specdec_core import autoregressive_generate
 from specdec_core.decoding import parse_request, rule, start_decode
 from specdec_core.decoding.exactness import chi_square
-from .conftest import draft_tree, tree_generate_ids
+from .conftest import draft_tree, samples_for_power, tree_generate_ids
 from specdec_core.drafters.head_tree import score_logprobs
 from specdec_core.sampling import SamplingConfig, raw_probs
 from specdec_core.trace.compare import greedy_check
@@ -179,7 +179,7 @@ def test_expanded_tree_sampling_matches_the_target(monkeypatch):
     tree = draft_tree(drafter, committed, 3, 3, cfg, None, nodes=7, frontier=3)
     assert len(tree.children()[-1]) >= 3 and max(tree.depths) >= 2
     exact = exact_two_token_distribution(pair.target, PROMPT, cfg, 8)
-    result = chi_square(expanded_counts(pair, cfg, 1500), exact)
+    result = chi_square(expanded_counts(pair, cfg, samples_for_power(8 * 8)), exact)   # the stated power target
     assert result.impossible == 0 and result.p_value > 1e-3
     monkeypatch.setattr(rule, "reject_child", lambda removed, token, r_x: None)
     assert chi_square(expanded_counts(pair, cfg, 500), exact).p_value < 1e-3

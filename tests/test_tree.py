@@ -20,7 +20,7 @@ from specdec_core.kernels import fastpath
 from specdec_core.sampling import SamplingConfig
 from specdec_core.trace.compare import greedy_check
 
-from .conftest import tiny_llama
+from .conftest import samples_for_power, tiny_llama
 from .test_devices import decodes_clean
 from .test_exactness import exact_two_token_distribution
 
@@ -277,7 +277,7 @@ def test_tree_decode_names_its_devices(head_pair):
         assert decodes_clean(lambda: tree_generate_ids(head_pair, PROMPT, 3, 3, max_new_tokens=10, **settings)) == []
 
 
-N_SAMPLES = 1500
+N_SAMPLES = samples_for_power(8 * 8)     # the stated power target over the tiny pair's 64 joint outcomes
 
 
 def tree_two_token_counts(pair, cfg, n=N_SAMPLES) -> torch.Tensor:
