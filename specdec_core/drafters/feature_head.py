@@ -19,6 +19,7 @@ and output rows are taken from the target at load time, never stored twice.
 """
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Optional
@@ -44,14 +45,21 @@ class RMSNorm(nn.Module):
         self.weight, self.eps = nn.Parameter(torch.ones(dim)), eps
 
     def forward(self, x):
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+        # weight · x / sqrt(mean(x²) + eps), in one op (a draft call runs three of them)
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+@functools.lru_cache(maxsize=None)
+def _inv_freq(d: int, theta: float, device: str) -> torch.Tensor:
+    """[d/2] RoPE's frequencies, made once per (head dim, base, device): not at every draft call."""
+    with torch.inference_mode(False):    # a plain tensor, usable in training too
+        return 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=device) / d)
 
 
 def rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
     """Rotary embedding (HF Llama 'rotate_half' layout): x [B, h, T, d], pos [T] -> same shape."""
     d = x.shape[-1]
-    inv = 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d)
-    ang = pos.float()[:, None] * inv[None]                       # [T, d/2]
+    ang = pos.float()[:, None] * _inv_freq(d, float(theta), str(x.device))[None]   # [T, d/2]
     cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
     x1, x2 = x[..., : d // 2], x[..., d // 2:]
     return x * cos + torch.cat([-x2, x1], -1) * sin
@@ -143,14 +151,16 @@ class FeatureHead(nn.Module):
     def logits(self, g: torch.Tensor) -> torch.Tensor:
         """g [..., H] -> logits over the N draft tokens [..., N]."""
         if self.packed_logits is not None and self.packed_logits.usable_for([self.head_w]) and g.dtype == torch.float32:
-            return fastpath.packed_linear(self.norm(g), self.packed_logits.tensor, self.bias)
+            return self.packed_logits.linear(self.norm(g), self.bias)
         return self.norm(g) @ self.head_w.T.to(g.dtype) + self.bias
 
     def use_fast_path(self) -> None:
-        """Drafting only (no training after this): prepack every matrix, the output rows included."""
-        fastpath.apply(self)
+        """Drafting only (no training after this): prepack every matrix, the output rows included,
+        in bfloat16 where the CPU has bf16 math (fastpath.draft_matrix_dtype)."""
+        dtype = fastpath.draft_matrix_dtype()
+        fastpath.apply(self, dtype=dtype)
         if fastpath.kernels_of(self).name == fastpath.FAST and self.head_w is not None:
-            self.packed_logits = fastpath.Pack([self.head_w])
+            self.packed_logits = fastpath.Pack([self.head_w], dtype=dtype)
 
     def forward(self, feat, ids, pos, cache: Optional[list], mask: Optional[torch.Tensor] = None):
         """Incremental forward for drafting. feat [1, n, H], ids [1, n], pos [n]; cache [k, v] or
@@ -164,12 +174,11 @@ class FeatureHead(nn.Module):
         q, k, v = self.qkv(x, pos)
         if cache is not None:
             k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
-        rep = self.nh // self.nkv
         n, total = q.shape[2], k.shape[2]
         if mask is None:   # causal: the n new queries against all `total` keys (the last n are theirs)
             mask = torch.ones(n, total, dtype=torch.bool, device=q.device).tril(total - n)
-        attn = F.scaled_dot_product_attention(q, k.repeat_interleave(rep, 1),
-                                              v.repeat_interleave(rep, 1), attn_mask=mask)
+        # grouped-query attention: each of the nkv key/value heads serves nh / nkv query heads
+        attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
         return self.finish(x, attn), [k, v]
 
 

@@ -9,10 +9,11 @@ from typing import Optional
 import torch
 
 
-def pack(weight: torch.Tensor) -> torch.Tensor:
-    """A dense fp32 [out, in] matrix -> its prepacked oneDNN copy (an opaque tensor)."""
+def pack(weight: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A dense fp32 [out, in] matrix -> its prepacked oneDNN copy (an opaque tensor), stored in
+    `dtype` (float32, or bfloat16 for a draft: half the bytes to stream)."""
     # Batch-size hint 8: measured best for the 1–9 rows a decoding or verify pass feeds.
-    return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), 8)
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(dtype).contiguous(), 8)
 
 
 def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
@@ -26,10 +27,19 @@ class Pack:
     attribute: state_dict, parameters(), `.to` never see it. A deepcopy or pickle of it is empty,
     so a copied model runs the stock code (correct, stock speed)."""
 
-    def __init__(self, sources: list, bias: Optional[torch.Tensor] = None):
-        self.tensor = pack(torch.cat([w.detach() for w in sources]) if len(sources) > 1 else sources[0])
+    def __init__(self, sources: list, bias: Optional[torch.Tensor] = None, dtype: torch.dtype = torch.float32):
+        self.dtype = dtype
+        self.tensor = pack(torch.cat([w.detach() for w in sources]) if len(sources) > 1 else sources[0], dtype)
         self.bias = None if bias is None else bias.detach().clone()
         self.stamp = self._stamp(sources)
+
+    def linear(self, x: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+        """y = x Wᵀ + b with this pack's W: x [..., in] fp32 -> [..., out] fp32 (a bfloat16 pack
+        reads x in bfloat16, accumulates in fp32 and adds the fp32 bias after)."""
+        if self.dtype is torch.float32:
+            return packed_linear(x, self.tensor, bias)
+        y = packed_linear(x.to(self.dtype), self.tensor, None).float()
+        return y if bias is None else y + bias
 
     @staticmethod
     def _stamp(tensors) -> list:
@@ -61,5 +71,5 @@ class Pack:
 
 def _empty_pack() -> Pack:
     p = Pack.__new__(Pack)
-    p.tensor, p.bias, p.stamp = None, None, []
+    p.tensor, p.bias, p.stamp, p.dtype = None, None, [], torch.float32
     return p
