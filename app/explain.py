@@ -145,6 +145,10 @@ DRAFT_HINT = ("distilled: the feature head, k guesses in k sequential head steps
               "all k ≤ 8 guesses in one pass (no guess sees another) · target-layers:N: the target's first N "
               "layers")
 
+# What the greedy button says when it has set greedy sampling (it does not start a race).
+GREEDY_SET = ("Greedy sampling set: temperature 0, top-p 1 (in Advanced). Press Run: both lanes then write "
+              "the target's most likely token at every step, so their texts are identical token for token.")
+
 ERRORS = {
     "empty_prompt": "The prompt is empty: type some text or pick an example.",
     "no_draft": "“Draft model” needs a draft: type distilled, block, a model id, a local folder, or "

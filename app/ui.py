@@ -91,8 +91,8 @@ def _updates(C: Page, vals: dict, scale: float = 1.0) -> dict:
 
 
 # The page's default sampler: the bench's sampling mode, so the first race shows the whole rule
-# (draws u against p/q, rejections, residual resamples, bonus tokens); the greedy button is one
-# click away for the token-for-token check.
+# (draws u against p/q, rejections, residual resamples, bonus tokens); the greedy button sets
+# temperature 0 for the token-for-token check (Run races it).
 DEFAULT_SAMPLER = {"temperature": 0.7, "top_p": 0.9, "top_k": 0, "seed": 0}
 GREEDY_SAMPLER = {"temperature": 0, "top_p": 1}
 RESIZE_JS = "() => { for (const ms of [60, 400]) setTimeout(() => window.dispatchEvent(new Event('resize')), ms); }"
@@ -340,9 +340,10 @@ def _race_listeners(C: Page, view_outputs: list) -> None:
     def on_pressed(request: gr.Request):
         C.sessions.pressed(_session(request))
 
-    # One click to the token-for-token check: greedy sampling, then the same Run.
-    def on_greedy(request: gr.Request):
-        C.sessions.pressed(_session(request))
+    # The greedy button sets greedy sampling and says so; running stays on Run (issue 47: a button
+    # named for a setting that also started a race surprised its users).
+    def on_greedy():
+        gr.Info(explain.GREEDY_SET)
         return {C.temperature: GREEDY_SAMPLER["temperature"], C.top_p: GREEDY_SAMPLER["top_p"]}
 
     C.preset.change(on_preset, C.preset, [C.target, C.draft, C.drafter, C.preset],
@@ -350,15 +351,14 @@ def _race_listeners(C: Page, view_outputs: list) -> None:
     C.run.click(on_pressed, None, None, queue=False, api_visibility="private")
     # A run (or a loaded file) replaces the recorded race: the switch lets go, so a click on either
     # recorded race shows it again.
-    for event in (C.run.click, C.greedy.click, C.upload.upload):
+    for event in (C.run.click, C.upload.upload):
         event(lambda: gr.Radio(value=None), None, C.recorded, queue=False, api_visibility="private")
-    page_run = dict(fn=on_run, inputs=run_inputs + [C.in_two_steps], outputs=race_outputs, concurrency_limit=1,
-                    concurrency_id=MODEL_QUEUE, show_progress_on=[C.verdict], api_visibility="private")
-    draw_views = dict(fn=on_views, inputs=C.views_due, outputs=view_outputs + [C.views_due],
-                      concurrency_limit=None, show_progress="hidden", api_visibility="private")
-    C.greedy.click(on_greedy, None, [C.temperature, C.top_p], queue=False,
-                      api_visibility="private").then(**page_run).then(**draw_views)
-    C.run.click(**page_run).then(**draw_views)
+    C.run.click(on_run, run_inputs + [C.in_two_steps], race_outputs, concurrency_limit=1, concurrency_id=MODEL_QUEUE,
+                show_progress_on=[C.verdict], api_visibility="private").then(
+        on_views, C.views_due, view_outputs + [C.views_due], concurrency_limit=None, show_progress="hidden",
+        api_visibility="private")
+    # queued (not queue=False): its message travels on the queue's stream
+    C.greedy.click(on_greedy, None, [C.temperature, C.top_p], concurrency_limit=None, api_visibility="private")
     C.run_api.click(on_run, run_inputs + [C.in_one_step], view_outputs, concurrency_limit=1,
                     concurrency_id=MODEL_QUEUE, api_name="run")
     C.stop.click(on_stop, [C.traces, C.scale], view_outputs, api_name="stop", queue=False)

@@ -65,7 +65,7 @@ def test_the_first_screen_is_the_lesson(browser, url, width, height):  # noqa: F
         page.close()
 
 
-def test_default_sampler_shows_the_rule_and_greedy_is_one_click_away(browser, url):  # noqa: F811
+def test_default_sampler_shows_the_rule_and_greedy_sets_temperature_0(browser, url):  # noqa: F811
     page = _open(browser, url, 1366, 768)
     try:
         open_advanced(page)
@@ -74,6 +74,15 @@ def test_default_sampler_shows_the_rule_and_greedy_is_one_click_away(browser, ur
             return page.locator(f"{selector} input[type=number]").input_value()
         assert (value("#sd-temperature"), value("#sd-top-p"), value("#sd-seed")) == ("0.7", "0.9", "0")
         assert page.locator("#sd-greedy").is_visible()
+        # the greedy button sets greedy sampling and says so; it starts no race (issue 47)
+        banner = page.locator("#sd-banner").inner_text()
+        page.locator("#sd-greedy").click()
+        page.wait_for_selector("text=Greedy sampling set")
+        page.wait_for_function("document.querySelector('#sd-temperature input[type=number]').value === '0'")
+        assert value("#sd-top-p") == "1"
+        page.wait_for_timeout(1500)
+        assert page.locator("#sd-banner").inner_text() == banner          # still the recorded race
+        assert "running" not in page.locator("#sd-lane-plain").inner_text()
     finally:
         page.close()
 
