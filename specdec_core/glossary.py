@@ -59,9 +59,10 @@ WORDS = (
          "One cycle of the race: the draft guesses, the target checks every guess in one pass, and between "
          "1 and k + 1 tokens are committed."),
     Term("acceptance rate", "",
-         "Kept guesses ÷ all guesses drafted in this run, counting the guesses after a rejection, which are "
-         "never checked, as not kept; it is lower than α, which is the chance of keeping a guess that is "
-         "checked."),
+         "Kept guesses ÷ all guesses drafted in this run, a count of what happened in which guesses never "
+         "checked (after a rejection, or beside a kept one in a token tree) count as not kept, while α is "
+         "computed from p and q as the chance of keeping one checked guess drawn from q, so the two differ "
+         "and either can be the larger."),
     Term("prefill", "",
          "The target's first pass over the whole prompt, before the first new token; both lanes pay it once."),
     Term("token tree", "",

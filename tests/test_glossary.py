@@ -33,3 +33,20 @@ def test_readme_glossary_is_the_core_text():
 def test_cli_lines():
     lines = glossary.lines()
     assert len(lines) == len(glossary.GLOSSARY) and lines[0].startswith("α")
+
+
+def test_acceptance_rate_and_alpha_can_be_in_either_order():
+    """The glossary says how the two differ and that either can be the larger (issue 47: a page showed
+    the rate 0.419 above α 0.311 under a sentence saying it was lower): one trace each way."""
+    from dataclasses import replace
+
+    from specdec_core.trace import Trace
+    from tests.test_timeline import make_spec
+    spec = make_spec()                       # 3 of 5 guesses kept, checked guesses' Σmin(p, q) 0.5–0.9
+    assert spec.stats["acceptance_rate"] < spec.stats["alpha"]
+    lower = [replace(r, drafted=[replace(d, overlap=0.3 if d.evaluated else None) for d in r.drafted])
+             for r in spec.rounds]           # the same decisions, a draft that agreed less on paper
+    stats = Trace.from_json(replace(spec, rounds=lower).to_json()).stats
+    assert stats["acceptance_rate"] > stats["alpha"]
+    text = glossary.define("acceptance rate")
+    assert "either can be the larger" in text and "lower than" not in text
