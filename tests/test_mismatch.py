@@ -15,13 +15,19 @@ from tests.test_timeline import make_plain, make_spec, tok
 
 
 def test_categories_are_one_table_with_known_examples():
-    want = {" the": "word start", "ing": "word continuation", "'s": "word continuation", "\n\n": "whitespace/newline",
+    want = {" the": "word start", "\n\n": "whitespace/newline",
             "  ": "whitespace/newline", " 42": "digits", "7": "digits", ".": "punctuation", ",\"": "punctuation",
             "…": "punctuation", "{": "code symbols", "();": "code symbols", " ==": "code symbols",
             "<|im_end|>": "special/end", "": "special/end", " (see": "word start"}
     assert {t: category(t) for t in want} == want
     assert category(" the", special=True) == "special/end"          # an end-of-sequence id
-    assert set(want.values()) == set(CATEGORIES)
+    assert set(want.values()) | {category("ing", before=" runn")} == set(CATEGORIES)
+    # a word needs no leading space where nothing glues it to letters before it (issue 47): the
+    # start of the text, a line, a space token or punctuation; after letters it continues a word
+    for text, before in (("Cats", ""), ("The", "Hello.\n"), ("def", "\n"), ("with", "x = 1 "), ("see", "(")):
+        assert category(text, before=before) == "word start", (text, before)
+    for text, before in (("ing", " runn"), ("'s", " cat"), ("tion", " na"), ("th", "4")):
+        assert category(text, before=before) == "word continuation", (text, before)
 
 
 def test_draft_vocabulary_round_trips_compactly():

@@ -38,7 +38,7 @@ def positions(trace: "Trace") -> list[dict]:
         for i, (t, shown) in enumerate(zip(r.drafted, drafted), 1):
             if t.evaluated:
                 rows.append({"round": r.index, "position": i, "token": shown.label, "token_id": t.id,
-                             "category": category(shown.label, t.id in eos), "p": t.p, "q": t.q,
+                             "category": category(shown.label, t.id in eos, so_far), "p": t.p, "q": t.q,
                              # the rule's recorded threshold (T = 0: no draw, 1 for the top token, else 0)
                              "keep_at": t.keep_at if t.keep_at is not None else float(t.accepted),
                              "test": TEST_NAMES.get(t.test, "—"),
@@ -78,8 +78,9 @@ def missed(trace: "Trace", n: int = 10) -> list[dict]:
         if not r.correction.resampled or r.n_accepted >= len(r.drafted):
             continue
         c, proposed = r.correction, drafted[r.n_accepted].label
+        before = rows_by_pos.get((r.index, r.n_accepted + 1), {}).get("context", "")   # the text before it
         g = groups.setdefault(c.id, {"token": correction.label, "token_id": c.id,
-                                     "category": category(correction.label, c.id in eos),
+                                     "category": category(correction.label, c.id in eos, before),
                                      "missed": 0, "outside_draft_vocab": vocab is not None and c.id not in vocab,
                                      "draft_proposed": defaultdict(int), "context": ""})
         g["missed"] += 1

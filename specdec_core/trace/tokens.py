@@ -10,8 +10,8 @@ token's decoded text:
 | digits | is digits (after an optional leading space), e.g. ` 42`, `7` |
 | code symbols | is only punctuation-like characters and contains one of `{}[]()<>=+*/\\|&^%$#@~`;_` |
 | punctuation | is only punctuation (`.,!?:'"-…` and other Unicode P* characters) |
-| word start | starts with a space (or newline) and holds a letter: the first piece of a word (` the`, ` (see`) |
-| word continuation | anything else: a piece glued to the previous one (`ing`, `tion`, `'s`) |
+| word start | holds a letter and begins a word: a leading space (` the`, ` (see`), or nothing before it but the start of the text, a space, a newline or punctuation (`The` opening a line, `def`, `Cats`) |
+| word continuation | anything else: a piece glued to the letters or digits before it (`ing`, `tion`, `'s`) |
 
 A draft's vocabulary (`config.draft_vocab` in a trace, optional): the target ids the draft model
 can propose at all, as a bitmap over the target vocabulary, base64-encoded. Absent: any token.
@@ -35,8 +35,9 @@ def _is_punct(ch: str) -> bool:
     return unicodedata.category(ch).startswith(("P", "S")) or ch in CODE_CHARS
 
 
-def category(text: str, special: bool = False) -> str:
-    """The category of one token from its decoded text (special: an end-of-sequence id)."""
+def category(text: str, special: bool = False, before: str = "") -> str:
+    """The category of one token from its decoded text (special: an end-of-sequence id) and the
+    text right before it (`before`: "" at the start of the text; only its last character counts)."""
     if special or text == "" or _MARKUP.match(text):
         return "special/end"
     if text.isspace():
@@ -46,7 +47,9 @@ def category(text: str, special: bool = False) -> str:
         return "digits"
     if all(_is_punct(ch) for ch in core):
         return "code symbols" if any(ch in CODE_CHARS for ch in core) else "punctuation"
-    if text[0].isspace() and any(ch.isalpha() for ch in core):
+    # A word begins after a space, a newline, punctuation or the start of the text; a piece right
+    # after a letter or digit continues the word before it.
+    if any(ch.isalpha() for ch in core) and (text[0].isspace() or not before or not before[-1].isalnum()):
         return "word start"
     return "word continuation"
 
