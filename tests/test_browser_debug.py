@@ -32,6 +32,9 @@ def test_debugger_after_a_run(page):
     # the default pair of drafts: the sequential feature head against the block drafter
     assert [page.locator(f"#sd-cmp-{ab} textarea").input_value() for ab in "ab"] == [
         "distilled", "block"]
+    # before Compare the table shows its own headers, not a placeholder "1 2 3" (issue 47)
+    before = page.locator("#sd-cmp-table").inner_text()
+    assert "draft calls / round" in before and "speedup vs plain" in before
     page.locator("#sd-cmp-run").click()
     page.wait_for_selector("#sd-cmp-align table", timeout=300_000)
     assert page.locator("#sd-cmp-align tr").count() == 2
@@ -45,7 +48,8 @@ def test_debugger_after_a_run(page):
     # a best k, or "within noise" when the ranges overlap (a busy machine): tests/test_debugger.py
     page.wait_for_function("['Best on this machine', 'Within noise'].some("
                            "s => document.querySelector('#sd-sweep-text').innerText.startsWith(s))", timeout=600_000)
-    assert "measured (median)" in page.locator("#sd-sweep-plot").inner_text()
+    assert "measured, fixed k (median)" in page.locator("#sd-sweep-plot").inner_text()
+    assert "measured, shape rule (median)" in page.locator("#sd-sweep-plot").inner_text()
     cells = page.locator("#sd-sweep-table").inner_text().split()
     assert {"plain", "1", "8", "chain", "tree", "auto"} <= set(cells)     # plain, k = 1..8, chain auto, tree auto
     page.locator("#sd-sweep-plot").scroll_into_view_if_needed()

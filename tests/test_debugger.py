@@ -74,12 +74,18 @@ def test_sweep_best_k_within_noise_is_not_announced():
 def test_sweep_plot_and_table_from_a_summary():
     s = summarise(sweep_runs()[0])
     fig = figures.sweep_figure(s)
-    measured = next(t for t in fig.data if t.name == "measured (median)")
+    measured = next(t for t in fig.data if t.name == "measured, fixed k (median)")
     assert list(measured.x) == ["2", "3"] and list(measured.error_y.array)[1] == pytest.approx(
         s["rows"][2]["max"] - s["rows"][2]["tokens_per_s"])
     assert any(t.name.startswith("theory") for t in fig.data) and any(t.name == "best measured: k = 3" for t in fig.data)
     table = figures.sweep_table(s)
     assert list(table["k"]) == ["plain", "2", "3"] and list(table["runs"]) == [3, 3, 3]
+    # the shape rule's modes apart from the fixed k: markers of their own, no line into them (issue 47)
+    auto = dict(s, rows=s["rows"] + [dict(s["rows"][2], k="auto"), dict(s["rows"][2], k="tree")])
+    fig = figures.sweep_figure(auto)
+    fixed = next(t for t in fig.data if t.name == "measured, fixed k (median)")
+    rule = next(t for t in fig.data if t.name == "measured, shape rule (median)")
+    assert list(fixed.x) == ["2", "3"] and list(rule.x) == ["chain auto", "tree auto"] and rule.mode == "markers"
     assert "press" in figures.sweep_figure(None).layout.annotations[0].text
 
 
@@ -156,6 +162,11 @@ def test_tab_values_and_csv_export(tmp_path, monkeypatch):
     assert isinstance(v["dbg_disliked"], pd.DataFrame) and v["dbg_disliked"]["drafted token"][0] == "<b>&"
     assert list(v["dbg_missed"]["target's token"]) == ["␣cat"]
     assert len(v["dbg_positions"]) == 4 and v["dbg_heatmap"].data[0].type == "heatmap"
+    assert v["dbg_heatmap"].layout.xaxis.dtick == 1 and v["dbg_heatmap"].layout.xaxis2.dtick == 1   # whole rounds
+    # at T = 0 the TV view says what its 0 / 1 mean (issue 47)
+    greedy_map = figures.heatmaps(make_spec(temperature=0.0))
+    assert greedy_map.layout.annotations[0].text.startswith("at T = 0 p and q are one-hot")
+    assert v["dbg_heatmap"].layout.annotations[0].text.startswith("total variation")
     assert list(v["dbg_by_position"].data[0].y) == [1.0, 0.5, 0]
     assert "Temperature > 0" in v["dbg_greedy"]
     empty = tab.debugger_values({})

@@ -41,6 +41,12 @@ def heatmaps(spec) -> go.Figure:
                         colorscale=scale, hovertemplate="round %{x}, %{y}: %{z:.2f}<br>%{text}<extra></extra>",
                         colorbar=dict(len=0.42, y=0.79 if i == 1 else 0.21), row=i, col=1)
     fig.update_xaxes(title_text="round (time →)", row=2, col=1)
+    # whole rounds only (one round gave ticks at −0.4 … 0.4)
+    fig.update_xaxes(tickmode="linear", tick0=0, dtick=max(1, n_rounds // 12))
+    if spec.config.greedy:
+        # At T = 0 the rule compares top tokens: p and q are one-hot, so TV is 0 or 1 (issue 47)
+        fig.layout.annotations[0].text = ("at T = 0 p and q are one-hot (each model's top token): TV = 0 where "
+                                          "the draft's top token is the target's, 1 where it is not")
     return fig
 
 
@@ -113,11 +119,19 @@ def sweep_figure(summary: Optional[dict]) -> go.Figure:
         return _empty(fig, "press “Run the k sweep”")
     rows = [r for r in summary["rows"] if r["k"] != 0]
     xs = [k_label(r["k"]) for r in rows]
-    fig.add_scatter(x=xs, y=[r["tokens_per_s"] for r in rows], mode="markers+lines", name="measured (median)",
-                    line=dict(color=TARGET_COLOUR), error_y=dict(type="data", symmetric=False,
-                    array=[r["max"] - r["tokens_per_s"] for r in rows],
-                    arrayminus=[r["tokens_per_s"] - r["min"] for r in rows]),
-                    hovertemplate="k = %{x}: %{y:.1f} tok/s<extra>median, bars: min–max</extra>")
+    # Fixed k joined by a line (one scale: guesses per round); the shape rule's modes apart, as
+    # markers only: they choose a shape per round, so no line runs from k = 8 into them.
+    for auto, name, symbol in ((False, "measured, fixed k (median)", "circle"),
+                               (True, "measured, shape rule (median)", "square")):
+        part = [r for r in rows if isinstance(r["k"], int) != auto]
+        if part:
+            fig.add_scatter(x=[k_label(r["k"]) for r in part], y=[r["tokens_per_s"] for r in part],
+                            mode="markers" if auto else "markers+lines", name=name,
+                            line=dict(color=TARGET_COLOUR), marker=dict(symbol=symbol, size=9),
+                            error_y=dict(type="data", symmetric=False,
+                                         array=[r["max"] - r["tokens_per_s"] for r in part],
+                                         arrayminus=[r["tokens_per_s"] - r["min"] for r in part]),
+                            hovertemplate="%{x}: %{y:.1f} tok/s<extra>median, bars: min–max</extra>")
     if summary["theory"]:
         fig.add_scatter(x=[str(k) for k in summary["theory"]], y=list(summary["theory"].values()), mode="lines",
                         name=f"theory (α = {summary['alpha']:.2f}, c = {summary['c']:.3f}, "

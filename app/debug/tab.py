@@ -4,6 +4,7 @@ debug/runs.py through the model queue."""
 from __future__ import annotations
 
 import gradio as gr
+import pandas as pd
 
 from specdec_core import best_k_text, summarise_sweep as summarise
 from specdec_core.trace import mismatch
@@ -113,7 +114,9 @@ def layout(C: Page) -> None:
         C.cmp_a = gr.Textbox("distilled", label="Draft A", elem_id="sd-cmp-a")
         C.cmp_b = gr.Textbox("block", label="Draft B", elem_id="sd-cmp-b")
         C.cmp_run = gr.Button("Compare", variant="primary", elem_id="sd-cmp-run")
-    C.cmp_table = gr.Dataframe(None, interactive=False, elem_id="sd-cmp-table")
+    # the table's own headers before the first comparison, not Gradio's placeholder "1 2 3"
+    C.cmp_table = gr.Dataframe(pd.DataFrame(columns=list(figures.COMPARE_COLUMNS)), interactive=False,
+                               elem_id="sd-cmp-table")
     C.cmp_plot = gr.Plot(scale_figure(figures.compare_figure(None, None, ("A", "B"))), show_label=False, elem_id="sd-cmp-plot",
                             elem_classes="sd-plot")
     C.cmp_align = gr.HTML("", elem_id="sd-cmp-align")
