@@ -181,6 +181,8 @@ def stats_markdown(spec, plain) -> str:
          p.get("mean_committed_per_round"), ".2f"),
         ("guesses verified per target pass", per_pass, None, ".1f"),
         ("rounds that verified a token tree", s.get("tree_rounds"), None, "d"),
+        ("rounds without a guess (auto switched drafting off, or nothing to propose: the target wrote one token)",
+         s.get("no_guess_rounds"), None, "d"),
         ("tokens/s", s.get("tokens_per_s"), p.get("tokens_per_s"), ".2f"),
         ("wall time (s)", s.get("wall_s"), p.get("wall_s"), ".2f"),
         ("prefill (s)", s.get("prefill_s"), p.get("prefill_s"), ".2f"),

@@ -220,6 +220,9 @@ def test_stats_table():
     spec, plain = make_spec(), make_plain([5, 6, 7, 8])
     md = race.stats_markdown(spec, plain)
     assert "| acceptance rate | 0.600 |" in md and "| new tokens | 6 | 4 |" in md and "speedup" in md
+    # round 2 drafted nothing: counted and named (issue 47: auto switching drafting off was never said)
+    assert spec.stats["no_guess_rounds"] == 1 and plain.stats["no_guess_rounds"] is None
+    assert "| rounds without a guess (auto switched drafting off" in md and "target wrote one token) | 1 | — |" in md
 
 
 def test_cli_show_hides_eos_like_the_live_cli(tmp_path, capsys):

@@ -23,7 +23,9 @@ def compute_stats(trace) -> dict:
     - wall_s: prefill + all rounds (model loading excluded); tokens_per_s = new_tokens / wall_s.
     - draft_s / verify_s / overhead_s: sums over rounds; draft_step_s: mean time of one draft level
       (a chain's token, a tree's level); nodes_verified: draft tokens the target passes verified
-      (every node of a tree); tree_rounds: rounds that verified a branching tree.
+      (every node of a tree); tree_rounds: rounds that verified a branching tree; no_guess_rounds
+      (speculative traces): rounds that verified no guess (a plain step: auto switched drafting off, or
+      the drafter had nothing to propose).
     - step_s (plain traces): costs.run_costs.step_s, the mean target time of a plain round.
     - target_s_by_k: mean target time (costs.run_costs.round_target_s) of the rounds that verified
       m drafts, by m (int keys: JSON writes them as strings, and stats are recomputed on load, never
@@ -58,6 +60,9 @@ def compute_stats(trace) -> dict:
         "draft_step_s": _ratio(sum(r.draft_s for r in rounds), draft_steps),
         "nodes_verified": sum(r.n_verified for r in rounds),
         "tree_rounds": sum(1 for r in rounds if r.tree),
+        # rounds of a speculative trace that verified no guess: the shape rule judged none worth its
+        # cost (tree / k = auto), or the drafter had none; the target wrote one token, a plain step
+        "no_guess_rounds": sum(1 for r in rounds if r.n_verified == 0) if trace.config.k != 0 else None,
         "step_s": run_costs.step_s(sums) if trace.config.k == 0 else None,
         "target_s_by_k": {m: t / n for m, (t, n) in sorted(sums.target_by_m.items())},
         "rounds_by_k": {m: n for m, (_, n) in sorted(sums.target_by_m.items())},
