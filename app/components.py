@@ -110,6 +110,7 @@ class Page:
     dbg_tab: gr.Tab
     dbg_refresh: gr.Button
     dbg_heatmap: gr.Plot
+    dbg_vocab: gr.Markdown       # the draft's vocabulary against what the target wrote
     dbg_disliked: gr.Dataframe
     dbg_missed: gr.Dataframe
     dbg_by_position: gr.Plot

@@ -7,7 +7,7 @@ cue, never "�"). Every token text is made visibly-whitespaced and HTML-escaped
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from specdec_core.trace import Source
@@ -16,6 +16,7 @@ from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, DRAWN_FROM_WO
                                           correction_decision, draft_decision, test_text, visible_whitespace)
 from specdec_core import Plan
 from specdec_core.trace.token_text import display_texts, round_texts
+from specdec_core.trace.tokens import decode_vocab
 from specdec_core.trace.trees import drafted_sources
 
 COMMITTED = ("accepted", "resampled", "bonus", "own")   # decisions whose token is in the text
@@ -33,6 +34,8 @@ _STYLE_CSS = {  # the non-colour cue of each legend style
 def timeline_css() -> str:
     """CSS for the timeline, lanes and legend (passed once to launch(css=...))."""
     rules = [
+        # a token the draft model could never propose: a small ∉ after it
+        '.sd-outside::after{content:"∉";font-size:0.7em;vertical-align:super;color:#CC79A7;margin-left:1px}',
         ".sd-timeline{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:15px;"
         "line-height:2.1;max-height:420px;overflow-y:auto;padding:8px;border-radius:8px;"
         "background:var(--block-background-fill);word-break:break-word}",
@@ -87,6 +90,7 @@ class Piece:
     position: int = 0       # 1-based draft position (0: the correction token)
     part: str = ""          # bytes of a split character this token carries: "⟨F0 9F⟩" (trace.token_text)
     note: str = ""          # which bytes of which character (tooltip)
+    outside: bool = False   # the target wrote it and the draft model could never propose it (its vocabulary)
 
 
 def _fmt(x: Optional[float], spec: str = ".3f") -> str:
@@ -133,9 +137,14 @@ def correction_tooltip(c, decision: str) -> str:
     return "\n".join(lines)
 
 
-def round_pieces(trace, rnd, last_eos: bool = False) -> list[Piece]:
+OUTSIDE_NOTE = "outside the draft model's vocabulary: it could never have guessed this token"
+
+
+def round_pieces(trace, rnd, last_eos: bool = False, vocab=None) -> list[Piece]:
     """Displayed tokens of one round: drafts in order (accepted / rejected / unchecked), then the
-    correction; accepted tokens past the committed cut (max_new_tokens) are not shown."""
+    correction; accepted tokens past the committed cut (max_new_tokens) are not shown. vocab: the
+    draft model's token ids (decode_vocab of config.draft_vocab; None: any), to mark the target's
+    own tokens it could never have guessed."""
     greedy = trace.config.greedy
     pieces: list[Piece] = []
     n_committed = len(rnd.committed)
@@ -150,7 +159,9 @@ def round_pieces(trace, rnd, last_eos: bool = False) -> list[Piece]:
     if n_committed > rnd.n_accepted:
         c = rnd.correction
         decision = correction_decision(rnd)
-        pieces.append(_piece(correction_text, decision, rnd.index, correction_tooltip(c, decision)))
+        outside = vocab is not None and c.id not in vocab
+        tooltip = correction_tooltip(c, decision) + (f"\n{OUTSIDE_NOTE}" if outside else "")
+        pieces.append(replace(_piece(correction_text, decision, rnd.index, tooltip), outside=outside))
     if last_eos and pieces:
         committed = [p for p in pieces if p.decision in COMMITTED]
         if committed:
@@ -181,7 +192,7 @@ def token_span(piece: Piece) -> str:
             body.append(html.escape(ch))
     inner = ("".join(body) + part_span(piece.part, piece.note)) or "∅"
     after = "<br>" if committed and "\n" in piece.text else ""
-    cls = f"sd-tok {DECISIONS[piece.decision].css}" + (" sd-eos" if piece.eos else "")
+    cls = f"sd-tok {DECISIONS[piece.decision].css}" + (" sd-eos" if piece.eos else "") + (" sd-outside" if piece.outside else "")
     title = html.escape(piece.tooltip + ("\n(end of sequence)" if piece.eos else ""), quote=True)
     return (f'<span class="{cls}" data-decision="{piece.decision}" data-round="{piece.round}" '
             f'data-pos="{piece.position}" title="{title}">{inner}</span>{after}')
@@ -192,10 +203,11 @@ def timeline_html(trace, max_rounds: Optional[int] = None) -> str:
     if trace is None or not trace.rounds:
         return '<div class="sd-timeline" id="sd-timeline"><span class="sd-empty">No tokens yet.</span></div>'
     rounds = trace.rounds[:max_rounds] if max_rounds is not None else trace.rounds
+    vocab = decode_vocab(trace.config.draft_vocab)
     groups = []
     for rnd in rounds:
         last_eos = trace.stop_reason == "eos" and rnd is trace.rounds[-1]
-        spans = "".join(token_span(p) for p in round_pieces(trace, rnd, last_eos))
+        spans = "".join(token_span(p) for p in round_pieces(trace, rnd, last_eos, vocab))
         title = html.escape(f"round {rnd.index}" + (f"\n{tree_note(trace, rnd)}" if rnd.tree else ""), quote=True)
         guesses = f'<span class="sd-guesses">⋔{len(rnd.tree)}</span>' if rnd.tree else ""
         groups.append(f'<span class="sd-round" data-round="{rnd.index}" title="{title}">'
@@ -223,6 +235,8 @@ def legend_html() -> str:
     for key, d in DECISIONS.items():
         chips.append(f'<span title="{html.escape(d.meaning, quote=True)}"><span class="sd-tok {d.css}">'
                      f'{html.escape(d.mark)} token</span> {html.escape(d.label)}</span>')
+    chips.append(f'<span title="{html.escape(OUTSIDE_NOTE, quote=True)}"><span class="sd-tok sd-resampled sd-outside">'
+                 'token</span> the draft could never guess it (outside its vocabulary)</span>')
     chips.append('<span><span class="sd-round"><span class="sd-rn">7</span></span> round boundary</span>')
     chips.append('<span><span class="sd-round"><span class="sd-rn">8<span class="sd-guesses">⋔12</span></span></span>'
                  ' a token tree of 12 guesses (hover: its branches)</span>')

@@ -23,6 +23,9 @@ def test_debugger_after_a_run(page):
     assert "drafted token" in page.locator("#sd-dbg-disliked").inner_text()
     assert "acceptance by token category" in page.locator("#sd-dbg-category").inner_text().lower()
     assert "Greedy outputs identical" in page.locator("#sd-dbg-greedy").inner_text()
+    # the draft's vocabulary against what the target wrote (issue 47)
+    vocab = page.locator("#sd-dbg-vocab").inner_text()
+    assert "8,192 of the target's 49,152 tokens" in vocab and "lie outside it" in vocab, vocab
     _no_toasts(page)
     page.screenshot(path=str(ARTIFACTS / "debugger.png"), full_page=False)
 

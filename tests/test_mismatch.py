@@ -105,3 +105,33 @@ def test_csv_export_round_trips():
     assert len(back) == len(rows) and back[1]["token"] == "<b>&" and float(back[1]["q"]) == pytest.approx(0.7)
     assert back[3]["token"] == "\n"
     assert mismatch.to_csv([]) == ""
+
+
+def test_vocabulary_coverage_of_what_the_target_wrote():
+    """Issue 47 item 3: the draft's vocabulary against the target's text — its size, the written
+    tokens and the rejections outside it, the target token's rank in q at each rejection, the most
+    frequent outside; the timeline marks those tokens and the Debugger says it in words."""
+    from app import timeline
+    from app.debug import figures
+    spec = make_spec()
+    assert mismatch.vocab_coverage(spec) is None                    # none recorded: any token
+    spec.config = replace(spec.config, draft_vocab=encode_vocab([10, 11, 12, 20, 21], 100))
+    cov = mismatch.vocab_coverage(spec)
+    # the target wrote 10 13 | 20 21 22 | 30: " cat" (13), "On" (22) and " mat" (30) lie outside
+    assert (cov["draft_vocab"], cov["target_vocab"], cov["written"], cov["written_outside"]) == (5, 100, 6, 3)
+    assert (cov["rejections"], cov["rejections_outside"]) == (1, 1)
+    assert cov["ranks"] == [{"token_id": 13, "outside": True, "rank": None}]
+    assert sorted(t for t, _ in cov["outside_tokens"]) == [" cat", " mat", "On"]
+    html = timeline.timeline_html(spec)
+    assert html.count("sd-outside") == 3 and "could never have guessed this token" in html
+    md = figures.vocab_markdown(spec)
+    assert "5 of the target's 100 tokens" in md and "3 (50 %) lie outside it" in md
+    assert "Of 1 rejections, 1 were at such a token" in md
+    # the rank in q when the target's token was proposable: the draft's 2nd choice here
+    rejected = spec.rounds[0].drafted[1]
+    ranked = replace(rejected, q_top_raw=[[11, "<b>&", 0.7], [13, " cat", 0.2]])
+    spec.rounds[0] = replace(spec.rounds[0], drafted=[spec.rounds[0].drafted[0], ranked, spec.rounds[0].drafted[2]])
+    spec.config = replace(spec.config, draft_vocab=encode_vocab([10, 11, 12, 13, 20, 21], 100))
+    cov = mismatch.vocab_coverage(spec)
+    assert cov["ranks"] == [{"token_id": 13, "outside": False, "rank": 2}]
+    assert "ranked in the draft's q: 2nd ×1" in figures.vocab_markdown(spec)

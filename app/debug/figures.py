@@ -50,6 +50,33 @@ def heatmaps(spec) -> go.Figure:
     return fig
 
 
+def vocab_markdown(spec) -> str:
+    """The draft model's vocabulary against what the target wrote (mismatch.vocab_coverage), in words."""
+    cov = mismatch.vocab_coverage(spec) if spec is not None else None
+    if cov is None:
+        return ("**The draft's vocabulary:** not recorded for this race (the draft can propose any token of "
+                "the target's, or the trace predates the record).")
+    pct = lambda a, b: f"{100 * a / b:.0f} %" if b else "—"
+    lines = [f"**The draft's vocabulary:** {cov['draft_vocab']:,} of the target's {cov['target_vocab']:,} tokens "
+             f"({pct(cov['draft_vocab'], cov['target_vocab'])}). Of the {cov['written']} tokens the target wrote, "
+             f"**{cov['written_outside']} ({pct(cov['written_outside'], cov['written'])}) lie outside it**: the "
+             "draft model could never have guessed them (marked ∉ in the timeline)."]
+    if cov["rejections"]:
+        # ranks in order, then the ones below the recorded top of q
+        inside = sorted((x["rank"] for x in cov["ranks"] if not x["outside"]), key=lambda r: (r is None, r or 0))
+        ranked = {}
+        for rank in inside:
+            key = f"{rank}{'st' if rank == 1 else 'nd' if rank == 2 else 'rd' if rank == 3 else 'th'}" \
+                if rank is not None else "below q's top 5"
+            ranked[key] = ranked.get(key, 0) + 1
+        lines.append(f"Of {cov['rejections']} rejections, {cov['rejections_outside']} were at such a token"
+                     + (("; at the others the target's token ranked in the draft's q: "
+                         + ", ".join(f"{k} ×{v}" for k, v in ranked.items())) if ranked else "") + ".")
+    if cov["outside_tokens"]:
+        lines.append("Most frequent outside it: " + ", ".join(f"`{_label(t)}` ×{k}" for t, k in cov["outside_tokens"]) + ".")
+    return "\n\n".join(lines)
+
+
 def category_chart(spec) -> go.Figure:
     fig = _layout(go.Figure(), "Acceptance by token category", "token category (of the drafted token)",
                   "acceptance rate")

@@ -27,8 +27,8 @@ vocabulary: the draft's q must be over the target's tokens) loads where the Hub 
 target `Qwen/Qwen2.5-1.5B-Instruct` with draft `Qwen/Qwen2.5-0.5B-Instruct`; where it is not, the
 Run says so in one line (“a Hugging Face id needs internet”). Models that need their own code
 (`trust_remote_code`) are refused."""
-VIEW_NAMES = ("dbg_heatmap", "dbg_disliked", "dbg_missed", "dbg_by_position", "dbg_category", "dbg_greedy",
-              "dbg_positions", "dbg_trees")
+VIEW_NAMES = ("dbg_heatmap", "dbg_vocab", "dbg_disliked", "dbg_missed", "dbg_by_position", "dbg_category",
+              "dbg_greedy", "dbg_positions", "dbg_trees")
 
 
 def debugger_values(traces: dict, scale: float = 1.0) -> dict:
@@ -36,6 +36,7 @@ def debugger_values(traces: dict, scale: float = 1.0) -> dict:
     spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
     rows = mismatch.positions(spec) if spec is not None else []
     return {"dbg_heatmap": scale_figure(figures.heatmaps(spec), scale),
+            "dbg_vocab": figures.vocab_markdown(spec),
             "dbg_disliked": figures.table(mismatch.disliked(spec) if spec else [], figures.DISLIKED_COLUMNS),
             "dbg_missed": figures.table(mismatch.missed(spec) if spec else [], figures.MISSED_COLUMNS),
             "dbg_by_position": scale_figure(set_width(charts.acceptance_by_position(spec), NARROW_PX), scale),
@@ -67,6 +68,7 @@ def layout(C: Page) -> None:
     C.dbg_refresh = gr.Button("↻ Refresh from the current run", size="sm", elem_id="sd-dbg-refresh")
     gr.Markdown("### Where the draft fails")
     C.dbg_heatmap = gr.Plot(init["dbg_heatmap"], show_label=False, elem_id="sd-dbg-heatmap", elem_classes="sd-plot")
+    C.dbg_vocab = gr.Markdown(init["dbg_vocab"], elem_id="sd-dbg-vocab")
     with gr.Row():
         C.dbg_disliked = gr.Dataframe(init["dbg_disliked"], label="Drafts the target disliked most (largest q − p)",
                                          elem_id="sd-dbg-disliked", interactive=False)
@@ -78,7 +80,8 @@ def layout(C: Page) -> None:
         C.dbg_category = gr.Plot(init["dbg_category"], show_label=False, elem_id="sd-dbg-category",
                                     elem_classes="sd-plot")
     gr.Markdown("Categories (one definition, `specdec_core/trace/tokens.py`): whitespace/newline, punctuation, "
-                "digits, word-start pieces (a leading space), word-continuation pieces, code symbols, special/end.")
+                "digits, word starts (after a space, a newline, punctuation or the start of the text), "
+                "word-continuation pieces (glued to letters or digits before them), code symbols, special/end.")
     gr.Markdown("### Token trees: which guesses were worth their place\nFor every guess whose parent the walk "
                 "reached: was it the token the target committed there? By depth, by rank among its siblings (1: "
                 "tried first), and against the draft's confidence — the calibration the shape rule measures "

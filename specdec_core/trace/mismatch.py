@@ -94,6 +94,43 @@ def missed(trace: "Trace", n: int = 10) -> list[dict]:
     return out[:n]
 
 
+def vocab_coverage(trace: "Trace", n: int = 8) -> Optional[dict]:
+    """How much of what the target wrote the draft model could propose at all (`config.draft_vocab`):
+    its vocabulary against the target's; the tokens the target wrote, and its tokens at rejections,
+    outside it; at each rejection the rank of the target's token in the draft's raw q (1: the
+    draft's top; None: not among the trace's top-5 of q); the `n` most frequent tokens outside it.
+    None when the trace records no draft vocabulary (the draft could propose any token)."""
+    field = trace.config.draft_vocab
+    vocab = decode_vocab(field)
+    if vocab is None:
+        return None
+    texts = display_texts(trace)
+    eos = set(trace.config.eos_ids or [])
+    written = [i for i in trace.output["ids"] if i not in eos]
+    outside: dict = {}
+    labels = {}
+    for r, drafted, correction in zip(trace.rounds, texts.drafted, texts.correction):
+        labels[r.correction.id] = correction.label
+        for t, shown in zip(r.drafted, drafted):
+            labels[t.id] = shown.label
+    for i in written:
+        if i not in vocab:
+            outside[i] = outside.get(i, 0) + 1
+    ranks = []
+    for r in trace.rounds:
+        if not r.correction.resampled or r.n_accepted >= len(r.drafted):
+            continue
+        c, rejected = r.correction, r.drafted[r.n_accepted]
+        top = rejected.q_top_raw or rejected.q_top or []
+        rank = next((k for k, row in enumerate(top, 1) if row[0] == c.id), None)
+        ranks.append({"token_id": c.id, "outside": c.id not in vocab, "rank": rank})
+    common = sorted(outside.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+    return {"draft_vocab": field["count"], "target_vocab": field["size"],
+            "written": len(written), "written_outside": sum(outside.values()),
+            "rejections": len(ranks), "rejections_outside": sum(x["outside"] for x in ranks),
+            "ranks": ranks, "outside_tokens": [(labels.get(i, str(i)), k) for i, k in common]}
+
+
 def by_category(trace: "Trace") -> list[dict]:
     """Checked drafts, accepted drafts and acceptance rate per token category (CATEGORIES order)."""
     counts = {c: [0, 0] for c in CATEGORIES}
