@@ -4,12 +4,14 @@ browser tests."""
 import os
 from types import SimpleNamespace
 
-import pytest
-import torch
-from transformers import LlamaConfig, LlamaForCausalLM
-
+# Before anything imports huggingface_hub, which reads HF_HUB_OFFLINE once, at import: set later,
+# a Hub id's lookup went online and retried for ~23 s (1 + 2 + 4 + 8 + 8 s of backoff) per test.
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 
 def tiny_llama(vocab_size: int = 8, seed: int = 0, layers: int = 1, init: float = 0.6,
