@@ -16,6 +16,7 @@ from specdec_core.trace.decisions import (INK_COLOUR, DECISIONS, DRAFT_COLOUR, F
                                           TEST_NAMES, DrawnFrom, draft_decision, test_numbers, visible_whitespace)
 from specdec_core.trace import measured_speedup, run_theory, timings_unstable
 from specdec_core.trace.token_text import display_texts, round_labels
+from specdec_core.trace.tokens import decode_vocab
 
 from .scale import LEGEND_FONT, NARROW_PX, set_width
 from .tree_view import tree_figure
@@ -281,13 +282,17 @@ def position_figure(trace, round_index: int, position: int) -> go.Figure:
     text = {row[0]: top_label(row[0], row[1]) for row in p_top + q_top}
     text[t.id] = round_labels(trace, rnd)[0][position - 1]
     p_of, q_of = {r[0]: r[2] for r in p_top}, {r[0]: r[2] for r in q_top}
-    xs = [("▶ " if i == t.id else "") + _label(text[i]) for i in ids]
+    # ∉: a token the draft model could never propose (outside its vocabulary, config.draft_vocab)
+    vocab = decode_vocab(trace.config.draft_vocab)
+    outside = lambda i: vocab is not None and i not in vocab
+    xs = [("▶ " if i == t.id else "") + _label(text[i]) + (" ∉" if outside(i) else "") for i in ids]
     suffix = " (raw, T = 1)" if raw else ""
     fig.add_bar(x=xs, y=[p_of.get(i, 0.0) for i in ids], name="p (target)" + suffix, marker_color=TARGET_COLOUR,
                 row=1, col=1)
     fig.add_bar(x=xs, y=[q_of.get(i, 0.0) for i in ids], name="q (draft)" + suffix, marker_color=DRAFT_COLOUR,
                 row=1, col=1)
-    fig.update_xaxes(title_text="token (▶ = drafted)", row=1, col=1)
+    fig.update_xaxes(title_text="token (▶ = drafted" + (", ∉ = the draft cannot propose it)" if any(map(outside, ids))
+                                                        else ")"), row=1, col=1)
     fig.update_yaxes(title_text="probability", range=[0, 1.05], row=1, col=1)
 
     decision = draft_decision(t)
