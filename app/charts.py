@@ -15,6 +15,7 @@ from specdec_core.trace.decisions import (INK_COLOUR, DECISIONS, DRAFT_COLOUR, F
                                           PLAIN_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           TEST_NAMES, DrawnFrom, draft_decision, test_numbers, visible_whitespace)
 from specdec_core.trace import measured_speedup, run_theory, timings_unstable
+from specdec_core.trace.stats import wilson_interval
 from specdec_core.trace.token_text import display_texts, round_labels
 from specdec_core.trace.tokens import decode_vocab
 
@@ -91,9 +92,20 @@ def acceptance_by_position(trace) -> go.Figure:
     if not rates:
         return _empty(fig, "no drafted tokens")
     xs = list(range(1, len(rates) + 1))
+    # counts on every bar and a 95 % interval: position 7 read 1.0 from one round (issue 47)
     counts = [sum(len(r.drafted) >= i for r in trace.rounds) for i in xs]
-    fig.add_bar(x=xs, y=[r or 0 for r in rates], name="measured", marker_color=DECISIONS["accepted"].colour,
-                customdata=counts, hovertemplate="position %{x}: %{y:.2f} (%{customdata} rounds drafted it)<extra></extra>")
+    kept = [sum(r.drafted[i - 1].accepted for r in trace.rounds if len(r.drafted) >= i) for i in xs]
+    ci = [wilson_interval(a, n) for a, n in zip(kept, counts)]
+    ys = [r or 0 for r in rates]
+    fig.add_bar(x=xs, y=ys, name="measured (bars: 95 % interval)", marker_color=DECISIONS["accepted"].colour,
+                text=[f"{a}/{n}" for a, n in zip(kept, counts)], textposition="none",
+                error_y=dict(type="data", symmetric=False, array=[hi - y for (lo, hi), y in zip(ci, ys)],
+                             arrayminus=[y - lo for (lo, hi), y in zip(ci, ys)], color=MUTED_COLOUR),
+                customdata=counts, hovertemplate="position %{x}: %{y:.2f} = %{text} kept (%{customdata} rounds drafted it)"
+                                                 "<extra></extra>")
+    # how many rounds each rate rests on, under its position (readable on a projector, unlike bar labels)
+    fig.update_xaxes(tickvals=xs, ticktext=[f"{i}<br>{n}" for i, n in zip(xs, counts)], tickangle=0,
+                     title_text="position i (under: rounds)")
     alphas = _source_alphas(trace)
     if s["alpha"] is not None:
         ys = []
@@ -111,7 +123,6 @@ def acceptance_by_position(trace) -> go.Figure:
     elif by_source:
         _caption(fig, by_source)
     fig.update_yaxes(range=[0, 1.05])
-    fig.update_xaxes(dtick=1)
     return fig
 
 

@@ -9,6 +9,7 @@ from specdec_core.costs import theory
 from specdec_core.trace import measured_speedup
 from specdec_core.trace.decisions import DECISIONS, DRAFT_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR
 
+from specdec_core.trace.stats import wilson_interval
 from app import charts, views
 from tests.test_timeline import make_plain, make_spec
 
@@ -44,6 +45,20 @@ def test_acceptance_by_position_values_and_theory_line():
     alpha = spec.stats["alpha"]
     assert list(line.y) == pytest.approx([alpha, alpha ** 2, alpha ** 3])
     assert bar.marker.color == DECISIONS["accepted"].colour
+    # every bar carries its count (kept/drafted on hover, rounds under the axis) and a 95 % (Wilson)
+    # interval: position 3 is 0 of 1, not a sure 0
+    assert list(bar.text) == ["2/2", "1/2", "0/1"]
+    assert list(fig.layout.xaxis.ticktext) == ["1<br>2", "2<br>2", "3<br>1"]
+    lo3, hi3 = wilson_interval(0, 1)
+    assert lo3 == 0.0 and hi3 == pytest.approx(0.79, abs=0.01) and bar.error_y.array[2] == pytest.approx(hi3)
+
+
+def test_wilson_interval():
+    assert wilson_interval(0, 0) == (None, None)
+    lo, hi = wilson_interval(1, 1)
+    assert hi == 1.0 and lo == pytest.approx(0.207, abs=0.001)
+    lo, hi = wilson_interval(50, 100)
+    assert (lo, hi) == (pytest.approx(0.404, abs=0.001), pytest.approx(0.596, abs=0.001))
 
 
 def test_committed_histogram_vs_geometric_prediction():

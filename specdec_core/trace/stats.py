@@ -11,6 +11,17 @@ def _ratio(a, b) -> Optional[float]:
     return a / b if b else None
 
 
+def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[Optional[float], Optional[float]]:
+    """(low, high) of the 95 % Wilson score interval of a rate of k successes in n trials (None, None
+    for n = 0): honest at small n and near 0 or 1, where k/n ± z·se is not (one round: 1/1 → 0.21–1)."""
+    if not n:
+        return None, None
+    p, z2 = k / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * ((p * (1 - p) / n + z2 / (4 * n * n)) ** 0.5) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def compute_stats(trace) -> dict:
     """Statistics of a trace (docs/ARCHITECTURE.md, README "Statistics"). Undefined values are None, never NaN.
 
