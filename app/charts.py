@@ -93,14 +93,13 @@ def acceptance_by_position(trace) -> go.Figure:
         return _empty(fig, "no drafted tokens")
     xs = list(range(1, len(rates) + 1))
     # counts on every bar and a 95 % interval: position 7 read 1.0 from one round (issue 47)
-    counts = [sum(len(r.drafted) >= i for r in trace.rounds) for i in xs]
-    kept = [sum(r.drafted[i - 1].accepted for r in trace.rounds if len(r.drafted) >= i) for i in xs]
+    counts, kept = s["drafted_by_position"], s["kept_by_position"]
     ci = [wilson_interval(a, n) for a, n in zip(kept, counts)]
-    ys = [r or 0 for r in rates]
-    fig.add_bar(x=xs, y=ys, name="measured (bars: 95 % interval)", marker_color=DECISIONS["accepted"].colour,
+    heights = [r or 0 for r in rates]
+    fig.add_bar(x=xs, y=heights, name="measured (bars: 95 % interval)", marker_color=DECISIONS["accepted"].colour,
                 text=[f"{a}/{n}" for a, n in zip(kept, counts)], textposition="none",
-                error_y=dict(type="data", symmetric=False, array=[hi - y for (lo, hi), y in zip(ci, ys)],
-                             arrayminus=[y - lo for (lo, hi), y in zip(ci, ys)], color=MUTED_COLOUR),
+                error_y=dict(type="data", symmetric=False, array=[hi - h for (lo, hi), h in zip(ci, heights)],
+                             arrayminus=[h - lo for (lo, hi), h in zip(ci, heights)], color=MUTED_COLOUR),
                 customdata=counts, hovertemplate="position %{x}: %{y:.2f} = %{text} kept (%{customdata} rounds drafted it)"
                                                  "<extra></extra>")
     # how many rounds each rate rests on, under its position (readable on a projector, unlike bar labels)

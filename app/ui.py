@@ -289,14 +289,15 @@ def _race_listeners(C: Page, view_outputs: list) -> None:
     # The Run inputs are the form's fields, in its order (the API's /run arguments), then the page's state.
     run_inputs = [C[n] for n in RUN_FIELDS] + [C[n] for n in ("run_number", "traces", "scale", "player_round")]
 
-    # A refused action never raises to Gradio (that leaves "Error" badges on the views until some
-    # later event happens to clear them): the banner says why and the previous results stay.
     race_outputs = [C[name] for name in RACE_OUTPUTS]
+    streamed = set(race_outputs)
 
     # `in_two_steps` (a State input: True for the page's Run, False for the API's /run, which returns
     # every view from one call): the race's updates stream to race_outputs, and the first update
     # that carries any other view (the finished race, a stopped or refused one) goes whole to
     # `views_due`, for on_views to draw.
+    # A refused action never raises to Gradio (that leaves "Error" badges on the views until some
+    # later event happens to clear them): the banner says why and the previous results stay.
     def on_run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
                max_new_tokens, seed, tree, run_number, traces, scale, player_round, in_two_steps,
                request: gr.Request, progress=gr.Progress()):
@@ -304,7 +305,7 @@ def _race_listeners(C: Page, view_outputs: list) -> None:
         form = handlers.RunForm(**{name: values[name] for name in RUN_FIELDS})
         session = _session(request)
         C.sessions.started(session)    # API calls skip the button's instant step
-        step = (lambda u: u if set(u) <= set(race_outputs) else {C.views_due: u}) if in_two_steps else (lambda u: u)
+        step = (lambda u: u if u.keys() <= streamed else {C.views_due: u}) if in_two_steps else (lambda u: u)
         try:
             for vals in handlers.run(form, run_number, progress, gr.Info,
                                      should_stop=lambda: C.sessions.should_stop(session)):

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from . import fused_llama
-from .packed import Pack, packed_linear   # noqa: F401  (re-exported: the head packs its output rows)
+from .packed import Pack   # noqa: F401  (re-exported: the head packs its output rows)
 
 ENV = "SPECDEC_FAST_PATH"          # "0" turns the fast path off wherever it is not asked for
 FAST, STOCK = "onednn-prepacked", "stock"

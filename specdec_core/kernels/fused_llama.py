@@ -23,7 +23,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .packed import packed_linear
 
 MODEL_TYPES = ("llama", "qwen2", "mistral")
 
@@ -75,7 +74,7 @@ def _attention_forward(self, hidden_states, position_embeddings=None, attention_
         return type(self).forward(self, hidden_states, position_embeddings, attention_mask, past_key_values, **kwargs)
     B, T, _ = hidden_states.shape
     # One matrix call for q, k and v: heads laid out [q heads | k heads | v heads].
-    qkv = packed_linear(hidden_states, pack.tensor, pack.bias).view(B, T, -1, self.head_dim).transpose(1, 2)
+    qkv = pack.linear(hidden_states, pack.bias).view(B, T, -1, self.head_dim).transpose(1, 2)
     n_q, n_kv = self.n_q_heads, self.n_kv_heads
     cos, sin = position_embeddings
     # Rotary on q and k heads together (v is not rotated).
@@ -96,7 +95,7 @@ def _mlp_forward(self, x):
     pack = _fused(self, "gate_up")
     if pack is None:
         return type(self).forward(self, x)
-    gate, up = packed_linear(x, pack.tensor, pack.bias).chunk(2, dim=-1)
+    gate, up = pack.linear(x, pack.bias).chunk(2, dim=-1)
     return self.down_proj(self.act_fn(gate) * up)
 
 

@@ -1,6 +1,7 @@
-"""Prepacked matrices for oneDNN: `pack` a dense fp32 matrix once, multiply with `packed_linear`,
-and `Pack`, a packed copy that knows which tensors it was made from (so a forward can tell whether
-it is still current). Used by the fast path (fastpath.py) and the fused Llama layers (fused_llama.py).
+"""Prepacked matrices for oneDNN: `Pack`, a packed copy (fp32, or bf16 for a draft) that knows which
+tensors it was made from (so a forward can tell whether it is still current), multiplied with
+`Pack.linear` (the one way in: it handles the copy's dtype); `pack` and `packed_linear` are its raw
+oneDNN steps. Used by the fast path (fastpath.py) and the fused Llama layers (fused_llama.py).
 """
 from __future__ import annotations
 

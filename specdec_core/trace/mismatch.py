@@ -66,6 +66,11 @@ def disliked(trace: "Trace", n: int = 10) -> list[dict]:
     return out[:n]
 
 
+def _at_rejection(r) -> bool:
+    """A round whose guesses stopped at a rejected draft, where the target drew its own token."""
+    return r.correction.resampled and r.n_accepted < len(r.drafted)
+
+
 def missed(trace: "Trace", n: int = 10) -> list[dict]:
     """The target's tokens at rejections (what it wanted where the draft proposed something else),
     most frequent first; `outside_draft_vocab` marks those the draft could never have proposed."""
@@ -75,7 +80,7 @@ def missed(trace: "Trace", n: int = 10) -> list[dict]:
     texts = display_texts(trace)
     groups: dict = {}
     for r, drafted, correction in zip(trace.rounds, texts.drafted, texts.correction):
-        if not r.correction.resampled or r.n_accepted >= len(r.drafted):
+        if not _at_rejection(r):
             continue
         c, proposed = r.correction, drafted[r.n_accepted].label
         before = rows_by_pos.get((r.index, r.n_accepted + 1), {}).get("context", "")   # the text before it
@@ -85,7 +90,7 @@ def missed(trace: "Trace", n: int = 10) -> list[dict]:
                                      "draft_proposed": defaultdict(int), "context": ""})
         g["missed"] += 1
         g["draft_proposed"][proposed] += 1
-        g["context"] = g["context"] or rows_by_pos.get((r.index, r.n_accepted + 1), {}).get("context", "")
+        g["context"] = g["context"] or before
     out = []
     for g in groups.values():
         top = sorted(g["draft_proposed"].items(), key=lambda kv: -kv[1])[:3]
@@ -117,9 +122,7 @@ def vocab_coverage(trace: "Trace", n: int = 8) -> Optional[dict]:
         if i not in vocab:
             outside[i] = outside.get(i, 0) + 1
     ranks = []
-    for r in trace.rounds:
-        if not r.correction.resampled or r.n_accepted >= len(r.drafted):
-            continue
+    for r in filter(_at_rejection, trace.rounds):
         c, rejected = r.correction, r.drafted[r.n_accepted]
         top = rejected.q_top_raw or rejected.q_top or []
         rank = next((k for k, row in enumerate(top, 1) if row[0] == c.id), None)

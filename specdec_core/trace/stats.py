@@ -30,7 +30,8 @@ def compute_stats(trace) -> dict:
     - alpha: costs.run_costs.alpha, the mean of `overlap` = Σ min(p, q) over evaluated positions:
       Leviathan's α (independent of the draws u).
     - mean_committed_per_round: new_tokens / rounds, correction and bonus included: the measured E[τ].
-    - acceptance_by_position: for draft position i = 1..k, accepted / drafted at position i.
+    - acceptance_by_position: for draft position i = 1..k, accepted / drafted at position i
+      (kept_by_position / drafted_by_position: the counts it rests on).
     - wall_s: prefill + all rounds (model loading excluded); tokens_per_s = new_tokens / wall_s.
     - draft_s / verify_s / overhead_s: sums over rounds; draft_step_s: mean time of one draft level
       (a chain's token, a tree's level); nodes_verified: draft tokens the target passes verified
@@ -48,10 +49,11 @@ def compute_stats(trace) -> dict:
     new_tokens = len(trace.output["ids"])
     wall_s = rounds[-1].t_end if rounds else trace.prefill_s
     max_k = max((len(r.drafted) for r in rounds), default=0)
-    by_position = []
+    kept_at, drafted_at = [], []            # per draft position i = 1..k: kept and drafted guesses
     for i in range(max_k):
         at_i = [r.drafted[i] for r in rounds if len(r.drafted) > i]
-        by_position.append(_ratio(sum(t.accepted for t in at_i), len(at_i)))
+        kept_at.append(sum(t.accepted for t in at_i))
+        drafted_at.append(len(at_i))
     draft_steps = sum(r.levels for r in rounds)
     return {
         "new_tokens": new_tokens,
@@ -61,7 +63,9 @@ def compute_stats(trace) -> dict:
         "acceptance_rate": _ratio(sum(t.accepted for t in drafted), len(drafted)),
         "alpha": run_costs.alpha(sums),
         "mean_committed_per_round": _ratio(new_tokens, len(rounds)),
-        "acceptance_by_position": by_position,
+        "acceptance_by_position": [_ratio(a, n) for a, n in zip(kept_at, drafted_at)],
+        "kept_by_position": kept_at,
+        "drafted_by_position": drafted_at,
         "wall_s": wall_s,
         "prefill_s": trace.prefill_s,
         "tokens_per_s": _ratio(new_tokens, wall_s),
