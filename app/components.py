@@ -132,6 +132,25 @@ class Page:
     sweep_plot: gr.Plot
     sweep_table: gr.Dataframe
     sweep_text: gr.Markdown
+    dbg_basis: gr.Markdown       # which of this run's numbers hold still (timing-free) and which are timings
+    # Debugger: the A/B over a prompt set (debug/ab_tab.py).
+    ab_a_draft: gr.Textbox
+    ab_a_shape: gr.Dropdown
+    ab_a_temperature: gr.Number
+    ab_b_draft: gr.Textbox
+    ab_b_shape: gr.Dropdown
+    ab_b_temperature: gr.Number
+    ab_sets: gr.CheckboxGroup
+    ab_own: gr.Textbox
+    ab_seeds: gr.Number
+    ab_tokens: gr.Number
+    ab_run: gr.Button
+    ab_stop: gr.Button
+    ab_text: gr.Markdown
+    ab_table: gr.Dataframe
+    ab_plot: gr.Plot
+    ab_vocab: gr.Markdown
+    ab_prompts: gr.Dataframe
 
     def __setattr__(self, name: str, value) -> None:
         if name not in Page.__annotations__:

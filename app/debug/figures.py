@@ -9,12 +9,33 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from specdec_core import k_label, k_name, theory
+from specdec_core.decoding.plan import Plan
 from specdec_core.trace import cost_ratios, measured_speedup, mismatch
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           correction_decision, draft_decision)
 from specdec_core.trace.token_text import round_texts
 
 from ..charts import _empty, _label, _layout
+
+
+def basis_markdown(spec) -> str:
+    """Which of this run's numbers hold still: a fixed shape or a replayed schedule decides every
+    round from the models and the seed alone (timing-free); the shape rule (auto) reads this
+    machine's measured costs, so a second run can keep different guesses. Tokens/s are timings."""
+    if spec is None:
+        return ""
+    plan = Plan.from_config(spec.config)
+    if spec.config.k_schedule is not None:
+        return ("**Timing-free:** this run replayed a recorded schedule of shapes, so its acceptance, α and "
+                "per-position rates come from the models and the seed alone. Tokens/s are timings.")
+    if plan.auto:
+        return (f"**Timing-driven ({plan.label()}):** the shape rule chose each round from this machine's "
+                "measured costs, so a second run — even greedy, even with the same seed — can draft different "
+                "guesses and report a different acceptance. For numbers that hold still, compare with a fixed "
+                "k or a tree budget in the A/B below. Tokens/s are timings in every case.")
+    return (f"**Timing-free ({plan.label()}):** a fixed shape, so acceptance, α and the per-position rates "
+            "come from the models and the seed alone: the same settings give them exactly again. Tokens/s are "
+            "timings.")
 
 
 def heatmaps(spec) -> go.Figure:

@@ -1,12 +1,13 @@
-"""The Debugger's model work, through specdec_core: the k sweep and two drafts on one prompt.
-Both run through the app's model queue (never while a lane is timed); on a ZeroGPU Space
+"""The Debugger's model work, through specdec_core: the k sweep and two drafts on one prompt, the
+A/B over a prompt set. All run through the app's model queue (never while a lane is timed); on a ZeroGPU Space
 `gpu` holds a GPU for exactly these functions."""
 from __future__ import annotations
 
 from functools import partial
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from specdec_core import K_VALUES, DraftSpec, Request, interleave, stream_decode, sweep_runs, warm_up
+from specdec_core.bench.ab import Arm, ab_runs
 
 from .. import handlers
 from ..gpu import gpu
@@ -39,3 +40,13 @@ def two_drafts(target_ref: str, drafts: tuple[str, str], device: str, prompt: st
              "plain": partial(stream_decode, pairs[0], ids, request.plain())}
     done = dict(interleave(lanes))
     return done["a"], done["b"], done["plain"]
+
+
+@gpu
+def ab(target_ref: str, arms: Sequence[Arm], device: str, prompts: list[dict], chat: bool, seeds: list[int],
+       progress, notify) -> Iterator[dict]:
+    """The A/B over a prompt set (specdec_core.bench.ab): each arm's pair loaded (the target shared),
+    the prompts encoded once; yields one round at a time, so Stop ends it after the current round."""
+    pairs = [handlers.load(target_ref, arm.draft, device, progress, notify) for arm in arms]
+    encoded = [(p["name"], pairs[0].encode_prompt(p["text"], chat=chat)) for p in prompts]
+    yield from ab_runs(pairs, encoded, arms, seeds)

@@ -12,7 +12,7 @@ from specdec_core.trace import mismatch
 from .. import charts, handlers, views
 from ..components import Page
 from ..scale import NARROW_PX, scale_figure, set_width
-from . import figures, runs, trees
+from . import ab_tab, figures, runs, trees
 
 INTRO = ("Why does this pair accept badly? Everything here is computed from the **current run's traces** "
          "(or the trace files you loaded on the Race tab): open this tab after a run. The k sweep and the "
@@ -27,7 +27,7 @@ vocabulary: the draft's q must be over the target's tokens) loads where the Hub 
 target `Qwen/Qwen2.5-1.5B-Instruct` with draft `Qwen/Qwen2.5-0.5B-Instruct`; where it is not, the
 Run says so in one line (“a Hugging Face id needs internet”). Models that need their own code
 (`trust_remote_code`) are refused."""
-VIEW_NAMES = ("dbg_heatmap", "dbg_vocab", "dbg_disliked", "dbg_missed", "dbg_by_position", "dbg_category",
+VIEW_NAMES = ("dbg_basis", "dbg_heatmap", "dbg_vocab", "dbg_disliked", "dbg_missed", "dbg_by_position", "dbg_category",
               "dbg_greedy", "dbg_positions", "dbg_trees")
 
 
@@ -35,7 +35,8 @@ def debugger_values(traces: dict, scale: float = 1.0) -> dict:
     """Every Debugger view for these traces; figures at the classroom's scale."""
     spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
     rows = mismatch.positions(spec) if spec is not None else []
-    return {"dbg_heatmap": scale_figure(figures.heatmaps(spec), scale),
+    return {"dbg_basis": figures.basis_markdown(spec),
+            "dbg_heatmap": scale_figure(figures.heatmaps(spec), scale),
             "dbg_vocab": figures.vocab_markdown(spec),
             "dbg_disliked": figures.table(mismatch.disliked(spec) if spec else [], figures.DISLIKED_COLUMNS),
             "dbg_missed": figures.table(mismatch.missed(spec) if spec else [], figures.MISSED_COLUMNS),
@@ -66,6 +67,7 @@ def layout(C: Page) -> None:
     init = debugger_values(C.traces.value if hasattr(C.traces, "value") else {})
     gr.Markdown(INTRO)
     C.dbg_refresh = gr.Button("↻ Refresh from the current run", size="sm", elem_id="sd-dbg-refresh")
+    C.dbg_basis = gr.Markdown(init["dbg_basis"], elem_id="sd-dbg-basis")
     gr.Markdown("### Where the draft fails")
     C.dbg_heatmap = gr.Plot(init["dbg_heatmap"], show_label=False, elem_id="sd-dbg-heatmap", elem_classes="sd-plot")
     C.dbg_vocab = gr.Markdown(init["dbg_vocab"], elem_id="sd-dbg-vocab")
@@ -95,6 +97,8 @@ def layout(C: Page) -> None:
     with gr.Row():
         C.dbg_export = gr.Button("Export these tables as CSV", size="sm", elem_id="sd-dbg-export")
         C.dbg_files = gr.File(label="CSV", file_count="multiple", interactive=False, elem_id="sd-dbg-files")
+
+    ab_tab.layout(C)
 
     gr.Markdown("### Which k is best on this machine?\nThe speculative lane on the current prompt and settings "
                 "for k = 1…8 and auto, each repeated, with plain runs between (medians; bars: min–max).")
@@ -198,6 +202,7 @@ def listeners(C: Page, queue: str) -> None:
             raise gr.Error(str(handlers.user_error(e, target_ref))) from None
         return (figures.compare_table(a, b, plain, names), scale_figure(figures.compare_figure(a, b, names)),
                 figures.aligned_html([a, b], list(names)))
+    ab_tab.listeners(C, queue)
     C.cmp_run.click(on_compare, race_in + [C.cmp_a, C.cmp_b], [C.cmp_table, C.cmp_plot, C.cmp_align],
                        concurrency_limit=1, concurrency_id=queue, api_name="two_drafts",
                        show_progress_on=[C.cmp_plot])

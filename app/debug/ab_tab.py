@@ -1,0 +1,141 @@
+"""The Debugger's A/B over a prompt set: its components (layout, called inside the Debugger tab) and
+its events (listeners). Views come from ab_view.py, the numbers from specdec_core.bench.ab_stats,
+the model work from runs.ab through the model queue."""
+from __future__ import annotations
+
+import time
+
+import gradio as gr
+
+from specdec_core.bench import ab_stats
+from specdec_core.bench.ab import Arm, own_prompts, prompt_sets, record, seeds_for
+
+from .. import handlers
+from ..components import Page
+from ..scale import scale_figure
+from . import ab_view, runs
+
+OWN = "my own list (below)"
+SEEDS_MAX, PROMPTS_MAX = 5, 24
+TOKENS_DEFAULT, TOKENS_MIN, TOKENS_MAX = 32, 8, 128
+INTRO = ("### Is B really better than A? An A/B over a prompt set\nTwo configurations — drafter, shape, "
+         "temperature — on the same prompts and seeds (the target, top-k, top-p and chat template of the Race "
+         "tab). Every prompt's two runs race each other, a round each in turn. The answer comes with counts and "
+         "95 % intervals, per prompt and pooled.")
+
+
+def layout(C: Page) -> None:
+    gr.Markdown(INTRO)
+    shapes = list(ab_view.SHAPES)
+    for side, draft in (("a", "distilled"), ("b", "block")):
+        with gr.Row():
+            C[f"ab_{side}_draft"] = gr.Textbox(draft, label=f"{side.upper()}: drafter", elem_id=f"sd-ab-{side}-draft")
+            C[f"ab_{side}_shape"] = gr.Dropdown(shapes, value=ab_view.SHAPE_DEFAULT, label=f"{side.upper()}: shape",
+                                                elem_id=f"sd-ab-{side}-shape")
+            C[f"ab_{side}_temperature"] = gr.Number(0.0, label=f"{side.upper()}: temperature (0 = greedy)",
+                                                    elem_id=f"sd-ab-{side}-temperature")
+    with gr.Row():
+        C.ab_sets = gr.CheckboxGroup(list(prompt_sets()) + [OWN], value=["prose", "code"],
+                                     label="prompt sets (six prompts each, never used to train the draft)",
+                                     elem_id="sd-ab-sets")
+        C.ab_seeds = gr.Number(2, precision=0, label=f"seeds per prompt (0, 1, …; 1–{SEEDS_MAX}; greedy uses one)",
+                               elem_id="sd-ab-seeds")
+        C.ab_tokens = gr.Number(TOKENS_DEFAULT, precision=0, label=f"new tokens per run ({TOKENS_MIN}–{TOKENS_MAX})",
+                                elem_id="sd-ab-tokens")
+    C.ab_own = gr.Textbox("", lines=3, label="my own prompts, one per line", elem_id="sd-ab-own")
+    with gr.Row():
+        C.ab_run = gr.Button("▶ Run the A/B", variant="primary", elem_id="sd-ab-run")
+        C.ab_stop = gr.Button("■ Stop", variant="stop", elem_id="sd-ab-stop")
+    C.ab_text = gr.Markdown("", elem_id="sd-ab-text")
+    C.ab_table = gr.Dataframe(ab_view.summary_table(None), interactive=False, elem_id="sd-ab-table", wrap=True)
+    C.ab_plot = gr.Plot(scale_figure(ab_view.position_figure(None)), show_label=False, elem_id="sd-ab-plot",
+                        elem_classes="sd-plot")
+    C.ab_vocab = gr.Markdown("", elem_id="sd-ab-vocab")
+    with gr.Accordion("Per prompt (pooled over its seeds)", open=False):
+        C.ab_prompts = gr.Dataframe(ab_view.prompt_table(None), interactive=False, elem_id="sd-ab-prompts")
+    gr.Markdown(ab_view.NOTE)
+
+
+def arms_of(a_draft, a_shape, a_temperature, b_draft, b_shape, b_temperature, top_k, top_p, tokens) -> list[Arm]:
+    """The two arms from the page's fields (each request checked by the page's one check)."""
+    out = []
+    for label, draft, shape, temperature in (("A", a_draft, a_shape, a_temperature), ("B", b_draft, b_shape, b_temperature)):
+        draft = (draft or "").strip()
+        if not draft:
+            raise handlers.UserError(f"name {label}'s drafter (e.g. distilled, block, lookup+distilled, ngram)")
+        if shape not in ab_view.SHAPES:
+            raise handlers.UserError(f"pick {label}'s shape from the list")
+        k, tree = ab_view.SHAPES[shape]
+        request = handlers.parse_settings("auto" if k is None else k, temperature, top_k, top_p, tokens, 0,
+                                          tree="none" if tree is None else tree)
+        out.append(Arm(label, draft, request))
+    return out
+
+
+def prompts_of(sets, own: str) -> list[dict]:
+    bundled = prompt_sets()
+    prompts = [p for name in (sets or []) if name in bundled for p in bundled[name]]
+    if OWN in (sets or []):
+        mine = own_prompts(own)
+        if not mine:
+            raise handlers.UserError("“my own list” is ticked but the list is empty: type one prompt per line")
+        prompts += mine
+    if not prompts:
+        raise handlers.UserError("tick at least one prompt set")
+    if len(prompts) > PROMPTS_MAX:
+        raise handlers.UserError(f"{len(prompts)} prompts is too many for one A/B here: at most {PROMPTS_MAX}")
+    return prompts
+
+
+def _count(value, name: str, lo: int, hi: int) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise handlers.UserError(f"{name} must be a whole number from {lo} to {hi}") from None
+    if not lo <= n <= hi:
+        raise handlers.UserError(f"{name} must be from {lo} to {hi}; got {n}")
+    return n
+
+
+def listeners(C: Page, queue: str) -> None:
+    inputs = [C[n] for n in ("preset", "target", "device", "chat", "top_k", "top_p", "ab_a_draft", "ab_a_shape",
+                             "ab_a_temperature", "ab_b_draft", "ab_b_shape", "ab_b_temperature", "ab_sets", "ab_own",
+                             "ab_seeds", "ab_tokens")]
+    outputs = [C.ab_text, C.ab_table, C.ab_plot, C.ab_vocab, C.ab_prompts]
+
+    def views(summary, arms, text) -> dict:
+        names = tuple(arm.describe() for arm in arms)
+        return {C.ab_text: text, C.ab_table: ab_view.summary_table(summary, tuple(a.timing_free for a in arms)),
+                C.ab_plot: scale_figure(ab_view.position_figure(summary, names)),
+                C.ab_vocab: ab_view.vocab_markdown(summary, names), C.ab_prompts: ab_view.prompt_table(summary)}
+
+    def on_ab(preset, target, device, chat, top_k, top_p, a_draft, a_shape, a_temperature, b_draft, b_shape,
+              b_temperature, sets, own, n_seeds, tokens, progress=gr.Progress()):
+        target_ref = (target or "").strip() or preset
+        try:
+            tokens = _count(tokens, "new tokens per run", TOKENS_MIN, TOKENS_MAX)
+            arms = arms_of(a_draft, a_shape, a_temperature, b_draft, b_shape, b_temperature, top_k, top_p, tokens)
+            prompts = prompts_of(sets, own)
+            seeds = seeds_for(arms, 0, _count(n_seeds, "seeds per prompt", 1, SEEDS_MAX))
+            records, t0 = [], None
+            yield {C.ab_text: f"Loading the pairs… then {len(arms) * len(prompts) * len(seeds)} runs "
+                              f"({len(prompts)} prompts × {len(seeds)} seed{'s' * (len(seeds) > 1)} × 2 arms)."}
+            for run in runs.ab(target_ref, arms, device or "auto", prompts, bool(chat), seeds, progress, gr.Info):
+                t0 = t0 or time.perf_counter()
+                if not run["trace"].finished:
+                    yield {C.ab_text: gr.skip()}       # lets Stop end the A/B after this round
+                    continue
+                records.append(record(run["trace"], run["arm"], run["prompt"], run["seed"]))
+                text = ab_view.progress_text(run["done"], run["total"], time.perf_counter() - t0,
+                                             run["prompt"], run["seed"])
+                yield views(ab_stats.summarise(records), arms, text)
+            free = all(a.timing_free for a in arms)
+            yield {C.ab_text: f"✓ Done: {len(records)} runs. " + ("Acceptance, α and tokens per pass are timing-free: "
+                              "run it again and they come out the same." if free else
+                              "A timing-driven shape (auto) was used: its acceptance moves from run to run.")}
+        except Exception as e:
+            raise gr.Error(str(handlers.user_error(e, target_ref))) from None
+    event = C.ab_run.click(on_ab, inputs, outputs, concurrency_limit=1, concurrency_id=queue, api_name="ab",
+                           show_progress="hidden")
+    C.ab_stop.click(lambda text: "■ Stopped. " + (text or "").split(" · ")[0].split(" (")[0]
+                    + ": the tables keep the runs finished so far.", C.ab_text, C.ab_text, cancels=[event])

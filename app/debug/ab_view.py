@@ -1,0 +1,149 @@
+"""The Debugger's A/B views: pure functions of an A/B summary (specdec_core.bench.ab_stats) — the
+table of differences, the per-position chart with counts and intervals, the per-prompt table, the
+out-of-vocabulary paragraph, and the progress line."""
+from __future__ import annotations
+
+import html
+from typing import Optional
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from specdec_core.trace.decisions import DRAFT_COLOUR, MUTED_COLOUR, TARGET_COLOUR
+
+from ..charts import _empty, _layout
+
+# The shapes an arm can take: the label the page shows -> parse_plan's (k, tree).
+SHAPES = {**{f"k = {k} (chain)": (k, None) for k in range(1, 9)},
+          "tree: 12 guesses, depth 4": (None, "12,4"),
+          "k = auto (chain; timing-driven)": ("auto", None),
+          "tree = auto (the defaults; timing-driven)": (None, "auto")}
+SHAPE_DEFAULT = "k = 4 (chain)"
+SUMMARY_COLUMNS = ("measure", "kind", "A", "B", "B − A (95 % interval)", "call")
+PROMPT_COLUMNS = ("prompt", "A kept", "A acceptance", "A α", "A tokens/pass",
+                  "B kept", "B acceptance", "B α", "B tokens/pass")
+NOTE = ("**Timing-free** numbers come from decisions that never read the clock (a fixed k or a tree budget, "
+        "the seeds): an A/B run twice gives them exactly again. **Timings** (tok/s) move with the machine: "
+        "each prompt's two runs race each other (a round each in turn), and the spread is shown. Intervals: 95 %, "
+        "resampling whole prompts (a percentile bootstrap, paired for B − A); a difference is called only "
+        "when its interval excludes 0. Acceptance counts every drafted guess (a guess after a rejection "
+        "counts as not kept); α is the mean overlap Σ min(p, q) at the checked positions — a draft can keep "
+        "more of its guesses yet overlap the target less; **tokens per target pass** is what pays.")
+
+
+def _fmt(x: Optional[float], digits: int = 3) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def _interval(lo, hi, digits: int = 3) -> str:
+    return "" if lo is None or hi is None else f" [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def progress_text(done: int, total: int, elapsed_s: float, prompt: str = "", seed: Optional[int] = None) -> str:
+    """'Run 7 of 48 (code2, seed 1) · about 1 min 20 s left' from the runs finished so far."""
+    where = f" ({prompt}, seed {seed})" if prompt else ""
+    if not done:
+        return f"Run 1 of {total}{where}: starting…"
+    left = elapsed_s / done * (total - done)
+    mins, secs = divmod(int(round(left)), 60)
+    return (f"{done} of {total} runs done{where} · about " + (f"{mins} min {secs} s" if mins else f"{secs} s")
+            + " left")
+
+
+def summary_table(summary: Optional[dict], timing_free: tuple[bool, bool] = (True, True)) -> pd.DataFrame:
+    """One row per measure: both arms' pooled values with their intervals, B − A with its interval
+    and the call; the committed tokens' sources, rounds without a guess, and tok/s (timings)."""
+    if not summary:
+        return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
+    a_label, b_label = summary["labels"]
+    A, B = summary["arms"][a_label], summary["arms"][b_label]
+    kind = "timing-free" if all(timing_free) else "timing-driven shape"
+    rows = []
+    for d in summary["differences"]:
+        a, b = A[d["key"]], B[d["key"]]
+        count = lambda m: f" ({int(m['num'])}/{int(m['den'])})" if d["key"] == "acceptance" else ""
+        rows.append({"measure": d["name"], "kind": kind,
+                     "A": _fmt(a["value"]) + count(a) + _interval(a["low"], a["high"]),
+                     "B": _fmt(b["value"]) + count(b) + _interval(b["low"], b["high"]),
+                     "B − A (95 % interval)": ("–" if d["diff"] is None else f"{d['diff']:+.3f}")
+                     + _interval(d["low"], d["high"]), "call": d["verdict"]})
+    sources = sorted(set(A["by_source"]) | set(B["by_source"]), key=lambda s: (s == "target", s))
+    for src in sources:
+        share = lambda arm: (f"{arm['by_source'][src]['share']:.0%} ({arm['by_source'][src]['tokens']})"
+                             if src in arm["by_source"] else "0 %")
+        what = "drawn by the target (corrections, bonus)" if src == "target" else f"kept {src} guesses"
+        rows.append({"measure": f"committed tokens: {what}", "kind": kind, "A": share(A), "B": share(B),
+                     "B − A (95 % interval)": "", "call": ""})
+    rows.append({"measure": "rounds without a guess (auto switched drafting off, or nothing left to draft)",
+                 "kind": kind, "A": f"{A['no_guess_rounds']} of {A['passes']}", "B": f"{B['no_guess_rounds']} of {B['passes']}",
+                 "B − A (95 % interval)": "", "call": ""})
+    tps = lambda arm: (f"{arm['tokens_per_s']['median']:.1f} (min {arm['tokens_per_s']['min']:.1f}, "
+                       f"max {arm['tokens_per_s']['max']:.1f})") if arm["tokens_per_s"]["median"] else "–"
+    ratio = summary["speed_ratio"]
+    rows.append({"measure": "tokens/s, median over runs", "kind": "timing", "A": tps(A), "B": tps(B),
+                 "B − A (95 % interval)": (f"B ÷ A {ratio['median']:.2f} (min {ratio['min']:.2f}, max {ratio['max']:.2f}, "
+                                           f"{ratio['pairs']} raced pairs)") if ratio["median"] else "",
+                 "call": "timing: not called"})
+    return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+
+
+def prompt_table(summary: Optional[dict]) -> pd.DataFrame:
+    """One row per prompt: each arm's kept/drafted, acceptance, α and tokens per pass over its seeds."""
+    if not summary:
+        return pd.DataFrame(columns=list(PROMPT_COLUMNS))
+    a, b = summary["labels"]
+    rows = [{"prompt": r["prompt"],
+             "A kept": r[f"kept_{a}"], "A acceptance": _fmt(r[f"acceptance_{a}"]), "A α": _fmt(r[f"alpha_{a}"]),
+             "A tokens/pass": _fmt(r[f"tokens_per_pass_{a}"], 2),
+             "B kept": r[f"kept_{b}"], "B acceptance": _fmt(r[f"acceptance_{b}"]), "B α": _fmt(r[f"alpha_{b}"]),
+             "B tokens/pass": _fmt(r[f"tokens_per_pass_{b}"], 2)} for r in summary["prompts"]]
+    return pd.DataFrame(rows, columns=list(PROMPT_COLUMNS))
+
+
+def position_figure(summary: Optional[dict], names: tuple[str, str] = ("A", "B")) -> go.Figure:
+    """Acceptance by draft position for both arms, pooled over every run: bars with 95 % Wilson
+    intervals, the guesses each rests on under the axis (A / B)."""
+    fig = _layout(go.Figure(), "A/B: acceptance by draft position (all prompts and seeds)",
+                  "draft position i", "acceptance rate (kept / drafted)")
+    if not summary:
+        return _empty(fig, "press “Run the A/B”")
+    labels = summary["labels"]
+    depth = max(len(summary["arms"][l]["positions"]) for l in labels)
+    if not depth:
+        return _empty(fig, "no guesses were drafted")
+    xs = list(range(1, depth + 1))
+    for label, name, colour in zip(labels, names, (TARGET_COLOUR, DRAFT_COLOUR)):
+        rows = summary["arms"][label]["positions"]
+        ys = [r["rate"] or 0 for r in rows]
+        fig.add_bar(x=xs[:len(rows)], y=ys, name=f"{label}: {name}", marker_color=colour,
+                    error_y=dict(type="data", symmetric=False, color=MUTED_COLOUR,
+                                 array=[(r["high"] or 0) - y for r, y in zip(rows, ys)],
+                                 arrayminus=[y - (r["low"] or 0) for r, y in zip(rows, ys)]),
+                    text=[f"{r['kept']}/{r['drafted']}" for r in rows], textposition="none",
+                    hovertemplate=f"{label} position %{{x}}: %{{y:.2f}} = %{{text}} kept<extra></extra>")
+    counts = {l: {r["position"]: r["drafted"] for r in summary["arms"][l]["positions"]} for l in labels}
+    fig.update_xaxes(tickvals=xs, tickangle=0, title_text="position i (under: guesses drafted, A / B)",
+                     ticktext=[f"{i}<br>{counts[labels[0]].get(i, 0)} / {counts[labels[1]].get(i, 0)}" for i in xs])
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(range=[0, 1.05])
+    return fig
+
+
+def vocab_markdown(summary: Optional[dict], names: tuple[str, str] = ("A", "B")) -> str:
+    """Per arm: the draft's vocabulary, the share of written tokens and of rejections outside it,
+    and the most frequent tokens outside it over the prompt set."""
+    if not summary:
+        return ""
+    lines = []
+    for label, name in zip(summary["labels"], names):
+        v = summary["arms"][label]["vocabulary"]
+        if v is None:
+            lines.append(f"- **{label}** ({html.escape(name)}): the draft can propose any of the target's tokens.")
+            continue
+        share = lambda k, n: f"{k}/{n} ({k / n:.0%})" if n else "0"
+        common = ", ".join(f"`{html.escape(t.strip() or repr(t))}` ×{k}" for t, k in v["outside_tokens"]) or "none"
+        lines.append(f"- **{label}** ({html.escape(name)}): its draft vocabulary holds {v['draft_vocab']:,} of the "
+                     f"target's {v['target_vocab']:,} tokens; outside it: {share(v['written_outside'], v['written'])} "
+                     f"of the tokens the target wrote, {share(v['rejections_outside'], v['rejections'])} of the "
+                     f"rejections. Most frequent outside: {common}.")
+    return "**Vocabulary over the prompt set**\n\n" + "\n".join(lines)

@@ -1,0 +1,165 @@
+"""An A/B's numbers from its run records (bench/ab.record): pooled per arm and per prompt, with
+95 % intervals, and each difference B − A called only when its interval excludes zero.
+
+Rates pool as sums (Σ kept ÷ Σ drafted, not a mean of per-run rates), as the stats of one trace do.
+Intervals: the runs of one prompt are not independent (its seeds share the text, its positions share
+a run), so a pooled rate's interval resamples whole prompts — a percentile bootstrap over prompts,
+paired (both arms' runs of a prompt drawn together) for a difference, from a fixed generator so the
+same records always give the same intervals. A per-position rate gets the Wilson interval of its
+counts (trace.stats.wilson_interval), as the single-run chart does. Tokens/s are timings: a median
+and its min–max over runs, and the paired ratio B ÷ A of runs that raced each other.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..trace.stats import wilson_interval
+
+RESAMPLES = 2000
+CONFIDENCE = 0.95
+# (key, what it is, numerator, denominator): each a ratio of sums over runs; all timing-free for a
+# fixed shape.
+METRICS = (("acceptance", "acceptance (kept ÷ drafted guesses)", "accepted", "drafted"),
+           ("alpha", "α (mean Σ min(p, q) at checked positions)", "overlap_sum", "overlap_n"),
+           ("tokens_per_pass", "tokens per target pass", "new_tokens", "passes"))
+
+
+def _sums(records: list, prompts: list, num: str, den: str) -> tuple[np.ndarray, np.ndarray]:
+    """[n prompts] Σ num and Σ den of each prompt's runs."""
+    n = np.array([sum(r[num] for r in records if r["prompt"] == p) for p in prompts], dtype=float)
+    d = np.array([sum(r[den] for r in records if r["prompt"] == p) for p in prompts], dtype=float)
+    return n, d
+
+
+def _ratio(n, d) -> Optional[float]:
+    return float(n / d) if d else None
+
+
+def _percentiles(samples: np.ndarray) -> tuple[Optional[float], Optional[float]]:
+    samples = samples[np.isfinite(samples)]
+    if samples.size == 0:
+        return None, None
+    tail = 100 * (1 - CONFIDENCE) / 2
+    lo, hi = np.percentile(samples, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def _draws(n_prompts: int) -> np.ndarray:
+    """[RESAMPLES, n_prompts] prompt indices drawn with replacement (fixed generator)."""
+    return np.random.default_rng(0).integers(0, n_prompts, size=(RESAMPLES, n_prompts))
+
+
+def _boot_ratio(n: np.ndarray, d: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return n[draws].sum(1) / d[draws].sum(1)
+
+
+def _median(xs) -> Optional[float]:
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def _positions(records: list) -> list[dict]:
+    depth = max((len(r["drafted_by_position"]) for r in records), default=0)
+    rows = []
+    for i in range(depth):
+        kept = sum(r["kept_by_position"][i] for r in records if len(r["kept_by_position"]) > i)
+        drafted = sum(r["drafted_by_position"][i] for r in records if len(r["drafted_by_position"]) > i)
+        lo, hi = wilson_interval(kept, drafted)
+        rows.append({"position": i + 1, "kept": kept, "drafted": drafted, "rate": _ratio(kept, drafted),
+                     "low": lo, "high": hi})
+    return rows
+
+
+def _vocabulary(records: list, n: int = 8) -> Optional[dict]:
+    """Out-of-vocabulary counts over an arm's runs: the draft's vocabulary, the share of written
+    tokens and of rejections outside it, the n most frequent outside tokens."""
+    vocab = [r["vocab"] for r in records if r["vocab"]]
+    if not vocab:
+        return None
+    counts: dict = {}
+    for v in vocab:
+        for label, k in v["outside_tokens"]:
+            counts[label] = counts.get(label, 0) + k
+    total = {k: sum(v[k] for v in vocab) for k in ("written", "written_outside", "rejections", "rejections_outside")}
+    return {"draft_vocab": vocab[0]["draft_vocab"], "target_vocab": vocab[0]["target_vocab"], **total,
+            "outside_tokens": sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]}
+
+
+def _arm(records: list, prompts: list, draws: Optional[np.ndarray]) -> dict:
+    out = {"runs": len(records)}
+    for key, _, num, den in METRICS:
+        n, d = _sums(records, prompts, num, den)
+        lo, hi = _percentiles(_boot_ratio(n, d, draws)) if draws is not None else (None, None)
+        out[key] = {"value": _ratio(n.sum(), d.sum()), "num": float(n.sum()), "den": float(d.sum()), "low": lo, "high": hi}
+    new_tokens = sum(r["new_tokens"] for r in records)
+    sources: dict = {}
+    for r in records:
+        for src, k in r["by_source"].items():
+            sources[src] = sources.get(src, 0) + k
+    out["by_source"] = {src: {"tokens": k, "share": _ratio(k, new_tokens)} for src, k in sorted(sources.items())}
+    out["no_guess_rounds"] = sum(r["no_guess_rounds"] for r in records)
+    out["passes"] = sum(r["passes"] for r in records)
+    tps = [r["tokens_per_s"] for r in records if r["tokens_per_s"]]
+    out["tokens_per_s"] = {"median": _median(tps), "min": min(tps, default=None), "max": max(tps, default=None)}
+    out["positions"] = _positions(records)
+    out["vocabulary"] = _vocabulary(records)
+    return out
+
+
+def verdict(low: Optional[float], high: Optional[float], labels: Sequence[str]) -> str:
+    """B − A's call: a side only when the interval excludes zero."""
+    if low is None or high is None:
+        return "no interval (one prompt)"
+    if low > 0:
+        return f"{labels[1]} higher"
+    if high < 0:
+        return f"{labels[0]} higher"
+    return "no difference shown"
+
+
+def summarise(records: Sequence[dict], labels: Sequence[str] = ("A", "B")) -> dict:
+    """{"arms": {label: pooled numbers}, "differences": [{key, name, a, b, diff, low, high, verdict}],
+    "prompts": [per-prompt rows], "speed_ratio": B ÷ A tokens/s of paired runs {median, min, max},
+    "n_prompts", "runs"}. Differences and intervals use the prompts both arms finished (a stopped A/B
+    keeps what it has); with one prompt there is no interval and no call."""
+    records = list(records)
+    by_arm = {label: [r for r in records if r["arm"] == label] for label in labels}
+    both = [p for p in dict.fromkeys(r["prompt"] for r in records)
+            if all(any(r["prompt"] == p for r in by_arm[label]) for label in labels)]
+    draws = _draws(len(both)) if len(both) >= 2 else None
+    arms = {label: _arm([r for r in by_arm[label] if r["prompt"] in both] or by_arm[label],
+                        both or list(dict.fromkeys(r["prompt"] for r in by_arm[label])), draws) for label in labels}
+    differences = []
+    a_label, b_label = labels
+    for key, name, num, den in METRICS:
+        a = _sums([r for r in by_arm[a_label] if r["prompt"] in both], both, num, den)
+        b = _sums([r for r in by_arm[b_label] if r["prompt"] in both], both, num, den)
+        va, vb = _ratio(a[0].sum(), a[1].sum()), _ratio(b[0].sum(), b[1].sum())
+        lo = hi = None
+        if draws is not None and va is not None and vb is not None:
+            lo, hi = _percentiles(_boot_ratio(*b, draws) - _boot_ratio(*a, draws))
+        differences.append({"key": key, "name": name, "a": va, "b": vb,
+                            "diff": None if va is None or vb is None else vb - va,
+                            "low": lo, "high": hi, "verdict": verdict(lo, hi, labels)})
+    rows = []
+    for p in dict.fromkeys(r["prompt"] for r in records):
+        row = {"prompt": p}
+        for label in labels:
+            mine = [r for r in by_arm[label] if r["prompt"] == p]
+            for key, _, num, den in METRICS:
+                row[f"{key}_{label}"] = _ratio(sum(r[num] for r in mine), sum(r[den] for r in mine))
+            row[f"kept_{label}"] = f"{sum(r['accepted'] for r in mine)}/{sum(r['drafted'] for r in mine)}"
+            row[f"runs_{label}"] = len(mine)
+        rows.append(row)
+    paired = {}
+    for r in records:
+        paired.setdefault((r["prompt"], r["seed"]), {})[r["arm"]] = r["tokens_per_s"]
+    ratios = [d[b_label] / d[a_label] for d in paired.values() if d.get(a_label) and d.get(b_label)]
+    return {"labels": list(labels), "arms": arms, "differences": differences, "prompts": rows,
+            "n_prompts": len(both), "runs": len(records),
+            "speed_ratio": {"median": _median(ratios), "min": min(ratios, default=None),
+                            "max": max(ratios, default=None), "pairs": len(ratios)}}
