@@ -32,7 +32,7 @@ def test_pooled_rates_are_ratios_of_sums_with_counts():
     assert s["arms"]["B"]["acceptance"]["value"] == 0.5
     assert s["arms"]["A"]["by_source"]["model"] == {"tokens": 4, "share": 4 / 12}
     assert s["n_prompts"] == 2 and s["runs"] == 4
-    assert [r["prompt"] for r in s["prompts"]] == ["p1", "p2"] and s["prompts"][1]["kept_A"] == "3/12"
+    assert [r["prompt"] for r in s["prompts"]] == ["p1", "p2"] and (s["prompts"][1]["kept_A"], s["prompts"][1]["drafted_A"]) == (3, 12)
 
 
 def test_a_difference_is_called_only_when_its_interval_excludes_zero():
@@ -68,7 +68,7 @@ def test_intervals_resample_prompts_and_are_the_same_every_time():
 
 def test_one_prompt_has_no_interval_and_a_stopped_ab_pairs_the_prompts_both_finished():
     s = ab_stats.summarise([rec("A", "p1"), rec("B", "p1")])
-    assert s["differences"][0]["verdict"] == "no interval (one prompt)" and s["arms"]["A"]["acceptance"]["low"] is None
+    assert s["differences"][0]["verdict"] == "no interval yet (needs 2 prompts both ran)" and s["arms"]["A"]["acceptance"]["low"] is None
     # stopped after A's run of p3: B's p3 is missing, so p3 sits out of the pooled comparison
     records = [rec(arm, p, accepted=a) for p, a in (("p1", 1), ("p2", 2)) for arm in "AB"] + [rec("A", "p3", accepted=8)]
     s = ab_stats.summarise(records)
@@ -116,7 +116,9 @@ def test_the_page_tables_chart_and_progress():
     fig = ab_view.position_figure(s, ("distilled", "block"))
     assert len(fig.data) == 2 and list(fig.layout.xaxis.ticktext) == ["1<br>40 / 40"]
     assert fig.data[0].error_y.array is not None
-    assert len(ab_view.prompt_table(s)) == 4
+    per_prompt = ab_view.prompt_table(s)
+    assert len(per_prompt) == 4 and per_prompt.iloc[0]["A kept"] == "2/10"
+    assert per_prompt.iloc[0]["A acceptance"] == "0.200 [0.06, 0.51]"           # Wilson 95 % of 2 in 10
     assert isinstance(ab_view.summary_table(None), pd.DataFrame) and not len(ab_view.summary_table(None))
     assert ab_view.progress_text(12, 48, 60.0, "code2", 1) == "12 of 48 runs done (code2, seed 1) · about 3 min 0 s left"
     assert ab_view.progress_text(0, 48, 0.0).startswith("Run 1 of 48")

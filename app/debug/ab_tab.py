@@ -47,12 +47,13 @@ def layout(C: Page) -> None:
         C.ab_run = gr.Button("▶ Run the A/B", variant="primary", elem_id="sd-ab-run")
         C.ab_stop = gr.Button("■ Stop", variant="stop", elem_id="sd-ab-stop")
     C.ab_text = gr.Markdown("", elem_id="sd-ab-text")
-    C.ab_table = gr.Dataframe(ab_view.summary_table(None), interactive=False, elem_id="sd-ab-table", wrap=True)
+    C.ab_table = gr.Dataframe(ab_view.summary_table(None), interactive=False, elem_id="sd-ab-table", wrap=True,
+                              column_widths=list(ab_view.SUMMARY_WIDTHS), max_height=900)
     C.ab_plot = gr.Plot(scale_figure(ab_view.position_figure(None)), show_label=False, elem_id="sd-ab-plot",
                         elem_classes="sd-plot")
     C.ab_vocab = gr.Markdown("", elem_id="sd-ab-vocab")
-    with gr.Accordion("Per prompt (pooled over its seeds)", open=False):
-        C.ab_prompts = gr.Dataframe(ab_view.prompt_table(None), interactive=False, elem_id="sd-ab-prompts")
+    C.ab_prompts = gr.Dataframe(ab_view.prompt_table(None), interactive=False, elem_id="sd-ab-prompts",
+                                label="Per prompt (pooled over its seeds)", max_height=1000)
     gr.Markdown(ab_view.NOTE)
 
 

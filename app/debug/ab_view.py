@@ -20,6 +20,7 @@ SHAPES = {**{f"k = {k} (chain)": (k, None) for k in range(1, 9)},
           "tree = auto (the defaults; timing-driven)": (None, "auto")}
 SHAPE_DEFAULT = "k = 4 (chain)"
 SUMMARY_COLUMNS = ("measure", "kind", "A", "B", "B − A (95 % interval)", "call")
+SUMMARY_WIDTHS = ("21%", "11%", "19%", "19%", "19%", "11%")
 PROMPT_COLUMNS = ("prompt", "A kept", "A acceptance", "A α", "A tokens/pass",
                   "B kept", "B acceptance", "B α", "B tokens/pass")
 NOTE = ("**Timing-free** numbers come from decisions that never read the clock (a fixed k or a tree budget, "
@@ -28,7 +29,9 @@ NOTE = ("**Timing-free** numbers come from decisions that never read the clock (
         "resampling whole prompts (a percentile bootstrap, paired for B − A); a difference is called only "
         "when its interval excludes 0. Acceptance counts every drafted guess (a guess after a rejection "
         "counts as not kept); α is the mean overlap Σ min(p, q) at the checked positions — a draft can keep "
-        "more of its guesses yet overlap the target less; **tokens per target pass** is what pays.")
+        "more of its guesses yet overlap the target less; **tokens per target pass** is what pays. *Committed*: who "
+        "proposed each token of the output — a kept guess, or the target itself (a correction or a bonus token). "
+        "*Rounds without a guess*: the shape rule switched drafting off, or nothing was left to draft.")
 
 
 def _fmt(x: Optional[float], digits: int = 3) -> str:
@@ -70,17 +73,17 @@ def summary_table(summary: Optional[dict], timing_free: tuple[bool, bool] = (Tru
     sources = sorted(set(A["by_source"]) | set(B["by_source"]), key=lambda s: (s == "target", s))
     for src in sources:
         share = lambda arm: (f"{arm['by_source'][src]['share']:.0%} ({arm['by_source'][src]['tokens']})"
-                             if src in arm["by_source"] else "0 %")
-        what = "drawn by the target (corrections, bonus)" if src == "target" else f"kept {src} guesses"
-        rows.append({"measure": f"committed tokens: {what}", "kind": kind, "A": share(A), "B": share(B),
+                             if src in arm["by_source"] else "0% (0)")
+        what = "the target's own tokens" if src == "target" else f"kept {src} guesses"
+        rows.append({"measure": f"committed: {what}", "kind": kind, "A": share(A), "B": share(B),
                      "B − A (95 % interval)": "", "call": ""})
-    rows.append({"measure": "rounds without a guess (auto switched drafting off, or nothing left to draft)",
+    rows.append({"measure": "rounds without a guess",
                  "kind": kind, "A": f"{A['no_guess_rounds']} of {A['passes']}", "B": f"{B['no_guess_rounds']} of {B['passes']}",
                  "B − A (95 % interval)": "", "call": ""})
     tps = lambda arm: (f"{arm['tokens_per_s']['median']:.1f} (min {arm['tokens_per_s']['min']:.1f}, "
                        f"max {arm['tokens_per_s']['max']:.1f})") if arm["tokens_per_s"]["median"] else "–"
     ratio = summary["speed_ratio"]
-    rows.append({"measure": "tokens/s, median over runs", "kind": "timing", "A": tps(A), "B": tps(B),
+    rows.append({"measure": "tokens/s (median of runs)", "kind": "timing", "A": tps(A), "B": tps(B),
                  "B − A (95 % interval)": (f"B ÷ A {ratio['median']:.2f} (min {ratio['min']:.2f}, max {ratio['max']:.2f}, "
                                            f"{ratio['pairs']} raced pairs)") if ratio["median"] else "",
                  "call": "timing: not called"})
@@ -88,15 +91,18 @@ def summary_table(summary: Optional[dict], timing_free: tuple[bool, bool] = (Tru
 
 
 def prompt_table(summary: Optional[dict]) -> pd.DataFrame:
-    """One row per prompt: each arm's kept/drafted, acceptance, α and tokens per pass over its seeds."""
+    """One row per prompt: each arm's kept/drafted, acceptance (its 95 % Wilson interval), α and tokens
+    per pass over its seeds."""
     if not summary:
         return pd.DataFrame(columns=list(PROMPT_COLUMNS))
-    a, b = summary["labels"]
-    rows = [{"prompt": r["prompt"],
-             "A kept": r[f"kept_{a}"], "A acceptance": _fmt(r[f"acceptance_{a}"]), "A α": _fmt(r[f"alpha_{a}"]),
-             "A tokens/pass": _fmt(r[f"tokens_per_pass_{a}"], 2),
-             "B kept": r[f"kept_{b}"], "B acceptance": _fmt(r[f"acceptance_{b}"]), "B α": _fmt(r[f"alpha_{b}"]),
-             "B tokens/pass": _fmt(r[f"tokens_per_pass_{b}"], 2)} for r in summary["prompts"]]
+    rows = []
+    for r in summary["prompts"]:
+        row = {"prompt": r["prompt"]}
+        for side, label in zip("AB", summary["labels"]):
+            row.update({f"{side} kept": f"{r[f'kept_{label}']}/{r[f'drafted_{label}']}",
+                        f"{side} acceptance": _fmt(r[f"acceptance_{label}"]) + _interval(*r[f"acceptance_interval_{label}"], 2),
+                        f"{side} α": _fmt(r[f"alpha_{label}"]), f"{side} tokens/pass": _fmt(r[f"tokens_per_pass_{label}"], 2)})
+        rows.append(row)
     return pd.DataFrame(rows, columns=list(PROMPT_COLUMNS))
 
 

@@ -22,8 +22,8 @@ RESAMPLES = 2000
 CONFIDENCE = 0.95
 # (key, what it is, numerator, denominator): each a ratio of sums over runs; all timing-free for a
 # fixed shape.
-METRICS = (("acceptance", "acceptance (kept ÷ drafted guesses)", "accepted", "drafted"),
-           ("alpha", "α (mean Σ min(p, q) at checked positions)", "overlap_sum", "overlap_n"),
+METRICS = (("acceptance", "acceptance (kept ÷ drafted)", "accepted", "drafted"),
+           ("alpha", "α (mean Σ min(p, q))", "overlap_sum", "overlap_n"),
            ("tokens_per_pass", "tokens per target pass", "new_tokens", "passes"))
 
 
@@ -113,7 +113,7 @@ def _arm(records: list, prompts: list, draws: Optional[np.ndarray]) -> dict:
 def verdict(low: Optional[float], high: Optional[float], labels: Sequence[str]) -> str:
     """B − A's call: a side only when the interval excludes zero."""
     if low is None or high is None:
-        return "no interval (one prompt)"
+        return "no interval yet (needs 2 prompts both ran)"
     if low > 0:
         return f"{labels[1]} higher"
     if high < 0:
@@ -152,7 +152,9 @@ def summarise(records: Sequence[dict], labels: Sequence[str] = ("A", "B")) -> di
             mine = [r for r in by_arm[label] if r["prompt"] == p]
             for key, _, num, den in METRICS:
                 row[f"{key}_{label}"] = _ratio(sum(r[num] for r in mine), sum(r[den] for r in mine))
-            row[f"kept_{label}"] = f"{sum(r['accepted'] for r in mine)}/{sum(r['drafted'] for r in mine)}"
+            kept, drafted = sum(r["accepted"] for r in mine), sum(r["drafted"] for r in mine)
+            row[f"kept_{label}"], row[f"drafted_{label}"] = kept, drafted
+            row[f"acceptance_interval_{label}"] = wilson_interval(kept, drafted)
             row[f"runs_{label}"] = len(mine)
         rows.append(row)
     paired = {}
