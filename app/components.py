@@ -122,6 +122,7 @@ class Page:
     dbg_files: gr.File
     cmp_a: gr.Textbox
     cmp_b: gr.Textbox
+    cmp_repeats: gr.Number
     cmp_run: gr.Button
     cmp_plot: gr.Plot
     cmp_table: gr.Dataframe

@@ -143,7 +143,8 @@ EXAMPLES = [
 DRAFT_CHOICES = ["distilled", "block", "target-layers:2", "target-layers:4"]   # the built-in drafts offered
 DRAFT_HINT = ("distilled: the feature head, k guesses in k sequential head steps · block: the block drafter, "
               "all k ≤ 8 guesses in one pass (no guess sees another) · target-layers:N: the target's first N "
-              "layers")
+              "layers · add +recycle (distilled+recycle, with prompt lookup) for guesses recalled from the "
+              "target's own earlier passes in every token tree")
 
 # What the greedy button says when it has set greedy sampling (it does not start a race).
 GREEDY_SET = ("Greedy sampling set: temperature 0, top-p 1 (in Advanced). Press Run: both lanes then write "

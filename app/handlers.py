@@ -23,7 +23,8 @@ from .timeline import plain_lane_html, spec_lane_html, timeline_html
 NGRAM_CHOICE = "n-gram (prompt lookup, no model)"
 MODEL_CHOICE = "draft model"
 COMBINED_CHOICE = "prompt lookup + draft model"
-DRAFTERS = [COMBINED_CHOICE, MODEL_CHOICE, NGRAM_CHOICE]
+RECYCLE_CHOICE = "prompt lookup + recycling (no draft model)"
+DRAFTERS = [COMBINED_CHOICE, MODEL_CHOICE, NGRAM_CHOICE, RECYCLE_CHOICE]
 K_CHOICES = ["auto", "1", "2", "3", "4", "5", "6", "8", "10", "12"]
 LOG = logging.getLogger("specdec-explainer")
 # While a race runs the page redraws only the two lanes, at most this often: every redraw costs the
@@ -121,14 +122,18 @@ def pair_args(preset: str, target: str, draft: str, drafter: str) -> tuple[str, 
     target = (target or "").strip() or preset
     if drafter == NGRAM_CHOICE:
         return target, DraftSpec("ngram")
+    if drafter == RECYCLE_CHOICE:
+        return target, DraftSpec("recycle", lookup=True)      # training-free: any target, no draft model
     draft = (draft or "").strip()
     if not draft:
         raise UserError(explain.ERRORS["no_draft"])
+    if drafter == COMBINED_CHOICE and not draft.startswith("lookup+"):
+        draft = "lookup+" + draft          # "distilled+recycle" reads as lookup + distilled + recycling
     try:
         spec = parse_draft(draft)
     except ModelLoadError as e:
         raise UserError(str(e)) from None
-    return target, spec.with_lookup(True) if drafter == COMBINED_CHOICE else spec
+    return target, spec
 
 
 def load(target: str, draft, device: str, progress, notify) -> object:

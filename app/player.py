@@ -35,7 +35,7 @@ class Guess:
     parent: int              # index of its parent guess in the round; -1: right after the last committed token
     depth: int               # 1: the first token after the committed text
     text: str                # how it reads (visible whitespace)
-    source: Optional[Source]  # LOOKUP (copied from earlier text), MODEL, or None (not known)
+    source: Optional[Source]  # LOOKUP (copied from earlier text), MODEL, RECYCLE (recalled), or None (not known)
     p: Optional[float]       # target probability of the token
     q: Optional[float]       # draft probability it was proposed with
     u: Optional[float]       # the uniform draw (None: greedy, or never reached)
@@ -132,8 +132,9 @@ def _decide_caption(c: Card) -> str:
 
 def _draft_caption(c: Card, level: int) -> str:
     shown = [g for g in c.guesses if g.depth == level]
-    copied = all(g.source == Source.LOOKUP for g in shown)
-    who = "Prompt lookup copies from earlier text" if copied else "The draft guesses"
+    who = ("Prompt lookup copies from earlier text" if all(g.source == Source.LOOKUP for g in shown) else
+           "Recycling recalls the target's own earlier choices" if all(g.source == Source.RECYCLE for g in shown)
+           else "The draft guesses")
     if len(shown) == 1:
         return f"{who}: token {level} ahead, “{shown[0].text}” (level {level} of {c.depth})."
     return f"{who}: {len(shown)} alternatives for token {level} ahead, {_quote(g.text for g in shown)} (level {level} of {c.depth})."
@@ -178,7 +179,8 @@ def _guess_html(g: Guess, i: int, greedy: bool) -> str:
         test = "kept if it is the target's top token"
     else:
         test = test_text(g.test, g.u, g.keep_at, g.decision == "accepted", digits=2)
-    src = ' <span class="sd-pl-src">copied</span>' if g.source == Source.LOOKUP else ""
+    src = {Source.LOOKUP: ' <span class="sd-pl-src">copied</span>',
+           Source.RECYCLE: ' <span class="sd-pl-src">recalled</span>'}.get(g.source, "")
     return (f'<div class="sd-pl-g" data-depth="{g.depth}" data-parent="{g.parent}" data-i="{i}" data-decision="{g.decision}">'
             f'<span class="sd-tok sd-pl-tok" data-cls="{d.css}">{html.escape(g.text)}</span>{src}'
             f'<span class="sd-pl-mark">{html.escape(d.mark)}</span>'

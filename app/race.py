@@ -151,6 +151,17 @@ def stopped_verdict_html(spec, plain) -> str:
             'A speedup needs both lanes to finish.</span></div>')
 
 
+def _shape_basis(spec) -> Optional[str]:
+    """The shape, and whether the counts below it are timing-free (a fixed shape or a replayed
+    schedule: the same settings give them again) or follow the clock (the shape rule, auto)."""
+    if spec is None:
+        return None
+    plan = Plan.from_config(spec.config)
+    moves = plan.auto and spec.config.k_schedule is None
+    return plan.label() + (" (timing-driven: acceptance can differ run to run)" if moves
+                           else " (timing-free: acceptance, α repeat exactly)")
+
+
 def stats_markdown(spec, plain) -> str:
     """The stats panel: one row per metric, speculative and plain side by side."""
     if spec is None and plain is None:
@@ -172,7 +183,7 @@ def stats_markdown(spec, plain) -> str:
     best = None if shaped else charts.best_theoretical_k(spec, plain)
     per_pass = s["nodes_verified"] / s["rounds"] if s.get("rounds") else None
     rows = [
-        ("drafting shape", Plan.from_config(spec.config).label() if spec is not None else None, None, "s"),
+        ("drafting shape", _shape_basis(spec), None, "s"),
         ("new tokens", s.get("new_tokens"), p.get("new_tokens"), "d"),
         ("rounds (target passes)", s.get("rounds"), p.get("rounds"), "d"),
         ("acceptance rate", s.get("acceptance_rate"), None, ".3f"),

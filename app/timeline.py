@@ -98,7 +98,8 @@ def _fmt(x: Optional[float], spec: str = ".3f") -> str:
 
 
 SOURCES = {Source.LOOKUP: "proposed by prompt lookup (copied from earlier text; q = 1 on it)",
-           Source.MODEL: "proposed by the draft model"}
+           Source.MODEL: "proposed by the draft model",
+           Source.RECYCLE: "recalled: the target's own earlier top choices after this token (no model pass)"}
 
 
 def draft_tooltip(t, position: int, decision: str, greedy: bool, source: Optional[Source] = None) -> str:

@@ -65,6 +65,10 @@ WORDS = (
          "and either can be the larger."),
     Term("prefill", "",
          "The target's first pass over the whole prompt, before the first new token; both lanes pay it once."),
+    Term("recalled guess", "",
+         "A guess recycled from the target's own earlier passes: for every token the target's top choices of "
+         "what follows it, kept from the last time it read that token, so proposing them costs no model pass "
+         "(draft \"recycle\", or \"lookup+…+recycle\" beside a draft)."),
     Term("token tree", "",
          "Several alternative guesses at once, branching where the draft is unsure; the target checks the "
          "whole tree in one pass and keeps the longest path it agrees with."),

@@ -93,11 +93,21 @@ def test_two_drafts_side_by_side():
     a, plain = make_spec(), make_plain([5, 6, 7, 8, 9, 10])
     b = scaled(make_spec(), 2.0)
     table = figures.compare_table(a, b, plain, ("A", "B"))
-    assert list(table["draft"]) == ["A", "B"]
+    assert list(table["draft"]) == ["A", "B", "plain (no draft)"]
     # make_spec's two drafting rounds: chains of 3 and 2 from a sequential draft (a call per token)
-    assert list(table["draft calls / round"]) == [2.5, 2.5] and list(table["guesses / round"]) == [2.5, 2.5]
-    assert table["tok/s"][0] == pytest.approx(2 * table["tok/s"][1], rel=0.02)
+    assert list(table["draft calls / round"])[:2] == [2.5, 2.5] and list(table["guesses / round"])[:2] == [2.5, 2.5]
+    assert table["tok/s (median)"][0] == pytest.approx(2 * table["tok/s (median)"][1], rel=0.02)
     assert table["speedup vs plain"][0] == pytest.approx(a.stats["tokens_per_s"] / plain.stats["tokens_per_s"], abs=0.01)
+    assert table["tok/s (median)"][2] == pytest.approx(plain.stats["tokens_per_s"], abs=0.01)
+    # repeats: counts pool, tok/s is the median with its min–max (the k sweep's spread)
+    table = figures.compare_table([a, scaled(a, 2.0), scaled(a, 0.5)], [b], [plain, scaled(plain, 2.0)], ("A", "B"))
+    tps = a.stats["tokens_per_s"]
+    assert table["tok/s (median)"][0] == pytest.approx(tps, abs=0.01)
+    assert table["tok/s min–max"][0] == f"{tps / 2:.1f}–{tps * 2:.1f}"
+    assert table["acceptance"][0] == round(a.stats["acceptance_rate"], 3)
+    plain_median = (plain.stats["tokens_per_s"] + plain.stats["tokens_per_s"] / 2) / 2
+    assert table["tok/s (median)"][2] == pytest.approx(plain_median, abs=0.01)
+    assert table["speedup vs plain"][0] == pytest.approx(tps / plain_median, abs=0.01)
     fig = figures.compare_figure(a, b, ("A", "B"))
     assert [t.name for t in fig.data] == ["A", "B"] and list(fig.data[0].y) == [1.0, 0.5, 0]   # position 3: unchecked = not accepted
     html = figures.aligned_html([a, b], ["A", "B"])
@@ -139,7 +149,7 @@ def test_two_drafts_block_against_the_sequential_head():
     plain = autoregressive_generate(head, PROMPT, **settings)
     table = figures.compare_table(seq, blk, plain, ("distilled", "block"))
     assert list(table.columns) == list(figures.COMPARE_COLUMNS)
-    assert {"acceptance", "α", "tokens / round", "c", "tok/s", "speedup vs plain"} <= set(table.columns)
+    assert {"acceptance", "α", "tokens / round", "c", "tok/s (median)", "tok/s min–max", "speedup vs plain"} <= set(table.columns)
     rows = {r["draft"]: r for r in table.to_dict("records")}
     assert rows["block"]["draft calls / round"] == 1.0 and rows["block"]["guesses / round"] > 2
     assert rows["distilled"]["draft calls / round"] > 2
@@ -204,3 +214,19 @@ def test_tree_outcomes_and_the_tree_view():
     fig = tree_figure(trace)
     assert len(fig.data) == 4 and fig.data[0].y and fig.data[1].y     # depth, rank, diagonal, calibration
     assert "no token trees" in tree_figure(speculative_generate(pair, PROMPT, 2, max_new_tokens=6)).layout.annotations[-1].text
+
+
+def test_the_debugger_says_which_numbers_hold_still():
+    """Issue 47: a fixed shape or a replayed schedule gives timing-free acceptance; the shape rule's
+    rounds read the clock, and the page says a second run can differ."""
+    from dataclasses import replace
+    spec = make_spec()
+    assert figures.basis_markdown(spec).startswith(f"**Timing-free (chain k = {spec.config.k})")
+    auto = copy.deepcopy(spec)
+    auto.config = replace(auto.config, k="auto", tree="auto")
+    text = figures.basis_markdown(auto)
+    assert text.startswith("**Timing-driven (tree = auto)") and "second run" in text and "A/B below" in text
+    replayed = copy.deepcopy(auto)
+    replayed.config = replace(auto.config, k_schedule=(3, 3, 0))
+    assert figures.basis_markdown(replayed).startswith("**Timing-free:** this run replayed")
+    assert figures.basis_markdown(None) == "" and tab.debugger_values({"spec": spec})["dbg_basis"]

@@ -257,3 +257,18 @@ def test_a_stopped_interleaved_race_on_the_page_claims_no_speedup():
     assert "Stopped" in out["verdict"] and "×" not in out["verdict"] and "A speedup needs both lanes" in out["verdict"]
     assert f"stopped after {len(done['plain'].output_ids)} tokens" in out["plain_lane"]
     assert f"stopped after {len(done['speculative'].output_ids)} tokens" in out["spec_lane"]
+
+
+def test_repeated_lanes_run_every_lane_each_repeat_and_rotate_who_starts():
+    """The k sweep and Two drafts repeat their lanes (bench.sweep.repeated_lanes): every lane runs
+    once per repeat, interleaved, and the lane that takes the first turn rotates between repeats."""
+    from specdec_core.bench.sweep import repeated_lanes
+    pair = tiny_pair()
+    lanes = lanes_of(pair, SHAPES[0], SAMPLERS[0], n=6)
+    turns = [(rep, name, trace.finished, list(trace.output_ids)) for rep, name, trace in repeated_lanes(lanes, 3)]
+    finished = [(rep, name) for rep, name, done, _ in turns if done]
+    assert sorted(finished) == [(r, n) for r in range(3) for n in ("plain", "speculative")]
+    first = [next(name for rep, name, _, _ in turns if rep == r) for r in range(3)]
+    assert first == ["speculative", "plain", "speculative"]
+    outputs = {(rep, name): ids for rep, name, done, ids in turns if done}
+    assert all(outputs[(r, n)] == outputs[(0, n)] for r in range(3) for n in ("plain", "speculative"))   # greedy

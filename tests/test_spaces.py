@@ -44,7 +44,7 @@ def test_spaces_gpu_wraps_only_the_model_work_and_a_race_runs():
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     # the model work only (not on_run / the lab's sampling: rendering and drawing stay outside the GPU)
-    assert sorted(result["wrapped"]) == ["decode_race", "lab_distributions", "measured_cost_curve", "sweep",
+    assert sorted(result["wrapped"]) == ["ab", "decode_race", "lab_distributions", "measured_cost_curve", "sweep",
                                          "two_drafts"]
     assert result["is_identity"] and result["verdict"] and result["same"] and result["tokens"] == 12
 

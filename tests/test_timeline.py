@@ -223,6 +223,13 @@ def test_stats_table():
     # round 2 drafted nothing: counted and named (issue 47: auto switching drafting off was never said)
     assert spec.stats["no_guess_rounds"] == 1 and plain.stats["no_guess_rounds"] is None
     assert "| rounds without a guess (auto switched drafting off" in md and "target wrote one token) | 1 | — |" in md
+    # which numbers hold still (issue 47): a fixed chain's are timing-free, the shape rule's follow the clock
+    assert f"| drafting shape | chain k = {spec.config.k} (timing-free: acceptance, α repeat exactly) |" in md
+    auto = replace(spec.config, k="auto", tree="auto")
+    spec.config = auto
+    assert "| drafting shape | tree = auto (timing-driven: acceptance can differ run to run) |" in race.stats_markdown(spec, plain)
+    spec.config = replace(auto, k_schedule=(3, 2, 0))       # a replayed schedule: timing-free again
+    assert "tree = auto (timing-free" in race.stats_markdown(spec, plain)
 
 
 def test_cli_show_hides_eos_like_the_live_cli(tmp_path, capsys):

@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import html
+import statistics
 from typing import Optional
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specdec_core import k_label, k_name, theory
+from specdec_core import k_label, k_name, run_costs, theory
 from specdec_core.decoding.plan import Plan
-from specdec_core.trace import cost_ratios, measured_speedup, mismatch
+from specdec_core.trace import mismatch
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           correction_decision, draft_decision)
 from specdec_core.trace.token_text import round_texts
@@ -219,12 +220,23 @@ def sweep_table(summary: Optional[dict]) -> pd.DataFrame:
 
 
 # -- two drafts side by side -------------------------------------------------------------------
+def _runs(x) -> list:
+    """A lane's repeats: a list of traces (or one trace, or None)."""
+    return [] if x is None else list(x) if isinstance(x, (list, tuple)) else [x]
+
+
 def compare_figure(a, b, names: tuple[str, str]) -> go.Figure:
+    """Acceptance by draft position of both drafts, pooled over their repeats (a trace or a list)."""
     fig = _layout(go.Figure(), "Acceptance by draft position: two drafts", "draft position i", "acceptance rate")
-    for trace, name, colour in ((a, names[0], TARGET_COLOUR), (b, names[1], DRAFT_COLOUR)):
-        rates = trace.stats["acceptance_by_position"] if trace is not None else []
-        if rates:
-            fig.add_bar(x=list(range(1, len(rates) + 1)), y=[r or 0 for r in rates], name=name, marker_color=colour)
+    for runs, name, colour in ((_runs(a), names[0], TARGET_COLOUR), (_runs(b), names[1], DRAFT_COLOUR)):
+        depth = max((len(t.stats["drafted_by_position"]) for t in runs), default=0)
+        kept = [sum(t.stats["kept_by_position"][i] for t in runs if len(t.stats["kept_by_position"]) > i) for i in range(depth)]
+        drafted = [sum(t.stats["drafted_by_position"][i] for t in runs if len(t.stats["drafted_by_position"]) > i)
+                   for i in range(depth)]
+        if depth:
+            fig.add_bar(x=list(range(1, depth + 1)), y=[k / n if n else 0 for k, n in zip(kept, drafted)], name=name,
+                        marker_color=colour, text=[f"{k}/{n}" for k, n in zip(kept, drafted)], textposition="none",
+                        hovertemplate=f"{name}, position %{{x}}: %{{y:.2f}} = %{{text}} kept<extra></extra>")
     if not fig.data:
         return _empty(fig, "press “Compare”")
     fig.update_layout(barmode="group")
@@ -234,11 +246,11 @@ def compare_figure(a, b, names: tuple[str, str]) -> go.Figure:
 
 
 def draft_calls(trace) -> dict:
-    """How a trace drafted, per round that made a draft call (Round.levels > 0): {"calls": mean
-    draft calls (Round.levels, what c is per: a chain's tokens and a tree's levels from a
-    sequential drafter, one call for a block drafter's whole block), "guesses": mean guesses
+    """How a trace (or a list of repeats) drafted, per round that made a draft call (Round.levels >
+    0): {"calls": mean draft calls (Round.levels, what c is per: a chain's tokens and a tree's levels
+    from a sequential drafter, one call for a block drafter's whole block), "guesses": mean guesses
     verified (Round.n_verified)}; None values without such a round."""
-    rounds = [r for r in trace.rounds if r.levels]
+    rounds = [r for t in _runs(trace) for r in t.rounds if r.levels]
     if not rounds:
         return {"calls": None, "guesses": None}
     return {"calls": sum(r.levels for r in rounds) / len(rounds),
@@ -246,26 +258,45 @@ def draft_calls(trace) -> dict:
 
 
 COMPARE_COLUMNS = ("draft", "acceptance", "α", "guesses / round", "draft calls / round", "c", "draft cost / round",
-                   "tokens / round", "tok/s", "speedup vs plain")
+                   "tokens / round", "tok/s (median)", "tok/s min–max", "speedup vs plain")
+
+
+def _speed(runs: list) -> tuple:
+    """(median, min, max) tokens/s over a lane's repeats."""
+    tps = [t.stats["tokens_per_s"] for t in runs if t.stats["tokens_per_s"]]
+    return (statistics.median(tps), min(tps), max(tps)) if tps else (None, None, None)
 
 
 def compare_table(a, b, plain, names: tuple[str, str]) -> pd.DataFrame:
-    """One row per draft: acceptance, α, guesses and draft calls per drafting round (draft_calls),
-    c (trace.cost_ratios) and the draft cost of such a round in target steps (c × draft calls),
-    tokens per round, tokens/s and the measured speedup."""
+    """One row per draft, and one for plain decoding: counts pooled over each lane's repeats (a trace
+    or a list of traces) — acceptance, α, guesses and draft calls per drafting round (draft_calls), c
+    (costs.run_costs over all the repeats against all the plain ones) and the draft cost of such a
+    round in target steps (c × draft calls), tokens per round — and the timings: median tokens/s with
+    its min–max over the repeats (the k sweep's spread), the speedup as the ratio of medians."""
+    plain_runs = _runs(plain)
+    plain_sums = sum((run_costs.round_sums(t.rounds) for t in plain_runs), run_costs.RoundSums())
+    plain_tps = _speed(plain_runs)
+    span = lambda tps: None if tps[0] is None else f"{tps[1]:.1f}–{tps[2]:.1f}"
     rows = []
-    for trace, name in ((a, names[0]), (b, names[1])):
-        s, drafting = trace.stats, draft_calls(trace)
-        c = cost_ratios(trace, plain)["c"] if plain is not None else None
-        sp = measured_speedup(trace, plain) if plain is not None else None
+    for runs, name in ((_runs(a), names[0]), (_runs(b), names[1])):
+        drafted = sum(t.stats["drafted"] for t in runs)
+        sums = sum((run_costs.round_sums(t.rounds) for t in runs), run_costs.RoundSums())
+        drafting = draft_calls(runs)
+        c = run_costs.measured(sums, plain_sums).c if plain_runs else None
         cost = c * drafting["calls"] if c is not None and drafting["calls"] is not None else None
-        rows.append({"draft": name, "acceptance": round(s["acceptance_rate"] or 0, 3),
-                     "α": None if s["alpha"] is None else round(s["alpha"], 3),
+        tps = _speed(runs)
+        new, n_rounds = sum(len(t.output["ids"]) for t in runs), sum(len(t.rounds) for t in runs)
+        rows.append({"draft": name, "acceptance": _round(sum(t.stats["accepted"] for t in runs) / drafted if drafted else None, 3),
+                     "α": _round(run_costs.alpha(sums), 3),
                      "guesses / round": _round(drafting["guesses"], 2),
                      "draft calls / round": _round(drafting["calls"], 2), "c": _round(c, 3),
                      "draft cost / round": _round(cost, 3),
-                     "tokens / round": round(s["mean_committed_per_round"] or 0, 2),
-                     "tok/s": round(s["tokens_per_s"] or 0, 2), "speedup vs plain": _round(sp, 2)})
+                     "tokens / round": _round(new / n_rounds if n_rounds else None, 2),
+                     "tok/s (median)": _round(tps[0], 2), "tok/s min–max": span(tps),
+                     "speedup vs plain": _round(tps[0] / plain_tps[0], 2) if tps[0] and plain_tps[0] else None})
+    if plain_runs:
+        rows.append({"draft": "plain (no draft)", "tokens / round": 1.0, "tok/s (median)": _round(plain_tps[0], 2),
+                     "tok/s min–max": span(plain_tps), "speedup vs plain": 1.0})
     return pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
 
 

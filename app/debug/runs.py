@@ -6,8 +6,9 @@ from __future__ import annotations
 from functools import partial
 from typing import Iterator, Sequence
 
-from specdec_core import K_VALUES, DraftSpec, Request, interleave, stream_decode, sweep_runs, warm_up
+from specdec_core import K_VALUES, DraftSpec, Request, stream_decode, sweep_runs, warm_up
 from specdec_core.bench.ab import Arm, ab_runs
+from specdec_core.bench.sweep import repeated_lanes
 
 from .. import handlers
 from ..gpu import gpu
@@ -27,18 +28,22 @@ def sweep(target_ref: str, draft_ref: DraftSpec, device: str, prompt: str, chat:
 
 @gpu
 def two_drafts(target_ref: str, drafts: tuple[str, str], device: str, prompt: str, chat: bool, request: Request,
-               progress, notify) -> tuple:
-    """(trace with draft A, trace with draft B, plain trace): same prompt, seed and settings; each
-    pair warmed up first (not timed); plain decoding once for c and the speedup; the three lanes
-    interleaved a round at a time."""
+               progress, notify, repeats: int = REPEATS_DEFAULT) -> tuple:
+    """([traces with draft A], [with draft B], [plain traces]), `repeats` each: same prompt, seed and
+    settings; each pair warmed up first (not timed); the three lanes of a repeat interleaved a round
+    at a time, who starts rotating between repeats, as in the k sweep (bench.sweep.repeated_lanes),
+    so their tok/s carry the same kind of spread."""
     pairs = [handlers.load(target_ref, d, device, progress, notify) for d in drafts]
     ids = pairs[0].encode_prompt(prompt, chat=chat)
     for pair in pairs:
         warm_up(pair, ids, request)
-    # The three lanes take turns a round at a time (specdec_core.interleave): each sees the same machine.
     lanes = {"a": partial(stream_decode, pairs[0], ids, request), "b": partial(stream_decode, pairs[1], ids, request),
              "plain": partial(stream_decode, pairs[0], ids, request.plain())}
-    done = dict(interleave(lanes))
+    done: dict = {name: [] for name in lanes}
+    for rep, name, trace in repeated_lanes(lanes, repeats):
+        if trace.finished:
+            done[name].append(trace)
+            progress(sum(map(len, done.values())) / (3 * repeats), desc=f"two drafts: repeat {rep + 1} of {repeats}")
     return done["a"], done["b"], done["plain"]
 
 

@@ -116,10 +116,14 @@ def layout(C: Page) -> None:
                 "of the Race tab). By default the distilled feature head, which drafts k tokens in k sequential "
                 "head steps, against the block drafter, which fills all k slots in **one** pass (no slot sees "
                 "another's guess): *draft calls / round* and *draft cost / round* (c × calls, in target steps) "
-                "show what one pass saves, acceptance by position what it costs.")
+                "show what one pass saves, acceptance by position what it costs. The three lanes (A, B, plain) "
+                "race a round at a time and repeat, as the k sweep does: tok/s is the median with its "
+                "min–max, the same spread the sweep reports, so the two can be read side by side.")
     with gr.Row():
         C.cmp_a = gr.Textbox("distilled", label="Draft A", elem_id="sd-cmp-a")
         C.cmp_b = gr.Textbox("block", label="Draft B", elem_id="sd-cmp-b")
+        C.cmp_repeats = gr.Number(runs.REPEATS_DEFAULT, precision=0, elem_id="sd-cmp-repeats",
+                                  label=f"repeats ({runs.REPEATS_MIN}–{runs.REPEATS_MAX}), as the k sweep's")
         C.cmp_run = gr.Button("Compare", variant="primary", elem_id="sd-cmp-run")
     # the table's own headers before the first comparison, not Gradio's placeholder "1 2 3"
     C.cmp_table = gr.Dataframe(pd.DataFrame(columns=list(figures.COMPARE_COLUMNS)), interactive=False,
@@ -128,6 +132,16 @@ def layout(C: Page) -> None:
                             elem_classes="sd-plot")
     C.cmp_align = gr.HTML("", elem_id="sd-cmp-align")
     gr.Markdown(OWN_PAIR)
+
+
+def _repeats(value) -> int:
+    try:
+        repeats = int(value or 0)
+    except (TypeError, ValueError):
+        repeats = 0
+    if not runs.REPEATS_MIN <= repeats <= runs.REPEATS_MAX:
+        raise handlers.UserError(f"repeats must be between {runs.REPEATS_MIN} and {runs.REPEATS_MAX}")
+    return repeats
 
 
 def listeners(C: Page, queue: str) -> None:
@@ -156,9 +170,7 @@ def listeners(C: Page, queue: str) -> None:
                  repeats, progress=gr.Progress()):
         target_ref = target or preset
         try:
-            repeats = int(repeats or 0)
-            if not runs.REPEATS_MIN <= repeats <= runs.REPEATS_MAX:
-                raise handlers.UserError(f"repeats must be between {runs.REPEATS_MIN} and {runs.REPEATS_MAX}")
+            repeats = _repeats(repeats)
             if not (prompt or "").strip():
                 raise handlers.UserError("the prompt is empty: type one on the Race tab")
             target_ref, draft_ref = handlers.pair_args(preset, target, draft, drafter)
@@ -186,7 +198,7 @@ def listeners(C: Page, queue: str) -> None:
                           cancels=[sweep_event])
 
     def on_compare(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p, max_new, seed,
-                   draft_a, draft_b, progress=gr.Progress()):
+                   draft_a, draft_b, repeats, progress=gr.Progress()):
         target_ref = target or preset
         try:
             names = ((draft_a or "").strip(), (draft_b or "").strip())
@@ -194,15 +206,16 @@ def listeners(C: Page, queue: str) -> None:
                 raise handlers.UserError("name both drafts (e.g. distilled and block)")
             if not (prompt or "").strip():
                 raise handlers.UserError("the prompt is empty: type one on the Race tab")
+            repeats = _repeats(repeats)
             target_ref = (target or "").strip() or preset
             settings = settings_of(k, temperature, top_k, top_p, max_new, seed)
             a, b, plain = runs.two_drafts(target_ref, names, device or "auto", prompt, bool(chat), settings,
-                                          progress, gr.Info)
+                                          progress, gr.Info, repeats)
         except Exception as e:
             raise gr.Error(str(handlers.user_error(e, target_ref))) from None
         return (figures.compare_table(a, b, plain, names), scale_figure(figures.compare_figure(a, b, names)),
-                figures.aligned_html([a, b], list(names)))
+                figures.aligned_html([a[0], b[0]], list(names)))
     ab_tab.listeners(C, queue)
-    C.cmp_run.click(on_compare, race_in + [C.cmp_a, C.cmp_b], [C.cmp_table, C.cmp_plot, C.cmp_align],
+    C.cmp_run.click(on_compare, race_in + [C.cmp_a, C.cmp_b, C.cmp_repeats], [C.cmp_table, C.cmp_plot, C.cmp_align],
                        concurrency_limit=1, concurrency_id=queue, api_name="two_drafts",
                        show_progress_on=[C.cmp_plot])

@@ -122,9 +122,14 @@ DRAFT_HOW = {
     "mixed_sequential": "one small pass per level, each reading the level before it.",
     "mixed_block": "**one pass** of the block drafter filled its slots at once, no slot seeing another's guess.",
     "trimmed": " The shape rule kept the first {depth} of the {calls} levels drafted.",
+    "recycled": "They were **recalled**: for each token the target's own top choices of what follows it, kept "
+                "from an earlier pass (token recycling) — **no model pass**, and the target still checks each.",
+    "with_recycled": " Guesses **recalled** from the target's own earlier passes (token recycling, no model pass) "
+                     "join the tree as well.",
 }
 
 DRAFT_CALLS = {"lookup": "this round made one, a lookup in the text: no model pass", "one": "this round made one",
+               "recycled": "this round made none with a model: a look-up in the table of recalled choices",
                "many": "this round made {calls}",
                "mixed": "this round made {calls}: one lookup in the text and {model} model pass{es}"}
 

@@ -198,7 +198,9 @@ def draft_kind(spec, rnd) -> str:
     (copied from earlier text), "mixed" (a tree of a copy and the model's guesses), "block" (one
     draft call for more than one level: Round.levels 1 under deeper guesses), "single" (one guess
     from one pass), else "sequential" / "sequential_tree" (one draft call per level)."""
-    sources = round_sources(spec.config, rnd)
+    sources = round_sources(spec.config, rnd) - {Source.RECYCLE}     # recalled guesses: said apart (_draft_facts)
+    if not sources:
+        return "recycled"
     if sources == {Source.LOOKUP}:
         return "lookup"
     if sources == {Source.LOOKUP, Source.MODEL}:
@@ -212,7 +214,8 @@ def _model_depth(rnd) -> int:
     """Levels of the model's guesses (a tree's nodes a lookup did not copy; a chain: its length)."""
     if not rnd.tree:
         return len(rnd.drafted)
-    return max((d for d, node in zip(rnd.node_depths(), rnd.tree) if node.source != Source.LOOKUP), default=0)
+    return max((d for d, node in zip(rnd.node_depths(), rnd.tree) if node.source == Source.MODEL or node.source is None),
+               default=0)
 
 
 def _draft_facts(spec, rnd) -> dict:
@@ -220,13 +223,17 @@ def _draft_facts(spec, rnd) -> dict:
     the round's draft calls as recorded (Round.levels, what c is per: prompt lookup's copy is one,
     each model pass one) and the depth of the model's guesses."""
     kind, calls, depth = draft_kind(spec, rnd), rnd.levels, _model_depth(rnd)
-    model = calls - 1 if kind == "mixed" else calls          # the lookup's copy was one of the calls
+    recalled = Source.RECYCLE in round_sources(spec.config, rnd) and kind != "recycled"
+    # the lookup's copy and the recycle table's walk were one call each
+    model = calls - (kind == "mixed") - recalled
     how = DRAFT_HOW[kind]
     if kind == "mixed":
         how += DRAFT_HOW["mixed_block" if model == 1 and depth > 1 else "mixed_sequential"]
     if kind in ("sequential", "sequential_tree") and calls > rnd.tree_depth:
         how += DRAFT_HOW["trimmed"]
-    n_calls = DRAFT_CALLS[kind if kind in ("lookup", "mixed") else "one" if calls == 1 else "many"]
+    if recalled:
+        how += DRAFT_HOW["with_recycled"]
+    n_calls = DRAFT_CALLS[kind if kind in ("lookup", "mixed", "recycled") else "one" if calls == 1 else "many"]
     return {"draft_how": how.format(calls=model, depth=depth if kind == "block" else rnd.tree_depth),
             "draft_calls": n_calls.format(calls=calls, model=model, es="" if model == 1 else "es")}
 

@@ -22,27 +22,35 @@ K_VALUES: tuple = (*range(1, theory.K_HORIZON + 1), "auto", "tree")
 SHAPED = ("auto", "tree")        # the sweep's entries whose rounds vary in shape (after the ints)
 
 
+def repeated_lanes(lanes: dict, repeats: int) -> Iterator[tuple]:
+    """Yields (rep, name, trace) after every round: each repeat runs every lane of `lanes` ({name: a
+    function starting a decode's stream, decoding.interleave's Lane}) once, the lanes taking turns a
+    round at a time (all of a repeat's lanes see the same machine), the order of their first turns
+    rotating between repeats. Closing the generator ends every lane after its current round."""
+    names = list(lanes)
+    for rep in range(repeats):
+        shift = rep % len(names)
+        with closing(interleave({n: lanes[n] for n in names[shift:] + names[:shift]})) as turns:
+            for name, trace in turns:
+                yield rep, name, trace
+
+
 def sweep_runs(pair, prompt_ids, request: Request, ks: Sequence[Union[int, str]] = K_VALUES,
                repeats: int = 3) -> Iterator[dict]:
     """Yields {"k", "rep", "trace", "done", "total"} after every round of every run: each repeat runs
-    plain (k = 0) and every k once as lanes taking turns a round at a time (decoding.interleave: all
-    of a repeat's lanes see the same machine), the order of their first turns rotating between
-    repeats. A run is over when its trace is finished; "done" counts the runs over so far. An
-    uncounted warm-up comes first. request: the sampling settings and length (its plan is replaced
-    by each k's). Closing the generator ends every lane after its current round."""
+    plain (k = 0) and every k once as lanes taking turns a round at a time (repeated_lanes). A run is
+    over when its trace is finished; "done" counts the runs over so far. An uncounted warm-up comes
+    first. request: the sampling settings and length (its plan is replaced by each k's). Closing the
+    generator ends every lane after its current round."""
     plans = {k: parse_plan(tree="auto") if k == "tree" else parse_plan(k) for k in ks}
     warm_up(pair, prompt_ids, replace(request, plan=parse_plan(2)))
     order = [0] + list(ks)
+    lanes = {str(k): partial(stream_decode, pair, prompt_ids, request.plain() if k == 0 else replace(request, plan=plans[k]))
+             for k in order}
     total, done = repeats * len(order), 0
-    for rep in range(repeats):
-        shift = rep % len(order)
-        lanes = {k: partial(stream_decode, pair, prompt_ids, request.plain() if k == 0 else replace(request, plan=plans[k]))
-                 for k in order[shift:] + order[:shift]}
-        with closing(interleave({str(k): start for k, start in lanes.items()})) as turns:
-            for name, trace in turns:
-                done += trace.finished
-                k = next(k for k in lanes if str(k) == name)
-                yield {"k": k, "rep": rep, "trace": trace, "done": done, "total": total}
+    for rep, name, trace in repeated_lanes(lanes, repeats):
+        done += trace.finished
+        yield {"k": next(k for k in order if str(k) == name), "rep": rep, "trace": trace, "done": done, "total": total}
 
 
 def _median(xs):

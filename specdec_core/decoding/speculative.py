@@ -147,6 +147,10 @@ def decode_round(st: DecodeState, order: RoundOrder) -> Round:
                           f"(after {st.n_new} new tokens): the model or its dtype is broken here")
     acc = accept_tree(tree.parents, tree.ids, p_target, cfg.greedy, st.generator,
                       tree.q_probs if tree.sampled else None)
+    if st.drafter.wants_logits:
+        # Recycling keeps the target's top next tokens after every token this pass scored, the
+        # rejected guesses' too (drafters/recycle.py): work the pass did anyway.
+        st.drafter.recall(torch.cat([st.committed[-1:], tree.ids.to(st.committed.device)]), logits)
 
     # 4. Commit the path + the last token, cut at EOS and at max_new_tokens.
     tokens = acc.path_ids + [acc.correction_id]

@@ -15,6 +15,7 @@ The calls, in the order the decoder makes them (decoding/speculative.py, grow.py
     # each round, for each part (a combined drafter is two: lookup, then its model):
     level = part.draft(committed, None, width, depth, cfg, generator)   # the root's children
     level = part.draft(committed, pick, width, depth, cfg, generator)   # children of the picked
+    drafter.recall(tokens, logits)   # the verify pass' inputs and raw logits (if wants_logits: recycling)
     drafter.rollback(n_valid)    # keep state for committed[:n_valid] only (the accepted prefix)
     drafter.observe(hidden)      # the verify pass' hidden states of the newly committed positions
 
@@ -38,11 +39,12 @@ class Source(str, Enum):
     __str__, __format__ = str.__str__, str.__format__   # printed as its value (StrEnum, Python ≥ 3.11)
     LOOKUP = "lookup"    # prompt lookup: a copy of earlier text, q one-hot; no model call
     MODEL = "model"      # the drafter's model: a draft LM, the distilled feature head, the block head
+    RECYCLE = "recycle"  # recalled: the target's own earlier top choices after this token (recycle.py); no model call
 
     @property
     def free(self) -> bool:
         """Its levels need no model call (costs.run_costs's c is not spent on them)."""
-        return self is Source.LOOKUP
+        return self in (Source.LOOKUP, Source.RECYCLE)
 
 
 @dataclass
@@ -186,6 +188,7 @@ class Drafter:
     name = "none"
     source = Source.MODEL              # what its guesses are tagged with
     wants_hidden = False
+    wants_logits = False               # recall() is handed every verify pass's logits
     feature_layers: tuple = (-1,)      # hidden_states indices observe() is handed (wants_hidden)
     version: Optional[str] = None      # of its trained weights (traces record it), if any
     kernels: Optional[str] = None      # matrix kernels of the drafter's model (fastpath.py), if any
@@ -217,6 +220,10 @@ class Drafter:
         level's candidates, best first, whose children to offer. width 1: one draw from each q (a
         sampled chain); width > 1: each expanded node's top-`width` guesses (deterministic)."""
         return empty_level(self.vocab_size, self.device)
+
+    def recall(self, tokens: torch.Tensor, logits: torch.Tensor) -> None:
+        """tokens [n]: a verify pass's input tokens (the last committed, then every guess); logits
+        [n, V]: the target's raw next-token logits at each (only when wants_logits)."""
 
     def observe(self, hidden: torch.Tensor) -> None:
         """hidden [n, len(feature_layers)·H]: the target's tapped hidden states (tapped()) of newly

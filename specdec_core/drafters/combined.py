@@ -1,17 +1,23 @@
 """Prompt lookup and a model draft together: the lookup proposes when the recent text repeats an
 earlier n-gram (its proposal costs nothing and copied passages are long), the model otherwise.
 
+With `recycle` (drafters/recycle.py) a tree round also holds the guesses recalled from the target's
+own earlier passes, as a third part after the model's.
+
 Still exact: a chain round's tokens come from one source, chosen from the committed text alone
 (before any draw), and q is the distribution they were drawn from — one-hot for a lookup, the
-model's q otherwise. A tree round holds both: the lookup's copy as a branch tried first, merged
-with the model's tree (shared where they agree; decoding/grow.py), every node a deterministic
-guess. Which sources proposed is recorded per round (`Round.draft_source`, and per node in
-`Round.tree`).
+model's q otherwise. A tree round holds them all: the lookup's copy as a branch tried first, merged
+with the model's tree and the recalled one (shared where they agree; decoding/grow.py), every node
+a deterministic guess. Which sources proposed is recorded per round (`Round.draft_source`, and per
+node in `Round.tree`).
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from .base import Drafter, Source
 from .ngram import NGramDrafter
+from .recycle import RecycleDrafter, table_for
 
 
 class CombinedDrafter(Drafter):
@@ -21,20 +27,21 @@ class CombinedDrafter(Drafter):
     keeps diverging is simply not kept."""
 
     def __init__(self, model: Drafter, vocab_size: int, device="cpu", min_ngram: int = 3,
-                 max_ngram: int = 4, offer_ngram: int = 2):
+                 max_ngram: int = 4, offer_ngram: int = 2, recycle: Optional[Drafter] = None):
         super().__init__(vocab_size, device)
-        self.model = model
+        self.model, self.recycle = model, recycle
         self.min_ngram = min_ngram
         self.lookup = NGramDrafter(vocab_size, device, max_ngram=max_ngram, min_ngram=min(offer_ngram, min_ngram))
-        self.name = f"lookup+{model.name}"
+        self.name = f"lookup+{model.name}" + ("+recycle" if recycle is not None else "")
         self.wants_hidden, self.kernels = model.wants_hidden, model.kernels
+        self.wants_logits = model.wants_logits or recycle is not None
         self.feature_layers, self.version = model.feature_layers, model.version
         self.proposable = model.proposable     # the model's; lookup copies tokens from the context
         self.slots = model.slots
 
     @property
     def sources(self) -> tuple:
-        return (Source.LOOKUP, Source.MODEL)
+        return (Source.LOOKUP, *self.model.sources, *((Source.RECYCLE,) if self.recycle is not None else ()))
 
     def start(self, prompt_ids):
         self.model.start(prompt_ids)
@@ -51,15 +58,36 @@ class CombinedDrafter(Drafter):
         if chain:
             return [self.lookup if n >= self.min_ngram else self.model]
         copy = n and (not budgeted or n >= self.min_ngram)
-        return [self.lookup, self.model] if copy else [self.model]
+        recalled = [self.recycle] if self.recycle is not None else []
+        return ([self.lookup] if copy else []) + [self.model] + recalled
+
+    def recall(self, tokens, logits):
+        for part in (self.model, self.recycle):
+            if part is not None and part.wants_logits:
+                part.recall(tokens, logits)
 
     def rollback(self, n_valid):
         self.model.rollback(n_valid)
 
 
-def combined_factory(model_factory, min_ngram: int = 3):
-    """A ModelPair drafter factory: prompt lookup + the drafter model_factory(pair) makes."""
+def combined_factory(model_factory, min_ngram: int = 3, recycle: bool = False):
+    """A ModelPair drafter factory: prompt lookup + the drafter model_factory(pair) makes (+ the
+    target's recycle table as a third source in trees)."""
     def factory(pair):
-        return CombinedDrafter(model_factory(pair), pair.vocab_size, pair.input_device, min_ngram)
-    factory.name = "lookup+" + getattr(model_factory, "name", "draft")
+        recalled = recycle_drafter(pair) if recycle else None
+        return CombinedDrafter(model_factory(pair), pair.vocab_size, pair.input_device, min_ngram, recycle=recalled)
+    factory.name = "lookup+" + getattr(model_factory, "name", "draft") + ("+recycle" if recycle else "")
     return factory
+
+
+def recycle_drafter(pair) -> RecycleDrafter:
+    """A RecycleDrafter on the pair's target's table (kept across requests: recycle.table_for)."""
+    return RecycleDrafter(table_for(pair.target, pair.vocab_size, pair.input_device), pair.vocab_size, pair.input_device)
+
+
+def recycle_factory(pair) -> RecycleDrafter:
+    """A ModelPair drafter factory: recycling alone (training-free)."""
+    return recycle_drafter(pair)
+
+
+recycle_factory.name = RecycleDrafter.name

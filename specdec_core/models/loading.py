@@ -18,7 +18,7 @@ from ..registry import REGISTRY
 from . import embedded
 from .pair import ModelPair, model_name
 from .refs import ref_kind
-from .draft_spec import DISTILLED, HEADS, LAYERS, NGRAM, DraftSpec, parse_draft
+from .draft_spec import DISTILLED, HEADS, LAYERS, NGRAM, RECYCLE, DraftSpec, parse_draft
 from .presets import DEFAULT_PRESET, PRESETS
 
 def resolve_device(device: str = "auto") -> str:
@@ -229,7 +229,7 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Union[str, DraftSpec, None] =
         from ..drafters import block_head, feature_head
         factory = (feature_head if spec.kind == DISTILLED else block_head).drafter_factory
         draft_model = factory(model, os.path.expanduser(spec.ref) if spec.ref else None)
-    elif spec.kind == NGRAM:
+    elif spec.kind in (NGRAM, RECYCLE):
         draft_model = None
     elif spec.kind == LAYERS:
         draft_model = draft_from_target_layers(model, spec.layers)
@@ -245,9 +245,14 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Union[str, DraftSpec, None] =
     pair.target_name = target_name
     if draft_name is not None:
         pair.draft_name = draft_name
+    if spec.kind == RECYCLE:
+        # token recycling: guesses from the target's own earlier passes (drafters/recycle.py)
+        from ..drafters.combined import recycle_factory
+        pair.make_drafter, pair.draft_name = recycle_factory, spec.name
     if spec.lookup:
-        # prompt lookup first, the spec's drafter where the text does not repeat (combined.py)
+        # prompt lookup first, the spec's drafter where the text does not repeat (combined.py),
+        # and the recalled guesses in every tree round with recycle
         from ..drafters.combined import combined_factory
-        pair.make_drafter = combined_factory(pair.make_drafter)
+        pair.make_drafter = combined_factory(pair.make_drafter, recycle=spec.recycle)
         pair.draft_name = spec.name
     return pair

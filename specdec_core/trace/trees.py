@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..drafters.base import Source, node_depths, sibling_ranks
 from ..drafters.ngram import NGramDrafter
+from ..drafters.recycle import RecycleDrafter
 from .decisions import DrawnFrom, KeepTest, draft_decision
 
 
@@ -54,14 +55,15 @@ def round_sources(config, rnd) -> frozenset:
     """{Source} that proposed a round's verified guesses (empty: a plain step). A tree's nodes name
     theirs; a chain of a drafter of several sources names them in Round.draft_source (a set of
     Source); a single-source drafter's rounds name none: prompt lookup alone
-    (config.draft "ngram") is LOOKUP, every other drafter a MODEL."""
+    (config.draft "ngram") is LOOKUP, recycling alone ("recycle") RECYCLE, every other drafter a MODEL."""
     if rnd.tree:
         return frozenset(n.source or Source.MODEL for n in rnd.tree)
     if not rnd.drafted:
         return frozenset()
     if rnd.draft_source:
         return frozenset(rnd.draft_source)
-    return frozenset({Source.LOOKUP if config.draft == NGramDrafter.name else Source.MODEL})
+    single = {NGramDrafter.name: Source.LOOKUP, RecycleDrafter.name: Source.RECYCLE}
+    return frozenset({single.get(config.draft, Source.MODEL)})
 
 
 def drafted_sources(config, rnd) -> list:

@@ -1,0 +1,105 @@
+"""Token recycling: guesses recalled from the target's own earlier passes, at no model call.
+
+For every token x the table keeps the target's top-K next tokens (and their probabilities) from the
+last pass that scored a position holding x — every verify pass scores [last, guesses...], rejected
+guesses included, so the table fills from work the decoder does anyway (Luo et al. 2024, "Turning
+Trash into Treasure"). A round's tree is a walk of the table from the last committed token: the
+root's children are the top of its row, each child's children the top of its own row.
+
+Still exact: the guesses are chosen from the committed text and the table alone, before any draw of
+the round, so each is a point mass the rule tries with r(x)/Σr (decoding/rule.accept_tree); in a
+chain round at T > 0 the guess is drawn from a one-hot q, as prompt lookup's copy is. The table's
+probabilities rank the guesses and are the shape rule's confidence; they are not what a token is
+drawn from.
+
+The table is kept per loaded target (on the target module: a new target starts a fresh one), across
+requests, with a fixed size of |V| × K entries (~2.4 MB at |V| = 49,152, K = 8).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from .base import Drafter, Level, Source, empty_level
+
+TOP = 8            # next tokens kept per token (the paper's 8: wider rows hold little more)
+
+
+@dataclass
+class RecycleTable:
+    """ids [V, TOP] long (−1: never seen) and probs [V, TOP] float: for each token, the target's top
+    next tokens at temperature 1 from the last pass that scored it, best first."""
+    ids: torch.Tensor
+    probs: torch.Tensor
+
+    @classmethod
+    def empty(cls, vocab_size: int, device="cpu") -> "RecycleTable":
+        return cls(torch.full((vocab_size, TOP), -1, dtype=torch.long, device=device),
+                   torch.zeros(vocab_size, TOP, device=device))
+
+    @torch.inference_mode()
+    def update(self, tokens: torch.Tensor, logits: torch.Tensor) -> None:
+        """tokens [n]: the input tokens of a target pass; logits [n, V]: its next-token logits at
+        each (raw). Row x gets the top-TOP of the last position holding x (later positions win)."""
+        if len(tokens) == 0:
+            return
+        top = torch.softmax(logits.float(), -1).topk(TOP, -1)
+        # Keep the last occurrence of each token, so the write is deterministic.
+        last = {t: i for i, t in enumerate(tokens.tolist())}
+        rows = torch.tensor(list(last.values()), dtype=torch.long, device=logits.device)
+        at = torch.tensor(list(last.keys()), dtype=torch.long, device=self.ids.device)
+        self.ids.index_copy_(0, at, top.indices.index_select(0, rows).to(self.ids.device))
+        self.probs.index_copy_(0, at, top.values.index_select(0, rows).to(self.probs.device))
+
+
+def table_for(target, vocab_size: int, device) -> RecycleTable:
+    """The target's table, made on first use: it lives on the target module, so every pair that
+    shares the loaded target shares it, and a new target starts empty."""
+    table = getattr(target, "_specdec_recycle", None)
+    if table is None or table.ids.shape[0] != vocab_size:
+        table = RecycleTable.empty(vocab_size, device)
+        object.__setattr__(target, "_specdec_recycle", table)     # not a submodule or a buffer
+    return table
+
+
+class RecycleDrafter(Drafter):
+    """Walks the recycle table: level 1 the top of the last committed token's row, each later level
+    the top of its parent's row. A chain (width 1): the best guess, q one-hot on it; a tree: each
+    expanded node's top-`width`, q the row's recalled probabilities."""
+
+    name = "recycle"
+    source = Source.RECYCLE
+    wants_logits = True
+
+    def __init__(self, table: RecycleTable, vocab_size: int, device="cpu"):
+        super().__init__(vocab_size, device)
+        self.table = table
+        self.frontier: Optional[torch.Tensor] = None    # the last level's candidate ids
+
+    def recall(self, tokens: torch.Tensor, logits: torch.Tensor) -> None:
+        """A verify pass's input tokens [n] and raw logits [n, V]: into the table."""
+        self.table.update(tokens, logits)
+
+    def draft(self, committed, expand, width, depth, cfg, generator) -> Level:
+        rows = committed[-1:] if expand is None else self.frontier.index_select(0, expand.to(self.device))
+        ids, probs = self.table.ids.index_select(0, rows), self.table.probs.index_select(0, rows)   # [f, TOP]
+        width = min(width, TOP)
+        ids, probs = ids[:, :width], probs[:, :width]
+        seen = ids >= 0
+        if not bool(seen.any()):
+            return empty_level(self.vocab_size, self.device, "nothing recalled after this token yet"
+                               if expand is None else None)
+        parents = torch.arange(len(rows), device=self.device)[:, None].expand_as(ids)[seen]
+        cand, p = ids[seen], probs[seen]
+        logits = torch.full((len(rows), self.vocab_size), float("-inf"), device=self.device)
+        if width == 1:
+            # A chain: the guess is a point mass (q one-hot), so a sampled chain's draw is the guess.
+            logits[parents, cand] = 0.0
+            self.frontier = cand
+            return Level(cand, parents, torch.zeros(len(cand), device=self.device), logits, logits.exp(), sampled=True)
+        # A tree: the recalled probabilities rank the guesses (log q along a path) and show as q.
+        logits[parents, cand] = p.clamp_min(1e-12).log()
+        self.frontier = cand
+        return Level(cand, parents, p.clamp_min(1e-12).log(), logits)

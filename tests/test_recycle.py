@@ -1,0 +1,143 @@
+"""Token recycling (drafters/recycle.py, issue 46): the table keeps the target's top next tokens from
+every verify pass, kept per loaded target; its walk drafts chains (one-hot q) and trees (the recalled
+probabilities); exact with all three sources — lookup, model, recycled — in one tree (chi-square on
+tiny models); greedy-identical to plain decoding on the default target; named and parsed as drafts."""
+import pytest
+import torch
+
+from specdec_core import ModelPair, autoregressive_generate, load_pair, speculative_generate
+from specdec_core.drafters import ModelDrafter, Source
+from specdec_core.drafters.combined import CombinedDrafter
+from specdec_core.drafters.recycle import TOP, RecycleDrafter, RecycleTable, table_for
+from specdec_core.errors import ModelLoadError
+from specdec_core.models.draft_spec import RECYCLE, DraftSpec, parse_draft
+from specdec_core.sampling import SamplingConfig
+
+from .conftest import tiny_llama
+from .test_combined import SHORT
+from .test_exactness import check_exact
+
+
+def test_the_table_keeps_the_last_passes_top_choices():
+    table = RecycleTable.empty(16)
+    logits = torch.randn(3, 16, generator=torch.Generator().manual_seed(0))
+    table.update(torch.tensor([4, 9, 4]), logits)          # token 4 twice: the later position wins
+    top = torch.softmax(logits, -1).topk(TOP, -1)
+    assert torch.equal(table.ids[4], top.indices[2]) and torch.equal(table.ids[9], top.indices[1])
+    assert torch.allclose(table.probs[4], top.values[2])
+    assert bool((table.ids[0] == -1).all()) and bool((table.probs[0] == 0).all())     # never seen
+
+
+def test_the_walk_drafts_chains_and_trees_from_the_table():
+    table = RecycleTable.empty(16)
+    logits = torch.full((16, 16), -10.0)
+    for x in range(16):                                     # after x the target liked x+1, then x+2
+        logits[x, (x + 1) % 16], logits[x, (x + 2) % 16] = 5.0, 4.0
+    table.update(torch.arange(16), logits)
+    drafter = RecycleDrafter(table, 16)
+    cfg = SamplingConfig(0.7)
+    chain = drafter.draft(torch.tensor([3]), None, 1, 3, cfg, None)
+    assert chain.ids.tolist() == [4] and chain.sampled and chain.logits[0, 4] == 0 and chain.q_probs[0].sum() == 1
+    nxt = drafter.draft(torch.tensor([3]), torch.tensor([0]), 1, 3, cfg, None)
+    assert nxt.ids.tolist() == [5]                          # the walk goes on from the guess
+    tree = drafter.draft(torch.tensor([3]), None, 2, 3, cfg, None)
+    assert tree.ids.tolist() == [4, 5] and not tree.sampled and tree.logq[0] > tree.logq[1]
+    kids = drafter.draft(torch.tensor([3]), torch.tensor([1, 0]), 2, 3, cfg, None)
+    assert kids.ids.tolist() == [6, 7, 5, 6] and kids.parents.tolist() == [0, 0, 1, 1]
+    assert len(RecycleDrafter(RecycleTable.empty(16), 16).draft(torch.tensor([3]), None, 2, 3, cfg, None)) == 0
+
+
+def test_the_table_lives_with_the_loaded_target():
+    target, other = tiny_llama(seed=0), tiny_llama(seed=0)
+    assert table_for(target, 8, "cpu") is table_for(target, 8, "cpu")
+    assert table_for(other, 8, "cpu") is not table_for(target, 8, "cpu")     # a new target starts empty
+    assert "_specdec_recycle" not in dict(target.named_buffers()) and not list(target.state_dict()) == []
+
+
+def three_sources():
+    """A tiny pair whose drafter holds prompt lookup, a model draft and recycling; the table is
+    filled with arbitrary rankings first (exactness must not depend on what it recalls)."""
+    target, draft = tiny_llama(seed=0), tiny_llama(seed=1)
+    pair = ModelPair.from_models(target, draft)
+    table = table_for(target, pair.vocab_size, "cpu")
+    table.update(torch.arange(pair.vocab_size), torch.randn(pair.vocab_size, pair.vocab_size,
+                                                           generator=torch.Generator().manual_seed(5)))
+
+    def make():
+        return CombinedDrafter(ModelDrafter(draft, pair.vocab_size), pair.vocab_size,
+                               recycle=RecycleDrafter(table, pair.vocab_size))
+    return pair, make
+
+
+@pytest.mark.slow
+def test_a_tree_of_lookup_model_and_recycled_guesses_is_exact():
+    pair, make = three_sources()
+    plans = [{"depth": 2, "width": 2, "frontier": 2, "nodes": None, "keep": None}] * 3
+    trace = speculative_generate(pair, SHORT, 1, k_schedule=plans, temperature=1.0, max_new_tokens=3, seed=0,
+                                 drafter=make())
+    assert {n.source for n in trace.rounds[0].tree} == {Source.LOOKUP, Source.MODEL, Source.RECYCLE}
+    ids = [(n.parent, n.id) for n in trace.rounds[0].tree]
+    assert len(set(ids)) == len(ids)                               # one node per token per parent
+    assert check_exact(pair, 1, SamplingConfig(1.0), 3, prompt=SHORT, drafter_factory=make, k_schedule=plans) > 1e-3
+
+
+@pytest.mark.slow
+def test_recycled_chains_are_exact():
+    """Recycling alone in chains at T > 0: the guess is drawn from a one-hot q, as a lookup's is."""
+    target = tiny_llama(seed=0)
+    pair = ModelPair.from_models(target, None)
+    table = table_for(target, pair.vocab_size, "cpu")
+    table.update(torch.arange(pair.vocab_size), torch.randn(pair.vocab_size, pair.vocab_size,
+                                                           generator=torch.Generator().manual_seed(6)))
+    make = lambda: RecycleDrafter(table, pair.vocab_size)
+    assert check_exact(pair, 2, SamplingConfig(1.0), 3, drafter_factory=make) > 1e-3
+
+
+def test_drafts_name_recycling():
+    assert parse_draft("recycle") == DraftSpec(RECYCLE)
+    assert parse_draft("lookup+recycle") == DraftSpec(RECYCLE, lookup=True)
+    spec = parse_draft("lookup+distilled+recycle")
+    assert (spec.kind, spec.lookup, spec.recycle) == ("distilled", True, True) and spec.name == "lookup+distilled+recycle"
+    for text in ("recycle", "lookup+recycle", "lookup+block+recycle", "lookup+target-layers:2+recycle"):
+        assert parse_draft(text).name == text
+    with pytest.raises(ModelLoadError, match="with prompt lookup first"):
+        parse_draft("distilled+recycle")
+    with pytest.raises(ModelLoadError, match="recycling alone is 'recycle'"):
+        parse_draft("ngram+recycle")
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("draft", ["lookup+recycle", "lookup+distilled+recycle"])
+def test_greedy_recycling_equals_plain_decoding(draft):
+    from specdec_core.bench import load_prompts
+    pair = load_pair("smollm2-135m", draft=draft, device="cpu")
+    assert pair.draft_name == draft
+    for prompt in load_prompts(pair)[:3]:
+        ids = prompt["ids"]
+        plain = autoregressive_generate(pair, ids, temperature=0.0, max_new_tokens=32)
+        spec = speculative_generate(pair, ids, tree="auto", temperature=0.0, max_new_tokens=32)
+        assert spec.output_ids == plain.output_ids, prompt["name"]
+    sources = {n.source for r in spec.rounds for n in (r.tree or [])}
+    assert Source.RECYCLE in sources                               # the table warmed up over the prompts
+    if draft != "lookup+recycle":
+        return
+    # every view names a recalled guess: the timeline's tooltip, the player's tag, the walkthrough
+    from app import player, timeline
+    from app.teach.walkthrough import _draft_facts
+    from specdec_core.trace.trees import drafted_sources
+    rnd = next(r for r in spec.rounds if Source.RECYCLE in drafted_sources(spec.config, r))
+    tips = " ".join(p.tooltip for p in timeline.round_pieces(spec, rnd))
+    assert "recalled: the target's own earlier top choices" in tips
+    assert "recalled</span>" in player.player_html(spec, plain, start_round=rnd.index)
+    assert "recalled" in _draft_facts(spec, rnd)["draft_how"].lower()
+
+
+def test_the_page_offers_recycling_for_any_pair():
+    from app import handlers
+    assert handlers.RECYCLE_CHOICE in handlers.DRAFTERS
+    target, spec = handlers.pair_args("smollm2-135m", "Qwen/Qwen2.5-1.5B-Instruct", "", handlers.RECYCLE_CHOICE)
+    assert target == "Qwen/Qwen2.5-1.5B-Instruct" and spec.name == "lookup+recycle"     # no draft model needed
+    assert handlers.pair_args("smollm2-135m", "", "distilled+recycle", handlers.COMBINED_CHOICE)[1].name == \
+        "lookup+distilled+recycle"
+    with pytest.raises(handlers.UserError, match="with prompt lookup first"):
+        handlers.pair_args("smollm2-135m", "", "distilled+recycle", handlers.MODEL_CHOICE)
