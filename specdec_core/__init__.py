@@ -9,12 +9,14 @@ predicted costs); bench/, lab/ and cli/ sit on top.
 
 The names below are the public API, and the whole of what the app uses besides `specdec_core.trace`
 (tests/test_structure.py keeps it so): load a pair, check a request once, decode (a lane, a race of
-lanes taking turns), sweep k, the exactness lab's draws, a target pass's costs, and the cost model.
+lanes taking turns), sweep k, an A/B over a prompt set, the exactness lab's draws, a target pass's costs, and the cost model.
 """
 from .version import __version__
 
 from . import data, glossary
-from .bench.sweep import K_VALUES, best_k_text, k_label, k_name, summarise as summarise_sweep, sweep_runs
+from .bench.ab import Arm as ABArm, ab_runs, own_prompts, prompt_sets as ab_prompt_sets, record as ab_record, seeds_for
+from .bench.ab_stats import summarise as summarise_ab
+from .bench.sweep import K_VALUES, best_k_text, k_label, k_name, repeated_lanes, summarise as summarise_sweep, sweep_runs
 from .costs import run_costs, theory
 from .costs.machine_costs import cost_curve
 from .decoding import (autoregressive_generate, interleave, speculative_generate, stream_autoregressive,
@@ -39,7 +41,9 @@ __all__ = [
     "speculative_generate", "stream_speculative", "autoregressive_generate", "stream_autoregressive",
     "stream_decode", "interleave", "warm_up",
     # the k sweep
-    "K_VALUES", "sweep_runs", "summarise_sweep", "best_k_text", "k_label", "k_name",
+    "K_VALUES", "sweep_runs", "summarise_sweep", "best_k_text", "k_label", "k_name", "repeated_lanes",
+    # an A/B over a prompt set
+    "ABArm", "ab_runs", "ab_record", "summarise_ab", "ab_prompt_sets", "own_prompts", "seeds_for",
     # the exactness lab's draws
     "first_token_distributions", "sample_plain", "sample_speculative", "sample_tree_first", "chi_square",
     "keeps_draft",

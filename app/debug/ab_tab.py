@@ -7,8 +7,8 @@ import time
 
 import gradio as gr
 
-from specdec_core.bench import ab_stats
-from specdec_core.bench.ab import Arm, own_prompts, prompt_sets, record, seeds_for
+from specdec_core import ABArm as Arm, ab_prompt_sets as prompt_sets, ab_record as record, own_prompts, seeds_for
+from specdec_core import summarise_ab
 
 from .. import handlers
 from ..components import Page
@@ -129,7 +129,7 @@ def listeners(C: Page, queue: str) -> None:
                 records.append(record(run["trace"], run["arm"], run["prompt"], run["seed"]))
                 text = ab_view.progress_text(run["done"], run["total"], time.perf_counter() - t0,
                                              run["prompt"], run["seed"])
-                yield views(ab_stats.summarise(records), arms, text)
+                yield views(summarise_ab(records), arms, text)
             free = all(a.timing_free for a in arms)
             yield {C.ab_text: f"✓ Done: {len(records)} runs. " + ("Acceptance, α and tokens per pass are timing-free: "
                               "run it again and they come out the same." if free else

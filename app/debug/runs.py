@@ -6,9 +6,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Iterator, Sequence
 
-from specdec_core import K_VALUES, DraftSpec, Request, stream_decode, sweep_runs, warm_up
-from specdec_core.bench.ab import Arm, ab_runs
-from specdec_core.bench.sweep import repeated_lanes
+from specdec_core import (K_VALUES, ABArm as Arm, DraftSpec, Request, ab_runs, repeated_lanes, stream_decode,
+                          sweep_runs, warm_up)
 
 from .. import handlers
 from ..gpu import gpu
