@@ -13,7 +13,7 @@ from specdec_core import summarise_ab
 from .. import handlers
 from ..components import Page
 from ..scale import scale_figure
-from . import ab_view, runs
+from . import ab_view, pace, runs
 
 OWN = "my own list (below)"
 SEEDS_MAX, PROMPTS_MAX = 5, 24
@@ -118,13 +118,14 @@ def listeners(C: Page, queue: str) -> None:
             arms = arms_of(a_draft, a_shape, a_temperature, b_draft, b_shape, b_temperature, top_k, top_p, tokens)
             prompts = prompts_of(sets, own)
             seeds = seeds_for(arms, 0, _count(n_seeds, "seeds per prompt", 1, SEEDS_MAX))
-            records, t0 = [], None
+            records, t0, due = [], None, pace.every()
             yield {C.ab_text: f"Loading the pairs… then {len(arms) * len(prompts) * len(seeds)} runs "
                               f"({len(prompts)} prompts × {len(seeds)} seed{'s' * (len(seeds) > 1)} × 2 arms)."}
             for run in runs.ab(target_ref, arms, device or "auto", prompts, bool(chat), seeds, progress, gr.Info):
                 t0 = t0 or time.perf_counter()
                 if not run["trace"].finished:
-                    yield {C.ab_text: gr.skip()}       # lets Stop end the A/B after this round
+                    if due():
+                        yield {C.ab_text: gr.skip()}   # lets Stop end the A/B after this round (pace.py)
                     continue
                 records.append(record(run["trace"], run["arm"], run["prompt"], run["seed"]))
                 text = ab_view.progress_text(run["done"], run["total"], time.perf_counter() - t0,

@@ -27,23 +27,19 @@ def sweep(target_ref: str, draft_ref: DraftSpec, device: str, prompt: str, chat:
 
 @gpu
 def two_drafts(target_ref: str, drafts: tuple[str, str], device: str, prompt: str, chat: bool, request: Request,
-               progress, notify, repeats: int = REPEATS_DEFAULT) -> tuple:
-    """([traces with draft A], [with draft B], [plain traces]), `repeats` each: same prompt, seed and
-    settings; each pair warmed up first (not timed); the three lanes of a repeat interleaved a round
-    at a time, who starts rotating between repeats, as in the k sweep (bench.sweep.repeated_lanes),
-    so their tok/s carry the same kind of spread."""
+               progress, notify, repeats: int = REPEATS_DEFAULT) -> Iterator[tuple]:
+    """Yields (rep, lane, trace) after every round, lanes "a", "b" (the two drafts) and "plain":
+    same prompt, seed and settings; each pair warmed up first (not timed); the three lanes of a
+    repeat interleaved a round at a time, who starts rotating between repeats — the k sweep's
+    schedule (bench.sweep.repeated_lanes), streamed the way the sweep streams, so their tok/s read on
+    one scale. Closing it ends the lanes after their current round."""
     pairs = [handlers.load(target_ref, d, device, progress, notify) for d in drafts]
     ids = pairs[0].encode_prompt(prompt, chat=chat)
     for pair in pairs:
         warm_up(pair, ids, request)
     lanes = {"a": partial(stream_decode, pairs[0], ids, request), "b": partial(stream_decode, pairs[1], ids, request),
              "plain": partial(stream_decode, pairs[0], ids, request.plain())}
-    done: dict = {name: [] for name in lanes}
-    for rep, name, trace in repeated_lanes(lanes, repeats):
-        if trace.finished:
-            done[name].append(trace)
-            progress(sum(map(len, done.values())) / (3 * repeats), desc=f"two drafts: repeat {rep + 1} of {repeats}")
-    return done["a"], done["b"], done["plain"]
+    yield from repeated_lanes(lanes, repeats)
 
 
 @gpu

@@ -12,7 +12,7 @@ from specdec_core.trace import mismatch
 from .. import charts, handlers, views
 from ..components import Page
 from ..scale import NARROW_PX, scale_figure, set_width
-from . import ab_tab, figures, runs, trees
+from . import ab_tab, figures, pace, runs, trees
 
 INTRO = ("Why does this pair accept badly? Everything here is computed from the **current run's traces** "
          "(or the trace files you loaded on the Race tab): open this tab after a run. The k sweep and the "
@@ -175,16 +175,23 @@ def listeners(C: Page, queue: str) -> None:
                 raise handlers.UserError("the prompt is empty: type one on the Race tab")
             target_ref, draft_ref = handlers.pair_args(preset, target, draft, drafter)
             settings = settings_of(k, temperature, top_k, top_p, max_new, seed)
-            done = []
+            done, due = [], pace.every()
             for run in runs.sweep(target_ref, draft_ref, device or "auto", prompt, bool(chat), settings, repeats,
                                   progress, gr.Info):
                 if not run["trace"].finished:
                     # A round of a lane still racing: nothing new to plot, but yielding lets Stop end
-                    # the sweep here, after this round.
-                    yield {C.sweep_text: gr.skip()}
+                    # the sweep here, after this round (at most once a second: pace.py).
+                    if due():
+                        yield {C.sweep_text: gr.skip()}
                     continue
                 done.append(run)
                 progress(run["done"] / run["total"], desc=f"k sweep: run {run['done']} of {run['total']}")
+                if run["done"] % (run["total"] // repeats):
+                    # Mid-repeat: the count only. Drawing the chart while lanes still race costs them
+                    # CPU (the server serializes the figure as the next round runs): ~9 % of plain's
+                    # tok/s on 2 cores (tests/measure_debugger_agreement.py).
+                    yield {C.sweep_text: f"{run['done']} of {run['total']} runs…"}
+                    continue
                 summary = summarise(done)
                 yield {C.sweep_text: f"{run['done']} of {run['total']} runs… " + (best_k_text(summary) or ""),
                        C.sweep_plot: scale_figure(figures.sweep_figure(summary)), C.sweep_table: figures.sweep_table(summary)}
@@ -209,12 +216,19 @@ def listeners(C: Page, queue: str) -> None:
             repeats = _repeats(repeats)
             target_ref = (target or "").strip() or preset
             settings = settings_of(k, temperature, top_k, top_p, max_new, seed)
-            a, b, plain = runs.two_drafts(target_ref, names, device or "auto", prompt, bool(chat), settings,
-                                          progress, gr.Info, repeats)
+            done, due = {"a": [], "b": [], "plain": []}, pace.every()
+            for rep, lane, trace in runs.two_drafts(target_ref, names, device or "auto", prompt, bool(chat), settings,
+                                                    progress, gr.Info, repeats):
+                if trace.finished:
+                    done[lane].append(trace)
+                    progress(sum(map(len, done.values())) / (3 * repeats), desc=f"two drafts: repeat {rep + 1} of {repeats}")
+                if due():           # as the sweep streams (pace.py): Stop ends it here, after this round
+                    yield gr.skip(), gr.skip(), gr.skip()
+            a, b, plain = done["a"], done["b"], done["plain"]
         except Exception as e:
             raise gr.Error(str(handlers.user_error(e, target_ref))) from None
-        return (figures.compare_table(a, b, plain, names), scale_figure(figures.compare_figure(a, b, names)),
-                figures.aligned_html([a[0], b[0]], list(names)))
+        yield (figures.compare_table(a, b, plain, names), scale_figure(figures.compare_figure(a, b, names)),
+               figures.aligned_html([a[0], b[0]], list(names)))
     ab_tab.listeners(C, queue)
     C.cmp_run.click(on_compare, race_in + [C.cmp_a, C.cmp_b, C.cmp_repeats], [C.cmp_table, C.cmp_plot, C.cmp_align],
                        concurrency_limit=1, concurrency_id=queue, api_name="two_drafts",
