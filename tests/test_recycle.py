@@ -34,7 +34,7 @@ def test_the_walk_drafts_chains_and_trees_from_the_table():
     for x in range(16):                                     # after x the target liked x+1, then x+2
         logits[x, (x + 1) % 16], logits[x, (x + 2) % 16] = 5.0, 4.0
     table.update(torch.arange(16), logits)
-    drafter = RecycleDrafter(table, 16)
+    drafter = RecycleDrafter(table, 16, width=TOP)
     cfg = SamplingConfig(0.7)
     chain = drafter.draft(torch.tensor([3]), None, 1, 3, cfg, None)
     assert chain.ids.tolist() == [4] and chain.sampled and chain.logits[0, 4] == 0 and chain.q_probs[0].sum() == 1
@@ -65,7 +65,7 @@ def three_sources():
 
     def make():
         return CombinedDrafter(ModelDrafter(draft, pair.vocab_size), pair.vocab_size,
-                               recycle=RecycleDrafter(table, pair.vocab_size))
+                               recycle=RecycleDrafter(table, pair.vocab_size, width=2))   # a recalled tree, not a chain
     return pair, make
 
 

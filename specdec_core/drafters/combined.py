@@ -17,7 +17,7 @@ from typing import Optional
 
 from .base import Drafter, Source
 from .ngram import NGramDrafter
-from .recycle import RecycleDrafter, table_for
+from .recycle import WIDTH_ALONE, WIDTH_BESIDE_MODEL, RecycleDrafter, table_for
 
 
 class CombinedDrafter(Drafter):
@@ -74,15 +74,16 @@ def combined_factory(model_factory, min_ngram: int = 3, recycle: bool = False):
     """A ModelPair drafter factory: prompt lookup + the drafter model_factory(pair) makes (+ the
     target's recycle table as a third source in trees)."""
     def factory(pair):
-        recalled = recycle_drafter(pair) if recycle else None
+        recalled = recycle_drafter(pair, WIDTH_BESIDE_MODEL) if recycle else None
         return CombinedDrafter(model_factory(pair), pair.vocab_size, pair.input_device, min_ngram, recycle=recalled)
     factory.name = "lookup+" + getattr(model_factory, "name", "draft") + ("+recycle" if recycle else "")
     return factory
 
 
-def recycle_drafter(pair) -> RecycleDrafter:
+def recycle_drafter(pair, width: int = WIDTH_ALONE) -> RecycleDrafter:
     """A RecycleDrafter on the pair's target's table (kept across requests: recycle.table_for)."""
-    return RecycleDrafter(table_for(pair.target, pair.vocab_size, pair.input_device), pair.vocab_size, pair.input_device)
+    return RecycleDrafter(table_for(pair.target, pair.vocab_size, pair.input_device), pair.vocab_size,
+                          pair.input_device, width)
 
 
 def recycle_factory(pair) -> RecycleDrafter:
