@@ -43,6 +43,18 @@ class UserError(Exception):
         self.what = what
 
 
+def whole_number(value, name: str, lo: int, hi: int) -> int:
+    """A page field that counts something (draws, repeats, seeds, tokens), or a UserError naming it
+    and its range."""
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise UserError(f"{name} must be a whole number between {lo:,} and {hi:,}") from None
+    if not lo <= n <= hi:
+        raise UserError(f"{name} must be between {lo:,} and {hi:,} (got {n:,})")
+    return n
+
+
 @dataclass
 class RunSessions:
     """Which visitors' sessions have a run pressed (queued or racing) and which asked it to stop. A

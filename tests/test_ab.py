@@ -173,3 +173,13 @@ def test_runs_race_each_other_and_give_the_same_counts_twice():
     for r in first:
         assert sum(r["by_source"].values()) == r["new_tokens"] and r["vocab"]["draft_vocab"] == 8192
     assert len({(r["prompt"], tuple(r["output_ids"])) for r in first if r["arm"] == "A"}) >= 3   # seeds draw differently
+
+
+def test_counts_on_the_page_are_checked_with_their_range():
+    assert handlers.whole_number("3", "seeds per prompt", 1, 5) == 3
+    with pytest.raises(handlers.UserError, match=r"seeds per prompt must be between 1 and 5 \(got 0\)"):
+        handlers.whole_number(0, "seeds per prompt", 1, 5)
+    with pytest.raises(handlers.UserError, match="new tokens per run must be a whole number between 8 and 128"):
+        handlers.whole_number("many", "new tokens per run", 8, 128)
+    with pytest.raises(handlers.UserError, match="repeats must be a whole number"):
+        handlers.whole_number(None, "repeats", 3, 10)

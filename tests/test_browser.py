@@ -58,8 +58,14 @@ def greedy(page):
 
 
 def _set_number(page, selector, value):
+    """A Race-tab number field (in Advanced but Max new tokens)."""
     if selector != "#sd-max-new":
         open_advanced(page)
+    fill_number(page, selector, value)
+
+
+def fill_number(page, selector, value):
+    """Type `value` into the number field `selector` until it holds."""
     box = page.locator(f"{selector} input[type=number]")
     # A field just rendered by opening the accordion may still take its initial value after a fill
     # typed within milliseconds (seen with four pages at once): type again until the value holds.

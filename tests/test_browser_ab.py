@@ -6,24 +6,12 @@ import re
 
 import pytest
 
-from tests.test_browser import ARTIFACTS, browser, page  # noqa: F401 (fixtures)
+from tests.test_browser import ARTIFACTS, browser, fill_number, page  # noqa: F401 (fixtures)
 from tests.test_browser_teach import _no_toasts
 
 pytestmark = [pytest.mark.browser, pytest.mark.model]
 
 TIMING_FREE = ("acceptance", "α", "tokens per target pass")
-
-
-def _fill(page, selector, value):
-    box = page.locator(f"{selector} input[type=number]")
-    for _ in range(5):
-        box.fill(str(value))
-        box.press("Enter")
-        box.blur()
-        page.wait_for_timeout(150)
-        if float(box.input_value() or "nan") == float(value):
-            return
-    raise AssertionError(f"{selector} would not take {value}")
 
 
 def _rows(page) -> dict:
@@ -51,8 +39,8 @@ def test_ab_of_two_drafts_over_prose_and_code(page):
     page.wait_for_selector("#sd-ab-run")
     assert [page.locator(f"#sd-ab-{side}-draft textarea").input_value() for side in "ab"] == ["distilled", "block"]
     for side in "ab":
-        _fill(page, f"#sd-ab-{side}-temperature", 0.7)        # sampled: the two seeds draw differently
-    _fill(page, "#sd-ab-tokens", 16)
+        fill_number(page, f"#sd-ab-{side}-temperature", 0.7)        # sampled: the two seeds draw differently
+    fill_number(page, "#sd-ab-tokens", 16)
     checked = page.locator("#sd-ab-sets input[type=checkbox]:checked")
     assert checked.count() == 2                                # prose and code, six prompts each
 

@@ -88,16 +88,6 @@ def prompts_of(sets, own: str) -> list[dict]:
     return prompts
 
 
-def _count(value, name: str, lo: int, hi: int) -> int:
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        raise handlers.UserError(f"{name} must be a whole number from {lo} to {hi}") from None
-    if not lo <= n <= hi:
-        raise handlers.UserError(f"{name} must be from {lo} to {hi}; got {n}")
-    return n
-
-
 def listeners(C: Page, queue: str) -> None:
     inputs = [C[n] for n in ("preset", "target", "device", "chat", "top_k", "top_p", "ab_a_draft", "ab_a_shape",
                              "ab_a_temperature", "ab_b_draft", "ab_b_shape", "ab_b_temperature", "ab_sets", "ab_own",
@@ -114,10 +104,10 @@ def listeners(C: Page, queue: str) -> None:
               b_temperature, sets, own, n_seeds, tokens, progress=gr.Progress()):
         target_ref = (target or "").strip() or preset
         try:
-            tokens = _count(tokens, "new tokens per run", TOKENS_MIN, TOKENS_MAX)
+            tokens = handlers.whole_number(tokens, "new tokens per run", TOKENS_MIN, TOKENS_MAX)
             arms = arms_of(a_draft, a_shape, a_temperature, b_draft, b_shape, b_temperature, top_k, top_p, tokens)
             prompts = prompts_of(sets, own)
-            seeds = seeds_for(arms, 0, _count(n_seeds, "seeds per prompt", 1, SEEDS_MAX))
+            seeds = seeds_for(arms, 0, handlers.whole_number(n_seeds, "seeds per prompt", 1, SEEDS_MAX))
             records, t0, due = [], None, pace.every()
             yield {C.ab_text: f"Loading the pairs… then {len(arms) * len(prompts) * len(seeds)} runs "
                               f"({len(prompts)} prompts × {len(seeds)} seed{'s' * (len(seeds) > 1)} × 2 arms)."}

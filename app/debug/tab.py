@@ -135,13 +135,7 @@ def layout(C: Page) -> None:
 
 
 def _repeats(value) -> int:
-    try:
-        repeats = int(value or 0)
-    except (TypeError, ValueError):
-        repeats = 0
-    if not runs.REPEATS_MIN <= repeats <= runs.REPEATS_MAX:
-        raise handlers.UserError(f"repeats must be between {runs.REPEATS_MIN} and {runs.REPEATS_MAX}")
-    return repeats
+    return handlers.whole_number(value, "repeats", runs.REPEATS_MIN, runs.REPEATS_MAX)
 
 
 def listeners(C: Page, queue: str) -> None:

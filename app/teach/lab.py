@@ -123,13 +123,7 @@ def summary_markdown(result: dict) -> str:
 
 def check_n(n) -> int:
     """The lab's sample count, or a UserError naming the range."""
-    try:
-        n = int(n)
-    except (TypeError, ValueError):
-        raise handlers.UserError(f"N must be a whole number between {N_MIN:,} and {N_MAX:,}") from None
-    if not N_MIN <= n <= N_MAX:
-        raise handlers.UserError(f"N must be between {N_MIN:,} and {N_MAX:,} (got {n:,})")
-    return n
+    return handlers.whole_number(n, "N", N_MIN, N_MAX)
 
 
 def run_exactness(target_ref: str, draft_ref: str, device: str, prompt: str, chat: bool, n, seed,
