@@ -113,6 +113,7 @@ def test_the_page_tables_chart_and_progress():
     assert table.iloc[-1]["kind"] == "timing" and table.iloc[-1]["call"] == "timing: not called"
     assert "4 of 16" in " ".join(table["A"])
     assert ab_view.summary_table(s, (True, False)).iloc[0]["kind"] == "timing-driven shape"
+    assert ab_view.summary_table(s, (True, True), (True, False)).iloc[0]["kind"] == "timing-free; recalled guesses vary"
     fig = ab_view.position_figure(s, ("distilled", "block"))
     assert len(fig.data) == 2 and list(fig.layout.xaxis.ticktext) == ["1<br>40 / 40"]
     assert fig.data[0].error_y.array is not None
@@ -134,6 +135,7 @@ def test_prompt_sets_seeds_and_the_pages_checks():
     assert seeds_for([Arm("A", "x", greedy), Arm("B", "y", greedy)], 0, 3) == [0]     # greedy reads no seed
     assert seeds_for([Arm("A", "x", greedy), Arm("B", "y", sampled)], 0, 3) == [0, 1, 2]
     assert Arm("A", "x", greedy).timing_free and not Arm("A", "x", parse_request(tree="auto")).timing_free
+    assert Arm("A", "x", greedy).repeatable and not Arm("A", "lookup+distilled+recycle", greedy).repeatable
     arms = ab_tab.arms_of("distilled", "tree: 12 guesses, depth 4", 0.7, "block", "k = 4 (chain)", 0, 0, 1.0, 16)
     assert arms[0].request.plan.label() == "tree = 12,4" and arms[1].request.plan.label() == "chain k = 4"
     assert "T 0.7" in arms[0].describe() and "greedy" in arms[1].describe()

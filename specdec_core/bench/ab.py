@@ -41,6 +41,12 @@ class Arm:
         """Its rounds never read the clock: a fixed shape (the shape rule reads measured costs)."""
         return not self.request.plan.auto
 
+    @property
+    def repeatable(self) -> bool:
+        """Run again, it gives the same counts: timing-free, and no recalled guesses (the recycle
+        table keeps what earlier runs left in it: drafters/recycle.py)."""
+        return self.timing_free and "recycle" not in self.draft
+
     def describe(self) -> str:
         cfg = self.request.sampling
         sampler = "greedy" if cfg.greedy else f"T {cfg.temperature:g}" + (f", top-p {cfg.top_p:g}" if cfg.top_p < 1 else "") \
