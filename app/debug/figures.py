@@ -11,6 +11,7 @@ from plotly.subplots import make_subplots
 
 from specdec_core import Plan, k_label, k_name, run_costs, theory
 from specdec_core.trace import mismatch
+from specdec_core.trace.stats import pool_positions
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           correction_decision, draft_decision)
 from specdec_core.trace.token_text import round_texts
@@ -228,13 +229,10 @@ def compare_figure(a, b, names: tuple[str, str]) -> go.Figure:
     """Acceptance by draft position of both drafts, pooled over their repeats (a trace or a list)."""
     fig = _layout(go.Figure(), "Acceptance by draft position: two drafts", "draft position i", "acceptance rate")
     for runs, name, colour in ((_runs(a), names[0], TARGET_COLOUR), (_runs(b), names[1], DRAFT_COLOUR)):
-        depth = max((len(t.stats["drafted_by_position"]) for t in runs), default=0)
-        kept = [sum(t.stats["kept_by_position"][i] for t in runs if len(t.stats["kept_by_position"]) > i) for i in range(depth)]
-        drafted = [sum(t.stats["drafted_by_position"][i] for t in runs if len(t.stats["drafted_by_position"]) > i)
-                   for i in range(depth)]
-        if depth:
-            fig.add_bar(x=list(range(1, depth + 1)), y=[k / n if n else 0 for k, n in zip(kept, drafted)], name=name,
-                        marker_color=colour, text=[f"{k}/{n}" for k, n in zip(kept, drafted)], textposition="none",
+        rows = pool_positions([t.stats for t in runs])
+        if rows:
+            fig.add_bar(x=[r["position"] for r in rows], y=[r["rate"] or 0 for r in rows], name=name,
+                        marker_color=colour, text=[f"{r['kept']}/{r['drafted']}" for r in rows], textposition="none",
                         hovertemplate=f"{name}, position %{{x}}: %{{y:.2f}} = %{{text}} kept<extra></extra>")
     if not fig.data:
         return _empty(fig, "press “Compare”")

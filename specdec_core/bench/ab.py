@@ -12,6 +12,7 @@ rule (auto) reads this machine's measured costs, so its numbers move with the cl
 from __future__ import annotations
 
 import json
+from contextlib import closing
 from dataclasses import dataclass, replace
 from functools import partial
 from importlib import resources
@@ -97,13 +98,10 @@ def ab_runs(pairs: Sequence, prompts: Sequence[tuple[str, object]], arms: Sequen
             unit += 1
             lanes = {arms[i].label: partial(stream_decode, pairs[i], ids, replace(arms[i].request, seed=seed))
                      for i in order}
-            turns = interleave(lanes)
-            try:
+            with closing(interleave(lanes)) as turns:
                 for label, trace in turns:
                     done += trace.finished
                     yield {"arm": label, "prompt": name, "seed": seed, "trace": trace, "done": done, "total": total}
-            finally:
-                turns.close()
 
 
 def record(trace, arm: str, prompt: str, seed: int) -> dict:

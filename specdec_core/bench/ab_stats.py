@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..trace.stats import wilson_interval
+from ..trace.stats import pool_positions, wilson_interval
 
 RESAMPLES = 2000
 CONFIDENCE = 0.95
@@ -62,18 +62,6 @@ def _median(xs) -> Optional[float]:
     return statistics.median(xs) if xs else None
 
 
-def _positions(records: list) -> list[dict]:
-    depth = max((len(r["drafted_by_position"]) for r in records), default=0)
-    rows = []
-    for i in range(depth):
-        kept = sum(r["kept_by_position"][i] for r in records if len(r["kept_by_position"]) > i)
-        drafted = sum(r["drafted_by_position"][i] for r in records if len(r["drafted_by_position"]) > i)
-        lo, hi = wilson_interval(kept, drafted)
-        rows.append({"position": i + 1, "kept": kept, "drafted": drafted, "rate": _ratio(kept, drafted),
-                     "low": lo, "high": hi})
-    return rows
-
-
 def _vocabulary(records: list, n: int = 8) -> Optional[dict]:
     """Out-of-vocabulary counts over an arm's runs: the draft's vocabulary, the share of written
     tokens and of rejections outside it, the n most frequent outside tokens."""
@@ -105,7 +93,7 @@ def _arm(records: list, prompts: list, draws: Optional[np.ndarray]) -> dict:
     out["passes"] = sum(r["passes"] for r in records)
     tps = [r["tokens_per_s"] for r in records if r["tokens_per_s"]]
     out["tokens_per_s"] = {"median": _median(tps), "min": min(tps, default=None), "max": max(tps, default=None)}
-    out["positions"] = _positions(records)
+    out["positions"] = pool_positions(records)
     out["vocabulary"] = _vocabulary(records)
     return out
 
@@ -130,14 +118,15 @@ def summarise(records: Sequence[dict], labels: Sequence[str] = ("A", "B")) -> di
     by_arm = {label: [r for r in records if r["arm"] == label] for label in labels}
     both = [p for p in dict.fromkeys(r["prompt"] for r in records)
             if all(any(r["prompt"] == p for r in by_arm[label]) for label in labels)]
+    paired_runs = {label: [r for r in by_arm[label] if r["prompt"] in both] for label in labels}
     draws = _draws(len(both)) if len(both) >= 2 else None
-    arms = {label: _arm([r for r in by_arm[label] if r["prompt"] in both] or by_arm[label],
+    arms = {label: _arm(paired_runs[label] or by_arm[label],
                         both or list(dict.fromkeys(r["prompt"] for r in by_arm[label])), draws) for label in labels}
     differences = []
     a_label, b_label = labels
     for key, name, num, den in METRICS:
-        a = _sums([r for r in by_arm[a_label] if r["prompt"] in both], both, num, den)
-        b = _sums([r for r in by_arm[b_label] if r["prompt"] in both], both, num, den)
+        a = _sums(paired_runs[a_label], both, num, den)
+        b = _sums(paired_runs[b_label], both, num, den)
         va, vb = _ratio(a[0].sum(), a[1].sum()), _ratio(b[0].sum(), b[1].sum())
         lo = hi = None
         if draws is not None and va is not None and vb is not None:

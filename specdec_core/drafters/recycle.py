@@ -51,13 +51,16 @@ class RecycleTable:
         each (raw). Row x gets the top-TOP of the last position holding x (later positions win)."""
         if len(tokens) == 0:
             return
-        top = torch.softmax(logits.float(), -1).topk(TOP, -1)
-        # Keep the last occurrence of each token, so the write is deterministic.
+        # Keep the last occurrence of each token, so the write is deterministic; only those rows
+        # are ranked (top-TOP of the logits, as probabilities: exp(logit − logsumexp)).
         last = {t: i for i, t in enumerate(tokens.tolist())}
         rows = torch.tensor(list(last.values()), dtype=torch.long, device=logits.device)
         at = torch.tensor(list(last.keys()), dtype=torch.long, device=self.ids.device)
-        self.ids.index_copy_(0, at, top.indices.index_select(0, rows).to(self.ids.device))
-        self.probs.index_copy_(0, at, top.values.index_select(0, rows).to(self.probs.device))
+        kept = logits.index_select(0, rows).float()
+        top = kept.topk(TOP, -1)
+        probs = (top.values - kept.logsumexp(-1, keepdim=True)).exp()
+        self.ids.index_copy_(0, at, top.indices.to(self.ids.device))
+        self.probs.index_copy_(0, at, probs.to(self.probs.device))
 
 
 def table_for(target, vocab_size: int, device) -> RecycleTable:
@@ -99,13 +102,13 @@ class RecycleDrafter(Drafter):
                                if expand is None else None)
         parents = torch.arange(len(rows), device=self.device)[:, None].expand_as(ids)[seen]
         cand, p = ids[seen], probs[seen]
+        self.frontier = cand
         logits = torch.full((len(rows), self.vocab_size), float("-inf"), device=self.device)
         if width == 1:
             # A chain: the guess is a point mass (q one-hot), so a sampled chain's draw is the guess.
             logits[parents, cand] = 0.0
-            self.frontier = cand
             return Level(cand, parents, torch.zeros(len(cand), device=self.device), logits, logits.exp(), sampled=True)
         # A tree: the recalled probabilities rank the guesses (log q along a path) and show as q.
-        logits[parents, cand] = p.clamp_min(1e-12).log()
-        self.frontier = cand
-        return Level(cand, parents, p.clamp_min(1e-12).log(), logits)
+        logq = p.clamp_min(1e-12).log()
+        logits[parents, cand] = logq
+        return Level(cand, parents, logq, logits)

@@ -22,6 +22,21 @@ def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[Optional[float], O
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def pool_positions(stats: list) -> list[dict]:
+    """Per draft position i = 1.., pooled over several runs' stats (compute_stats dicts, or records
+    with the same kept_by_position / drafted_by_position keys): {"position", "kept", "drafted",
+    "rate", "low", "high"} (the Wilson interval of the pooled counts)."""
+    depth = max((len(s["drafted_by_position"]) for s in stats), default=0)
+    rows = []
+    for i in range(depth):
+        kept = sum(s["kept_by_position"][i] for s in stats if len(s["kept_by_position"]) > i)
+        drafted = sum(s["drafted_by_position"][i] for s in stats if len(s["drafted_by_position"]) > i)
+        lo, hi = wilson_interval(kept, drafted)
+        rows.append({"position": i + 1, "kept": kept, "drafted": drafted, "rate": _ratio(kept, drafted),
+                     "low": lo, "high": hi})
+    return rows
+
+
 def compute_stats(trace) -> dict:
     """Statistics of a trace (docs/ARCHITECTURE.md, README "Statistics"). Undefined values are None, never NaN.
 
