@@ -91,18 +91,18 @@ def prompts_of(sets, own: str) -> list[dict]:
 def listeners(C: Page, queue: str) -> None:
     inputs = [C[n] for n in ("preset", "target", "device", "chat", "top_k", "top_p", "ab_a_draft", "ab_a_shape",
                              "ab_a_temperature", "ab_b_draft", "ab_b_shape", "ab_b_temperature", "ab_sets", "ab_own",
-                             "ab_seeds", "ab_tokens")]
+                             "ab_seeds", "ab_tokens", "scale")]
     outputs = [C.ab_text, C.ab_table, C.ab_plot, C.ab_vocab, C.ab_prompts]
 
-    def views(summary, arms, text) -> dict:
+    def views(summary, arms, text, scale) -> dict:
         names = tuple(arm.describe() for arm in arms)
         return {C.ab_text: text, C.ab_table: ab_view.summary_table(summary, tuple(a.timing_free for a in arms),
                                                                  tuple(a.repeatable for a in arms)),
-                C.ab_plot: scale_figure(ab_view.position_figure(summary, names)),
+                C.ab_plot: scale_figure(ab_view.position_figure(summary, names), scale or 1.0),   # classroom mode
                 C.ab_vocab: ab_view.vocab_markdown(summary, names), C.ab_prompts: ab_view.prompt_table(summary)}
 
     def on_ab(preset, target, device, chat, top_k, top_p, a_draft, a_shape, a_temperature, b_draft, b_shape,
-              b_temperature, sets, own, n_seeds, tokens, progress=gr.Progress()):
+              b_temperature, sets, own, n_seeds, tokens, scale, progress=gr.Progress()):
         target_ref = (target or "").strip() or preset
         try:
             tokens = handlers.whole_number(tokens, "new tokens per run", TOKENS_MIN, TOKENS_MAX)
@@ -121,7 +121,7 @@ def listeners(C: Page, queue: str) -> None:
                 records.append(record(run["trace"], run["arm"], run["prompt"], run["seed"]))
                 text = ab_view.progress_text(run["done"], run["total"], time.perf_counter() - t0,
                                              run["prompt"], run["seed"])
-                yield views(summarise_ab(records), arms, text)
+                yield views(summarise_ab(records), arms, text, scale)
             yield {C.ab_text: f"✓ Done: {len(records)} runs. " + (
                 "Acceptance, α and tokens per pass are timing-free: run it again and they come out the same."
                 if all(a.repeatable for a in arms) else
