@@ -17,6 +17,7 @@ from specdec_core.trace.token_text import lone
 
 from .. import handlers
 from ..gpu import gpu
+from ..model_thread import MODEL_THREAD
 
 LAB_PROMPT = "I saw a dog ride"             # chat template off: the walkthrough's prompt
 LAB_DRAFT = "distilled"                     # weak here on plain text (α ≈ 0.37): rejections are frequent
@@ -74,6 +75,7 @@ def measured_cost_curve(target_ref: str, draft_ref: str, device: str, progress, 
     return cost_curve(pair.target, pair.vocab_size, progress=lambda f, d: progress(f, desc=d))
 
 
+@MODEL_THREAD.wrap   # torch on 49k-token vectors: on the one thread that runs torch (app.model_thread)
 def draw_counts(p_target, q_draft, n: int, seed: int) -> Iterator[tuple[float, dict]]:
     """Counts [V] per sampler, drawn in CHUNKS pieces: yields (fraction done, counts so far)."""
     V = p_target.shape[-1]
@@ -87,6 +89,7 @@ def draw_counts(p_target, q_draft, n: int, seed: int) -> Iterator[tuple[float, d
         yield (i + 1) / CHUNKS, counts
 
 
+@MODEL_THREAD.wrap
 def summarise(p_target, q_draft, counts: dict, token_text) -> dict:
     """Bins (top tokens by p + "other"), frequencies, and each sampler's chi-square against p."""
     n = int(counts["plain"].sum())

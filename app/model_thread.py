@@ -1,0 +1,94 @@
+"""One thread for all of the app's torch work (`ModelThread`, and `MODEL_THREAD`, the app's one).
+
+Why a thread of its own: torch's CPU kernels run on OpenMP (libgomp, bundled with torch). Every OS
+thread that runs a parallel region gets a team of worker threads of its own, and libgomp counts the
+workers of every team: once they outnumber the cores, every team stops spin-waiting between regions
+and sleeps instead, so each of a forward pass's many small parallel regions pays a wake-up. On a
+2-core machine, one other thread that has run a model makes every later forward pass slower:
+an 8-token pass of the default target 43–45 ms on a thread alone, 53–66 ms once the main thread
+had run one matrix product (docs/bench/model-thread). Gradio hands each event, and each step of a
+streaming event, to whichever of its worker threads is free, so without this every one of them
+that ever decoded kept a team. The app sends every call that runs torch here instead (app.gpu):
+one team, as in the CLI, which decodes on its main thread and needs none of this.
+"""
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+import queue
+import threading
+from typing import Callable, Iterator
+
+
+class ModelThread:
+    """A daemon thread, started at its first job, that runs jobs one at a time in arrival order.
+    `call` runs a function there and waits; `steps` runs each step of a generator there. A job sees
+    the caller's context variables (Gradio's progress bar and toasts), and its exception is raised
+    in the caller. A job that itself calls `call` runs inline (it is already on the thread)."""
+
+    def __init__(self, name: str = "specdec-model"):
+        self.name = name
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    @property
+    def ident(self) -> int | None:
+        """The thread's id once started (None before its first job)."""
+        return self._thread.ident if self._thread is not None else None
+
+    def _serve(self) -> None:
+        while True:
+            ctx, fn, args, kwargs, box, done = self._jobs.get()
+            try:
+                box["value"] = ctx.run(fn, *args, **kwargs)
+            except BaseException as e:          # raised again in the caller's thread
+                box["error"] = e
+            finally:
+                done.set()
+
+    def call(self, fn: Callable, *args, **kwargs):
+        """fn(*args, **kwargs) run on the model thread; the caller waits for its value."""
+        if threading.current_thread() is self._thread:
+            return fn(*args, **kwargs)
+        with self._start_lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
+                self._thread.start()
+        box: dict = {}
+        done = threading.Event()
+        self._jobs.put((contextvars.copy_context(), fn, args, kwargs, box, done))
+        done.wait()
+        if "error" in box:
+            raise box.pop("error")
+        return box["value"]
+
+    def steps(self, gen: Iterator) -> Iterator:
+        """Yields what `gen` yields, each step (and its closing) run on the model thread, so a
+        streaming event decodes on one thread whichever thread resumes it."""
+        try:
+            while True:
+                try:
+                    item = self.call(next, gen)
+                except StopIteration as stop:    # caught here: it must not escape this generator (PEP 479)
+                    return stop.value
+                yield item
+        finally:
+            self.call(gen.close)
+
+    def wrap(self, fn: Callable) -> Callable:
+        """fn made to run on the model thread: a generator function's steps, or a plain call."""
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def stepped(*args, **kwargs):
+                return self.steps(fn(*args, **kwargs))   # creating the generator runs none of its code
+            return stepped
+
+        @functools.wraps(fn)
+        def called(*args, **kwargs):
+            return self.call(fn, *args, **kwargs)
+        return called
+
+
+MODEL_THREAD = ModelThread()   # the app's one: a process has one OpenMP runtime, so one thread for it
