@@ -54,13 +54,31 @@ class Level:
     ids: torch.Tensor        # [m] candidate token ids (target vocabulary), on the drafter's device
     parents: torch.Tensor    # [m] long: the frontier entry each is a child of (0 at the root)
     logq: torch.Tensor       # [m] its ranking log q (a path's score adds its ancestors')
-    logits: torch.Tensor     # [f, V] each frontier entry's next-token logits (-inf: q = 0)
-    q_probs: Optional[torch.Tensor] = None  # [f, V] warp_probs(logits), when made already (to draw)
+    logits: torch.Tensor     # [f, V] each frontier entry's next-token logits (-inf: q = 0); [f, C] with cols
+    q_probs: Optional[torch.Tensor] = None  # [f, V] warp_probs(logits), when made already (to draw); [f, C] with cols
     sampled: bool = False    # each candidate was drawn from its row (width 1): a sampled chain
     reason: Optional[str] = None            # why it is empty, if the drafter can say (lookup)
+    # [C] ascending target ids: logits and q_probs hold only these columns (q = 0 elsewhere), so a
+    # truncated draft vocabulary's rows are warped over C, not V, and widened once per kept node.
+    cols: Optional[torch.Tensor] = None
+    vocab_size: Optional[int] = None        # V, with cols
 
     def __len__(self) -> int:
         return self.ids.shape[0]
+
+    def full_rows(self) -> "Level":
+        """The same level with [f, V] rows (-inf / 0 outside cols)."""
+        if self.cols is None:
+            return self
+        V = self.vocab_size
+        logits = self.logits.new_full((len(self.logits), V), float("-inf")).index_copy_(1, self.cols, self.logits)
+        q = None if self.q_probs is None else widen(self.q_probs, self.cols, V)
+        return Level(self.ids, self.parents, self.logq, logits, q, self.sampled, self.reason)
+
+
+def widen(rows: torch.Tensor, cols: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Probabilities over columns cols [C] -> over the whole vocabulary: [m, C] -> [m, V], 0 elsewhere."""
+    return rows.new_zeros((len(rows), vocab_size)).index_copy_(1, cols, rows)
 
 
 def empty_level(vocab_size: int, device, reason: Optional[str] = None) -> Level:

@@ -56,11 +56,16 @@ def _inv_freq(d: int, theta: float, device: str) -> torch.Tensor:
         return 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=device) / d)
 
 
-def rope(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
-    """Rotary embedding (HF Llama 'rotate_half' layout): x [B, h, T, d], pos [T] -> same shape."""
+def rope_angles(pos: torch.Tensor, d: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, sin) [T, d] of rotary embedding at positions pos [T]: made once per call, shared by q and k."""
+    ang = pos.float()[:, None] * _inv_freq(d, float(theta), str(pos.device))[None]   # [T, d/2]
+    ang = torch.cat([ang, ang], -1)
+    return ang.cos(), ang.sin()
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding (HF Llama 'rotate_half' layout): x [B, h, T, d], cos/sin [T, d] -> same shape."""
     d = x.shape[-1]
-    ang = pos.float()[:, None] * _inv_freq(d, float(theta), str(x.device))[None]   # [T, d/2]
-    cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
     x1, x2 = x[..., : d // 2], x[..., d // 2:]
     return x * cos + torch.cat([-x2, x1], -1) * sin
 
@@ -135,9 +140,9 @@ class FeatureHead(nn.Module):
         """x [B, T, H] -> q [B, nh, T, d], k, v [B, nkv, T, d] (RoPE at positions pos [T])."""
         B, T, _ = x.shape
         h = self.ln1(x)
-        theta = self.cfg["rope_theta"]
-        q = rope(self.q(h).view(B, T, self.nh, self.hd).transpose(1, 2), pos, theta)
-        k = rope(self.k(h).view(B, T, self.nkv, self.hd).transpose(1, 2), pos, theta)
+        cos, sin = rope_angles(pos, self.hd, self.cfg["rope_theta"])
+        q = rope(self.q(h).view(B, T, self.nh, self.hd).transpose(1, 2), cos, sin)
+        k = rope(self.k(h).view(B, T, self.nkv, self.hd).transpose(1, 2), cos, sin)
         v = self.v(h).view(B, T, self.nkv, self.hd).transpose(1, 2)
         return q, k, v
 
@@ -271,9 +276,12 @@ class FeatureDrafter(Drafter):
         self.proposable = head.vocab_ids[head.vocab_ids < vocab_size]     # a truncated vocabulary
         # Where the head's N columns go in the target's vocabulary, found once: a boolean-mask
         # scatter made anew at every level cost ~0.3-0.5 ms on the CPU, a sixth of a draft call.
-        self._valid = (head.vocab_ids < vocab_size).to(self.device)      # [N] a token the target has
-        self._cols_n = self._valid.nonzero()[:, 0]                         # kept columns of the head
-        self._cols_v = head.vocab_ids.to(self.device)[self._cols_n]        # their target ids
+        # Ordered by target id: a level's rows stay over these C columns (Level.cols), widened to V
+        # only for the nodes a round keeps; in id order an argmax tie picks the lowest id, as over V.
+        cols_n = (head.vocab_ids < vocab_size).nonzero()[:, 0]                 # the columns the target has
+        cols_n = cols_n[head.vocab_ids[cols_n].argsort()]
+        self._cols_n = cols_n.to(self.device)                                  # [C] head columns, by target id
+        self._cols_v = head.vocab_ids[cols_n].to(self.device)                  # [C] their target ids, ascending
         self.feats = torch.zeros(0, head.fc.out_features, device=self.device)
         self.cache, self.n_true, self.g_next = None, 0, None
         self.rows, self.cand_rows, self.cand_ids, self.depth = None, None, None, 0
@@ -300,11 +308,18 @@ class FeatureDrafter(Drafter):
         """hidden [n, n_taps·H]: the target's tapped states of newly committed positions, fused now."""
         self.feats = torch.cat([self.feats, self.head.true_feature(hidden.to(self.feats.dtype))])
 
+    def _over_c(self, logits_n: torch.Tensor) -> torch.Tensor:
+        """[m, N] head logits (the head's column order) -> [m, C], the proposable columns by target id."""
+        return logits_n.index_select(1, self._cols_n)
+
+    def _full_c(self, logits_c: torch.Tensor) -> torch.Tensor:
+        """[m, C] logits over the proposable columns -> [m, V] target-vocabulary logits, -inf elsewhere."""
+        full = logits_c.new_full((logits_c.shape[0], self.vocab_size), float("-inf"))
+        return full.index_copy_(1, self._cols_v, logits_c)
+
     def _full(self, logits_n: torch.Tensor) -> torch.Tensor:
-        """[m, N] draft logits -> [m, V] target-vocabulary logits, -inf outside the draft vocab."""
-        full = logits_n.new_full((logits_n.shape[0], self.vocab_size), float("-inf"))
-        full[:, self._cols_v] = logits_n if len(self._cols_n) == logits_n.shape[1] else logits_n[:, self._cols_n]
-        return full
+        """[m, N] head logits -> [m, V] target-vocabulary logits, -inf outside the draft vocab."""
+        return self._full_c(self._over_c(logits_n))
 
     @torch.inference_mode()
     def draft(self, committed, expand, width, depth, cfg, generator) -> Level:
@@ -325,17 +340,26 @@ class FeatureDrafter(Drafter):
                                                         self.cand_ids[expand], self.n_true, self.depth)
         self.depth += 1
         # 3. Their children: the next level's candidates, each with its row's q.
-        logits_n = self.head.logits(g)                                  # [f, N]
-        logits = self._full(logits_n)                                   # [f, V]
-        if width == 1:
+        logits_c = self._over_c(self.head.logits(g)).float()                # [f, C], columns by target id
+        over_c = dict(cols=self._cols_v, vocab_size=self.vocab_size)          # rows kept over C (Level.cols)
+        if width == 1 and cfg.greedy:
+            # warp_probs' one-hot at the argmax, found over C (the first maximum: the lowest id, as over V)
+            best = logits_c.argmax(-1)
+            logq = torch.log_softmax(logits_c, -1).gather(-1, best[:, None])[:, 0]
+            q = torch.zeros_like(logits_c).scatter_(-1, best[:, None], 1.0)
+            level = Level(self._cols_v[best], torch.arange(len(best), device=self.device), logq, logits_c, q,
+                          sampled=True, **over_c)
+        elif width == 1:
+            # a draw from q over V, as seeded runs have always drawn it (the same generator stream)
+            logits = self._full_c(logits_c)                                 # [f, V]
             q = warp_probs(logits, cfg)
             ids = draw(q, cfg, generator)
-            logq = torch.log_softmax(logits.float(), -1).gather(-1, ids[:, None])[:, 0]
+            logq = torch.log_softmax(logits, -1).gather(-1, ids[:, None])[:, 0]
             rows = torch.arange(len(ids), device=self.device)
             level = Level(ids, rows, logq, logits, q, sampled=True)
         else:
-            n_idx, logq, rows = head_tree.guesses(logits_n, self._valid, max(1, min(width, len(self.proposable))), cfg)
-            level = Level(self.head.vocab_ids[n_idx], rows, logq, logits)
+            c_idx, logq, rows = head_tree.guesses(logits_c, max(1, min(width, len(self._cols_v))), cfg)
+            level = Level(self._cols_v[c_idx], rows, logq, logits_c, **over_c)
         self.cand_rows, self.cand_ids = first_row + level.parents, level.ids
         return level
 

@@ -36,12 +36,12 @@ def score_logprobs(logits_n: torch.Tensor, cfg: SamplingConfig) -> torch.Tensor:
     return torch.log_softmax(logits_n.float() / (1.0 if cfg.greedy else cfg.temperature), -1)
 
 
-def guesses(logits_n: torch.Tensor, valid: torch.Tensor, width: int, cfg: SamplingConfig) -> tuple:
-    """Each expanded row's top-`width` tokens as candidates: (N-index [f·w], log q [f·w], the row
-    among the f each came from [f·w]); logits_n [f, N], valid [N] (a token the target has)."""
-    logq = score_logprobs(logits_n, cfg).masked_fill(~valid, float("-inf"))
+def guesses(logits_c: torch.Tensor, width: int, cfg: SamplingConfig) -> tuple:
+    """Each expanded row's top-`width` tokens as candidates: (column index [f·w], log q [f·w], the
+    row among the f each came from [f·w]); logits_c [f, C] over the tokens the head can propose."""
+    logq = score_logprobs(logits_c, cfg)
     top = logq.topk(width, -1)                       # each row's children, descending
-    rows = torch.arange(len(logits_n), device=logits_n.device).repeat_interleave(width)
+    rows = torch.arange(len(logits_c), device=logits_c.device).repeat_interleave(width)
     return top.indices.flatten(), top.values.flatten(), rows
 
 
