@@ -153,7 +153,7 @@ GREEDY_SET = ("Greedy sampling set: temperature 0, top-p 1 (in Advanced). Press 
 ERRORS = {
     "empty_prompt": "The prompt is empty: type some text or pick an example.",
     "no_draft": "“Draft model” needs a draft: type distilled, block, a model id, a local folder, or "
-                "target-layers:N (or choose the n-gram drafter).",
+                "target-layers:N (or choose a drafter without a model: n-gram, or prompt lookup + recycling).",
     "oom": "Out of memory while running {what}. Try a smaller pair, fewer new tokens, or k.",
     "internal": "This run failed inside the decoder ({error}). The models are unharmed: press Run again; "
                 "if it keeps failing, please report it with the prompt and settings.",

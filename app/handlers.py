@@ -130,13 +130,17 @@ def parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed, tree="aut
 
 def pair_args(preset: str, target: str, draft: str, drafter: str) -> tuple[str, DraftSpec]:
     """The page's target, draft and drafter fields -> (target reference, DraftSpec): the drafter
-    choice says whether prompt lookup goes first; the draft field names the model draft."""
+    choice says whether prompt lookup goes first; the draft field names the model draft. With no
+    draft named, the default drafter (prompt lookup + a draft) falls back to prompt lookup +
+    recycling, which any target can run."""
     target = (target or "").strip() or preset
     if drafter == NGRAM_CHOICE:
         return target, DraftSpec("ngram")
     if drafter == RECYCLE_CHOICE:
         return target, DraftSpec("recycle", lookup=True)      # training-free: any target, no draft model
     draft = (draft or "").strip()
+    if not draft and drafter == COMBINED_CHOICE:
+        return target, DraftSpec("recycle", lookup=True)      # no trained draft: the training-free one
     if not draft:
         raise UserError(explain.ERRORS["no_draft"])
     if drafter == COMBINED_CHOICE and not draft.startswith("lookup+"):

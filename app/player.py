@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional
 
 from specdec_core.trace import Source
-from specdec_core.trace.decisions import (DECISIONS, DrawnFrom, KeepTest, correction_decision, draft_decision,
+from specdec_core.trace.decisions import (DECISIONS, SOURCE_CUES, DrawnFrom, KeepTest, correction_decision, draft_decision,
                                           test_text, visible_whitespace)
 from specdec_core.trace.token_text import display_texts
 from specdec_core.trace.trees import drafted_sources
@@ -179,8 +179,8 @@ def _guess_html(g: Guess, i: int, greedy: bool) -> str:
         test = "kept if it is the target's top token"
     else:
         test = test_text(g.test, g.u, g.keep_at, g.decision == "accepted", digits=2)
-    src = {Source.LOOKUP: ' <span class="sd-pl-src">copied</span>',
-           Source.RECYCLE: ' <span class="sd-pl-src">recalled</span>'}.get(g.source, "")
+    cue = SOURCE_CUES[g.source] if g.source is not None else None
+    src = f' <span class="sd-pl-src">{cue.mark} {cue.word}</span>' if cue is not None and cue.word else ""
     return (f'<div class="sd-pl-g" data-depth="{g.depth}" data-parent="{g.parent}" data-i="{i}" data-decision="{g.decision}">'
             f'<span class="sd-tok sd-pl-tok" data-cls="{d.css}">{html.escape(g.text)}</span>{src}'
             f'<span class="sd-pl-mark">{html.escape(d.mark)}</span>'

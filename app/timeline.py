@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from specdec_core.trace import Source
-from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, DRAWN_FROM_WORDS, INK_COLOUR, MUTED_COLOUR,
+from specdec_core.trace.decisions import (DECISIONS, SOURCE_CUES, DRAFT_COLOUR, DRAWN_FROM_WORDS, INK_COLOUR, MUTED_COLOUR,
                                           NEUTRAL_COLOUR, PLAIN_COLOUR, TARGET_COLOUR, DrawnFrom, KeepTest,
                                           correction_decision, draft_decision, test_text, visible_whitespace)
 from specdec_core import Plan
@@ -36,6 +36,10 @@ def timeline_css() -> str:
     rules = [
         # a token the draft model could never propose: a small ∉ after it
         '.sd-outside::after{content:"∉";font-size:0.7em;vertical-align:super;color:#CC79A7;margin-left:1px}',
+        # who proposed a guess, when not the draft model: a small mark before it (SOURCE_CUES)
+        *(f'.sd-src-{key}::before{{content:"{cue.mark}";font-size:0.7em;vertical-align:super;margin-right:1px;'
+          + (f"color:{cue.colour}" if cue.colour else "") + "}"
+          for key, cue in SOURCE_CUES.items() if cue.mark),
         ".sd-timeline{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:15px;"
         "line-height:2.1;max-height:420px;overflow-y:auto;padding:8px;border-radius:8px;"
         "background:var(--block-background-fill);word-break:break-word}",
@@ -91,15 +95,14 @@ class Piece:
     part: str = ""          # bytes of a split character this token carries: "⟨F0 9F⟩" (trace.token_text)
     note: str = ""          # which bytes of which character (tooltip)
     outside: bool = False   # the target wrote it and the draft model could never propose it (its vocabulary)
+    source: Optional[str] = None   # who proposed a drafted token (Source value): its mark (SOURCE_CUES)
 
 
 def _fmt(x: Optional[float], spec: str = ".3f") -> str:
     return "—" if x is None else format(x, spec)
 
 
-SOURCES = {Source.LOOKUP: "proposed by prompt lookup (copied from earlier text; q = 1 on it)",
-           Source.MODEL: "proposed by the draft model",
-           Source.RECYCLE: "recalled: the target's own earlier top choices after this token (no model pass)"}
+SOURCES = {source: SOURCE_CUES[source].meaning for source in Source}   # a guess's source in its tooltip
 
 
 def draft_tooltip(t, position: int, decision: str, greedy: bool, source: Optional[Source] = None) -> str:
@@ -156,7 +159,8 @@ def round_pieces(trace, rnd, last_eos: bool = False, vocab=None) -> list[Piece]:
         if decision == "accepted" and i >= n_committed:
             break
         tooltip = draft_tooltip(t, i + 1, decision, greedy, source)
-        pieces.append(_piece(shown, decision, rnd.index, tooltip, position=i + 1))
+        pieces.append(replace(_piece(shown, decision, rnd.index, tooltip, position=i + 1),
+                              source=None if source is None else source.value))
     if n_committed > rnd.n_accepted:
         c = rnd.correction
         decision = correction_decision(rnd)
@@ -181,6 +185,11 @@ def part_span(part: str, note: str) -> str:
     return f'<span class="sd-part" title="{html.escape(note, quote=True)}">{html.escape(part)}</span>' if part else ""
 
 
+def source_class(source: Optional[str]) -> str:
+    """" sd-src-<source>" for a guess whose source has a mark (SOURCE_CUES), else ""."""
+    return f" sd-src-{source}" if source and SOURCE_CUES[source].mark else ""
+
+
 def token_span(piece: Piece) -> str:
     """One token as an escaped <span>; newlines also break the line when the token is committed."""
     committed = piece.decision in COMMITTED
@@ -193,7 +202,8 @@ def token_span(piece: Piece) -> str:
             body.append(html.escape(ch))
     inner = ("".join(body) + part_span(piece.part, piece.note)) or "∅"
     after = "<br>" if committed and "\n" in piece.text else ""
-    cls = f"sd-tok {DECISIONS[piece.decision].css}" + (" sd-eos" if piece.eos else "") + (" sd-outside" if piece.outside else "")
+    cls = (f"sd-tok {DECISIONS[piece.decision].css}" + (" sd-eos" if piece.eos else "")
+           + (" sd-outside" if piece.outside else "") + source_class(piece.source))
     title = html.escape(piece.tooltip + ("\n(end of sequence)" if piece.eos else ""), quote=True)
     return (f'<span class="{cls}" data-decision="{piece.decision}" data-round="{piece.round}" '
             f'data-pos="{piece.position}" title="{title}">{inner}</span>{after}')
@@ -238,6 +248,10 @@ def legend_html() -> str:
                      f'{html.escape(d.mark)} token</span> {html.escape(d.label)}</span>')
     chips.append(f'<span title="{html.escape(OUTSIDE_NOTE, quote=True)}"><span class="sd-tok sd-resampled sd-outside">'
                  'token</span> the draft could never guess it (outside its vocabulary)</span>')
+    for key, cue in SOURCE_CUES.items():
+        if cue.mark:
+            chips.append(f'<span title="{html.escape(cue.meaning, quote=True)}"><span class="sd-tok sd-accepted '
+                         f'sd-src-{key}">token</span> {html.escape(cue.label)}</span>')
     chips.append('<span><span class="sd-round"><span class="sd-rn">7</span></span> round boundary</span>')
     chips.append('<span><span class="sd-round"><span class="sd-rn">8<span class="sd-guesses">⋔12</span></span></span>'
                  ' a token tree of 12 guesses (hover: its branches)</span>')

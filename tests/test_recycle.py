@@ -126,9 +126,17 @@ def test_greedy_recycling_equals_plain_decoding(draft):
     from app.teach.walkthrough import _draft_facts
     from specdec_core.trace.trees import drafted_sources
     rnd = next(r for r in spec.rounds if Source.RECYCLE in drafted_sources(spec.config, r))
-    tips = " ".join(p.tooltip for p in timeline.round_pieces(spec, rnd))
+    pieces = timeline.round_pieces(spec, rnd)
+    tips = " ".join(p.tooltip for p in pieces)
     assert "recalled: the target's own earlier top choices" in tips
-    assert "recalled</span>" in player.player_html(spec, plain, start_round=rnd.index)
+    # its mark in the timeline (on the recalled tokens only) and in the legend, as copied ones have theirs
+    sources = drafted_sources(spec.config, rnd)
+    marked = [p.position for p in pieces if "sd-src-recycle" in timeline.token_span(p)]
+    assert marked and all(sources[pos - 1] == Source.RECYCLE for pos in marked)
+    legend = timeline.legend_html()
+    assert 'sd-src-recycle">token</span> recalled' in legend and 'sd-src-lookup">token</span> copied' in legend
+    assert '.sd-src-recycle::before{content:"⟲"' in timeline.timeline_css()
+    assert "⟲ recalled</span>" in player.player_html(spec, plain, start_round=rnd.index)
     assert "recalled" in _draft_facts(spec, rnd)["draft_how"].lower()
 
 
@@ -139,5 +147,10 @@ def test_the_page_offers_recycling_for_any_pair():
     assert target == "Qwen/Qwen2.5-1.5B-Instruct" and spec.name == "lookup+recycle"     # no draft model needed
     assert handlers.pair_args("smollm2-135m", "", "distilled+recycle", handlers.COMBINED_CHOICE)[1].name == \
         "lookup+distilled+recycle"
+    # a pair with no trained draft: the default drafter falls back to the training-free one
+    target, spec = handlers.pair_args("smollm2-135m", "Qwen/Qwen2.5-1.5B-Instruct", " ", handlers.COMBINED_CHOICE)
+    assert spec.name == "lookup+recycle"
+    with pytest.raises(handlers.UserError, match="prompt lookup \\+ recycling"):
+        handlers.pair_args("smollm2-135m", "Qwen/Qwen2.5-1.5B-Instruct", "", handlers.MODEL_CHOICE)
     with pytest.raises(handlers.UserError, match="with prompt lookup first"):
         handlers.pair_args("smollm2-135m", "", "distilled+recycle", handlers.MODEL_CHOICE)

@@ -49,6 +49,27 @@ DECISIONS = {
 }
 
 
+@dataclass(frozen=True)
+class SourceCue:
+    """How a guess shows who proposed it, beside its decision's colour: a small mark before the token
+    (the draft model's guesses, the usual case, carry none)."""
+    word: str       # the one word the player and the timeline print: "copied", "recalled"
+    label: str      # what a person reads in the legend
+    mark: str       # the mark before the token ("" for none)
+    colour: str     # the mark's colour (hex, Okabe-Ito; "" the text's own)
+    meaning: str    # one sentence for tooltips and the legend
+
+
+# Keyed by a Source's value (drafters.base.Source: a str enum, so a Source looks itself up).
+SOURCE_CUES = {
+    "lookup": SourceCue("copied", "copied by prompt lookup", "❐", "",
+                        "proposed by prompt lookup (copied from earlier text; q = 1 on it)"),
+    "model": SourceCue("", "guessed by the draft model", "", "", "proposed by the draft model"),
+    "recycle": SourceCue("recalled", "recalled (the target's own earlier choice)", "⟲", "#CC79A7",
+                         "recalled: the target's own earlier top choices after this token (no model pass)"),
+}
+
+
 class KeepTest(str, Enum):
     """Which test a verified guess met (decoding/rule.py records it per guess; every view reads it)."""
     __str__, __format__ = str.__str__, str.__format__   # printed as its value
