@@ -7,6 +7,7 @@ import re
 from specdec_core import glossary
 from specdec_core.trace import SCHEMA_ID
 from specdec_core.trace.schema import READABLE
+from specdec_core.trace.decisions import SOURCE_CUES
 
 TITLE = "Speculative decoding, explained live"
 
@@ -69,7 +70,9 @@ TIMELINE_HELP = ("Each bordered group is one **round** (small number = round ind
                  "p (target), q (draft), p/q, the uniform draw u and the decision. Spaces show as ␣, "
                  "newlines as ↵. Besides colour, every decision has its own mark: rejected = struck "
                  "through, unchecked = faded and dashed, resampled = underlined, bonus = overlined. "
-                 "Click a token to open its round in the inspector below.")
+                 "A small mark before a guess says who proposed it when not the draft model: "
+                 + " ".join(f"{cue.mark} {cue.label}," for cue in SOURCE_CUES.values() if cue.mark)[:-1]
+                 + ". Click a token to open its round in the inspector below.")
 
 INSPECTOR_HELP = ("Pick a round (or click a token in the timeline) and a position: left, p and q over their top "
                   "tokens (at T = 0 the raw T = 1 softmax); middle, the test the rule ran on this guess — "
