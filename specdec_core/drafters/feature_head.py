@@ -98,6 +98,8 @@ class FeatureHead(nn.Module):
         self.embed: Optional[torch.Tensor] = None                     # [V, H] frozen, from target
         self.head_w: Optional[torch.Tensor] = None                    # [N, H] frozen rows
         self.packed_logits: Optional[fastpath.Pack] = None            # CPU fast path: head_w prepacked
+        self.packed_qkv: Optional[fastpath.Pack] = None               # ... q|k|v in one matrix
+        self.packed_gate_up: Optional[fastpath.Pack] = None           # ... gate|up in one matrix
         self.version: Optional[str] = None                            # "<name> v<N>" once loaded
 
     def attach(self, embed_weight: torch.Tensor, head_weight: torch.Tensor) -> "FeatureHead":
@@ -141,17 +143,31 @@ class FeatureHead(nn.Module):
         B, T, _ = x.shape
         h = self.ln1(x)
         cos, sin = rope_angles(pos, self.hd, self.cfg["rope_theta"])
-        q = rope(self.q(h).view(B, T, self.nh, self.hd).transpose(1, 2), cos, sin)
-        k = rope(self.k(h).view(B, T, self.nkv, self.hd).transpose(1, 2), cos, sin)
-        v = self.v(h).view(B, T, self.nkv, self.hd).transpose(1, 2)
+        if self._fused(self.packed_qkv, self.q, self.k, self.v, x=h):   # one product instead of three
+            q, k, v = self.packed_qkv.linear(h, None).split([self.nh * self.hd, self.nkv * self.hd,
+                                                              self.nkv * self.hd], -1)
+        else:
+            q, k, v = self.q(h), self.k(h), self.v(h)
+        q = rope(q.reshape(B, T, self.nh, self.hd).transpose(1, 2), cos, sin)
+        k = rope(k.reshape(B, T, self.nkv, self.hd).transpose(1, 2), cos, sin)
+        v = v.reshape(B, T, self.nkv, self.hd).transpose(1, 2)
         return q, k, v
+
+    @staticmethod
+    def _fused(pack, *linears, x) -> bool:
+        """A fused pack of these linears' weights (no bias) may serve this forward."""
+        return pack is not None and x.dtype == torch.float32 and pack.usable_for([m.weight for m in linears])
 
     def finish(self, x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
         """Residual stream x [B, T, H] + attention output [B, nh, T, d] -> layer output g [B, T, H]."""
         B, _, T, _ = attn.shape
         x = x + self.o(attn.transpose(1, 2).reshape(B, T, -1))
         h = self.ln2(x)
-        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+        if self._fused(self.packed_gate_up, self.gate, self.up, x=h):   # one product instead of two
+            gate, up = self.packed_gate_up.linear(h, None).chunk(2, -1)
+        else:
+            gate, up = self.gate(h), self.up(h)
+        return x + self.down(F.silu(gate) * up)
 
     def logits(self, g: torch.Tensor) -> torch.Tensor:
         """g [..., H] -> logits over the N draft tokens [..., N]."""
@@ -164,8 +180,12 @@ class FeatureHead(nn.Module):
         in bfloat16 where the CPU has bf16 math (fastpath.draft_matrix_dtype)."""
         dtype = fastpath.draft_matrix_dtype()
         fastpath.apply(self, dtype=dtype)
-        if fastpath.kernels_of(self).name == fastpath.FAST and self.head_w is not None:
-            self.packed_logits = fastpath.Pack([self.head_w], dtype=dtype)
+        if fastpath.kernels_of(self).name == fastpath.FAST:
+            if self.head_w is not None:
+                self.packed_logits = fastpath.Pack([self.head_w], dtype=dtype)
+            # the layer's q, k, v (and gate, up) read the same input: one product each, not three (two)
+            self.packed_qkv = fastpath.Pack([self.q.weight, self.k.weight, self.v.weight], dtype=dtype)
+            self.packed_gate_up = fastpath.Pack([self.gate.weight, self.up.weight], dtype=dtype)
 
     def forward(self, feat, ids, pos, cache: Optional[list], mask: Optional[torch.Tensor] = None):
         """Incremental forward for drafting. feat [1, n, H], ids [1, n], pos [n]; cache [k, v] or
