@@ -2,6 +2,7 @@
 model, same greedy tokens, a clean fallback when the ops are missing, and the cost measurement."""
 import pytest
 import torch
+import torch.nn.functional as F
 from transformers import DynamicCache
 
 from specdec_core import ModelPair, autoregressive_generate, load_pair, speculative_generate
@@ -125,6 +126,20 @@ def test_layer_draft_and_distilled_head_share_the_fast_path(fast_pair):
     stock = load_pair("smollm2-135m", draft="distilled", device="cpu", fast_path=False)
     assert speculative_generate(stock, stock.encode_prompt("Say hi."), k=2,
                                 max_new_tokens=6).config.kernels["draft"].startswith("stock")
+    # the fast head multiplies q|k|v and gate|up as one matrix each: the same layer output as three
+    # (two) products of its own packed matrices, and as the stock head's within bf16's rounding
+    head = distilled.new_drafter().head
+    assert head.packed_qkv is not None and head.packed_gate_up is not None
+    x, pos = torch.randn(1, 3, head.fc.out_features), torch.arange(3)
+    with torch.inference_mode():
+        fused = head.finish(x, F.scaled_dot_product_attention(*head.qkv(x, pos), is_causal=True, enable_gqa=True))
+        packs = head.packed_qkv, head.packed_gate_up
+        head.packed_qkv = head.packed_gate_up = None
+        try:
+            apart = head.finish(x, F.scaled_dot_product_attention(*head.qkv(x, pos), is_causal=True, enable_gqa=True))
+        finally:
+            head.packed_qkv, head.packed_gate_up = packs
+    torch.testing.assert_close(fused, apart, rtol=1e-4, atol=1e-4)
 
 
 def test_pass_cost_measurement_and_breakdown():
