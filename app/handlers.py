@@ -136,11 +136,9 @@ def pair_args(preset: str, target: str, draft: str, drafter: str) -> tuple[str, 
     target = (target or "").strip() or preset
     if drafter == NGRAM_CHOICE:
         return target, DraftSpec("ngram")
-    if drafter == RECYCLE_CHOICE:
-        return target, DraftSpec("recycle", lookup=True)      # training-free: any target, no draft model
     draft = (draft or "").strip()
-    if not draft and drafter == COMBINED_CHOICE:
-        return target, DraftSpec("recycle", lookup=True)      # no trained draft: the training-free one
+    if drafter == RECYCLE_CHOICE or (drafter == COMBINED_CHOICE and not draft):
+        return target, DraftSpec("recycle", lookup=True)      # training-free: any target, no draft model
     if not draft:
         raise UserError(explain.ERRORS["no_draft"])
     if drafter == COMBINED_CHOICE and not draft.startswith("lookup+"):

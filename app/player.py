@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 from typing import Optional
 
 from specdec_core.trace import Source
-from specdec_core.trace.decisions import (DECISIONS, SOURCE_CUES, DrawnFrom, KeepTest, correction_decision, draft_decision,
-                                          test_text, visible_whitespace)
+from specdec_core.trace.decisions import (DECISIONS, SOURCE_CUES, DrawnFrom, KeepTest, correction_decision,
+                                          draft_decision, test_text, visible_whitespace)
 from specdec_core.trace.token_text import display_texts
 from specdec_core.trace.trees import drafted_sources
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from specdec_core.trace import Source
-from specdec_core.trace.decisions import (DECISIONS, SOURCE_CUES, DRAFT_COLOUR, DRAWN_FROM_WORDS, INK_COLOUR, MUTED_COLOUR,
-                                          NEUTRAL_COLOUR, PLAIN_COLOUR, TARGET_COLOUR, DrawnFrom, KeepTest,
+from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, DRAWN_FROM_WORDS, INK_COLOUR, MUTED_COLOUR,
+                                          NEUTRAL_COLOUR, PLAIN_COLOUR, SOURCE_CUES, TARGET_COLOUR, DrawnFrom, KeepTest,
                                           correction_decision, draft_decision, test_text, visible_whitespace)
 from specdec_core import Plan
 from specdec_core.trace.token_text import display_texts, round_texts

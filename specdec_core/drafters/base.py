@@ -71,14 +71,15 @@ class Level:
         if self.cols is None:
             return self
         V = self.vocab_size
-        logits = self.logits.new_full((len(self.logits), V), float("-inf")).index_copy_(1, self.cols, self.logits)
+        logits = widen(self.logits, self.cols, V, float("-inf"))
         q = None if self.q_probs is None else widen(self.q_probs, self.cols, V)
         return Level(self.ids, self.parents, self.logq, logits, q, self.sampled, self.reason)
 
 
-def widen(rows: torch.Tensor, cols: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Probabilities over columns cols [C] -> over the whole vocabulary: [m, C] -> [m, V], 0 elsewhere."""
-    return rows.new_zeros((len(rows), vocab_size)).index_copy_(1, cols, rows)
+def widen(rows: torch.Tensor, cols: torch.Tensor, vocab_size: int, fill: float = 0.0) -> torch.Tensor:
+    """Rows over columns cols [C] -> over the whole vocabulary: [m, C] -> [m, V], `fill` elsewhere
+    (0 for probabilities, -inf for logits)."""
+    return rows.new_full((len(rows), vocab_size), fill).index_copy_(1, cols, rows)
 
 
 def empty_level(vocab_size: int, device, reason: Optional[str] = None) -> Level:

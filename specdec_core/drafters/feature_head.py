@@ -33,7 +33,7 @@ from ..kernels import fastpath
 from ..registry import REGISTRY
 from ..kernels import fused_llama
 from . import head_tree
-from .base import Drafter, Level, empty_level
+from .base import Drafter, Level, empty_level, widen
 from ..sampling import draw, warp_probs
 
 WEIGHTS = "weights.safetensors"
@@ -293,7 +293,6 @@ class FeatureDrafter(Drafter):
         self.feature_layers = tuple(head.cfg["feature_layers"])
         self.version = head.version
         self.kernels = fastpath.kernels_of(head).label()
-        self.proposable = head.vocab_ids[head.vocab_ids < vocab_size]     # a truncated vocabulary
         # Where the head's N columns go in the target's vocabulary, found once: a boolean-mask
         # scatter made anew at every level cost ~0.3-0.5 ms on the CPU, a sixth of a draft call.
         # Ordered by target id: a level's rows stay over these C columns (Level.cols), widened to V
@@ -302,6 +301,7 @@ class FeatureDrafter(Drafter):
         cols_n = cols_n[head.vocab_ids[cols_n].argsort()]
         self._cols_n = cols_n.to(self.device)                                  # [C] head columns, by target id
         self._cols_v = head.vocab_ids[cols_n].to(self.device)                  # [C] their target ids, ascending
+        self.proposable = self._cols_v                                         # a truncated vocabulary
         self.feats = torch.zeros(0, head.fc.out_features, device=self.device)
         self.cache, self.n_true, self.g_next = None, 0, None
         self.rows, self.cand_rows, self.cand_ids, self.depth = None, None, None, 0
@@ -334,8 +334,7 @@ class FeatureDrafter(Drafter):
 
     def _full_c(self, logits_c: torch.Tensor) -> torch.Tensor:
         """[m, C] logits over the proposable columns -> [m, V] target-vocabulary logits, -inf elsewhere."""
-        full = logits_c.new_full((logits_c.shape[0], self.vocab_size), float("-inf"))
-        return full.index_copy_(1, self._cols_v, logits_c)
+        return widen(logits_c, self._cols_v, self.vocab_size, float("-inf"))
 
     def _full(self, logits_n: torch.Tensor) -> torch.Tensor:
         """[m, N] head logits -> [m, V] target-vocabulary logits, -inf outside the draft vocab."""
