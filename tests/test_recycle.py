@@ -37,7 +37,7 @@ def test_the_walk_drafts_chains_and_trees_from_the_table():
     drafter = RecycleDrafter(table, 16, width=TOP)
     cfg = SamplingConfig(0.7)
     chain = drafter.draft(torch.tensor([3]), None, 1, 3, cfg, None)
-    assert chain.ids.tolist() == [4] and chain.sampled and chain.logits[0, 4] == 0 and chain.q_probs[0].sum() == 1
+    assert chain.ids.tolist() == [4] and chain.sampled and chain.full_rows().logits[0, 4] == 0 and chain.full_rows().q_probs[0].sum() == 1
     nxt = drafter.draft(torch.tensor([3]), torch.tensor([0]), 1, 3, cfg, None)
     assert nxt.ids.tolist() == [5]                          # the walk goes on from the guess
     tree = drafter.draft(torch.tensor([3]), None, 2, 3, cfg, None)

@@ -28,7 +28,7 @@ from typing import Optional, Union
 
 import torch
 
-from ..drafters.base import Source, TokenTree, merge_trees, widen
+from ..drafters.base import Source, TokenTree, merge_trees, union_cols
 from ..sampling import raw_probs, warp_probs
 from .tree import Shape
 
@@ -137,9 +137,10 @@ def _assemble(levels: list, nodes: Optional[int], drafter, cfg) -> TokenTree:
     if not levels:
         empty = torch.zeros(0, drafter.vocab_size, device=drafter.device)
         return TokenTree(torch.zeros(0, dtype=torch.long, device=drafter.device), [], empty, empty, [])
-    cols = levels[0][0].cols             # rows over a truncated vocabulary's columns, when every level's are
-    if cols is None or any(lv.cols is not cols for lv, _, _ in levels):
-        levels, cols = [(lv.full_rows(), p, s) for lv, p, s in levels], None
+    # Rows over the columns every level's fit in (a truncated vocabulary's, a copy's tokens), when
+    # each level has some; else over V.
+    cols = union_cols([lv.cols for lv, _, _ in levels])
+    levels = [(lv.full_rows() if cols is None else lv.over(cols), p, s) for lv, p, s in levels]
     ids = torch.cat([lv.ids for lv, _, _ in levels])
     logits = torch.cat([lv.logits for lv, _, _ in levels])                  # [R, V] the rows ([R, C] over cols)
     made = [q for lv, _, _ in levels for q in [lv.q_probs]]
@@ -170,15 +171,12 @@ def _assemble(levels: list, nodes: Optional[int], drafter, cfg) -> TokenTree:
     #    Rows are gathered with index_select: a [rows, V] gather by a list of row indices costs
     #    ~2.7x less than advanced indexing on the CPU (~40 vs ~110 µs a gather at V = 49,152).
     #    Over cols, the warps run on C columns instead of V (q is 0 outside them either way) and
-    #    only the kept nodes' rows are widened to V.
+    #    the tree keeps them so (TokenTree.cols).
     used = sorted(set(rows))
     at = lambda xs: torch.tensor(xs, dtype=torch.long, device=device)
     which = at([used.index(r) for r in rows])
     full = logits.index_select(0, at(used))
     q = torch.cat(made).index_select(0, at(used)) if all(x is not None for x in made) else warp_probs(full, cfg)
     q, q_raw = q.index_select(0, which), raw_probs(full).index_select(0, which)
-    if cols is not None:
-        V = levels[0][0].vocab_size
-        q, q_raw = widen(q, cols, V), widen(q_raw, cols, V)
     return TokenTree(ids.index_select(0, at(order)), parents, q, q_raw, [drafter.source] * len(order),
-                     all(lv.sampled for lv, _, _ in levels))
+                     all(lv.sampled for lv, _, _ in levels), cols, None if cols is None else levels[0][0].vocab_size)

@@ -8,7 +8,7 @@ from typing import Optional
 
 import torch
 
-from ..drafters.base import Source, TokenTree
+from ..drafters.base import Source, TokenTree, values_at
 from ..sampling import raw_probs
 from ..trace.schema import Correction, DraftToken, Round, RoundPlan, TreeNode
 from .tree import Shape
@@ -42,17 +42,31 @@ def record_round(st, tree: TokenTree, acc, logits, p_target, new_ids, shape: Sha
     spine_t = torch.tensor(spine, dtype=torch.long, device=dev)
     ids = tree.ids.to(dev)
     p_raw = raw_probs(logits)
-    q_draft, q_raw = tree.q_probs.to(dev), tree.q_raw.to(dev)
+    # q's rows stay over the tree's columns (TokenTree.cols; q = 0 elsewhere): the node values,
+    # the overlap Σ min(p, q) and q's top-N are read there, and only p's rows span V.
+    cols = None if tree.cols is None else tree.cols.to(dev)
+    q_draft, q_raw = tree.q_rows.to(dev), tree.q_raw_rows.to(dev)
     p_rows = node_rows[spine_t] if m else node_rows[:0]
     p_x = p_target[node_rows, ids]                                    # [n] p(node) at its parent's row
-    q_x = q_draft.gather(-1, ids[:, None]).squeeze(-1)
-    q_raw_x = q_raw.gather(-1, ids[:, None]).squeeze(-1)
-    overlap = torch.minimum(p_target[p_rows], q_draft[spine_t]).sum(-1) if m else p_x[:0]
-    rows = torch.cat([p_target[p_rows], p_raw[p_rows], q_draft[spine_t], q_raw[spine_t],
-                      p_target[last:last + 1], p_raw[last:last + 1], acc.correction_dist[None]])
-    top_p, top_i = rows.topk(min(TOP_N, rows.shape[-1]), dim=-1)
+    q_x, q_raw_x = values_at(q_draft, cols, ids), values_at(q_raw, cols, ids)
+    p_spine = p_target[p_rows]
+    p_on_q = p_spine if cols is None else p_spine.index_select(1, cols)
+    overlap = torch.minimum(p_on_q, q_draft[spine_t]).sum(-1) if m else p_x[:0]
+    p_top = torch.cat([p_spine, p_raw[p_rows], p_target[last:last + 1], p_raw[last:last + 1],
+                       acc.correction_dist[None]]).topk(min(TOP_N, p_target.shape[-1]), dim=-1)
+    q_top = torch.cat([q_draft[spine_t], q_raw[spine_t]]).topk(min(TOP_N, q_draft.shape[-1]), dim=-1)
+    q_top_i = q_top.indices if cols is None else cols[q_top.indices]
     # The round's details to the host in one go: tops, per-node p / q, overlaps (ARCHITECTURE, Devices).
-    top_p, top_i = top_p.cpu().tolist(), top_i.cpu().tolist()
+    values = torch.cat([p_top.values.flatten(), q_top.values.flatten()]).cpu().tolist()
+    indices = torch.cat([p_top.indices.flatten(), q_top_i.flatten()]).cpu().tolist()
+    wp, wq, n_p = p_top.values.shape[-1], q_top.values.shape[-1], p_top.values.numel()
+    split = lambda xs, w: [xs[i:i + w] for i in range(0, len(xs), w)]
+    pt_p, pt_i = split(values[:n_p], wp), split(indices[:n_p], wp)
+    qt_p, qt_i = split(values[n_p:], wq), split(indices[n_p:], wq)
+    # In the order the rows are read below: p, raw p, q, raw q (the spine), then the last node's p,
+    # raw p and the correction's distribution.
+    top_p = pt_p[:2 * m] + qt_p + pt_p[2 * m:]
+    top_i = pt_i[:2 * m] + qt_i + pt_i[2 * m:]
     p_h, q_h, qr_h = torch.stack([p_x, q_x, q_raw_x]).cpu().tolist() if n else ([], [], [])
     ov_h = overlap.cpu().tolist()
     text = _text_noting_bytes(st)

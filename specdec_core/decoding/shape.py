@@ -229,8 +229,8 @@ def confidences(tree: TokenTree) -> list:
     if len(tree) == 0:
         return []
     if tree.sampled:
-        return tree.q_raw.amax(-1).tolist()
-    return tree.q_raw.gather(-1, tree.ids.to(tree.q_raw.device)[:, None]).squeeze(-1).tolist()
+        return tree.q_raw_rows.amax(-1).tolist()
+    return tree.node_q(raw=True).tolist()
 
 
 def describe(nodes: int, depth: int, tokens: float, cost: float) -> str:

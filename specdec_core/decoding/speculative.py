@@ -146,7 +146,7 @@ def decode_round(st: DecodeState, order: RoundOrder) -> Round:
         raise DecodeError(f"the target produced NaN or infinite logits in round {len(st.trace.rounds)} "
                           f"(after {st.n_new} new tokens): the model or its dtype is broken here")
     acc = accept_tree(tree.parents, tree.ids, p_target, cfg.greedy, st.generator,
-                      tree.q_probs if tree.sampled else None)
+                      tree.q_probs if tree.sampled and not cfg.greedy else None)
     if st.drafter.wants_logits:
         # Recycling keeps the target's top next tokens after every token this pass scored, the
         # rejected guesses' too (drafters/recycle.py): work the pass did anyway.

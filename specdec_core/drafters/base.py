@@ -24,6 +24,7 @@ the trace records it.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from enum import Enum
 from typing import Optional
@@ -75,11 +76,53 @@ class Level:
         q = None if self.q_probs is None else widen(self.q_probs, self.cols, V)
         return Level(self.ids, self.parents, self.logq, logits, q, self.sampled, self.reason)
 
+    def over(self, cols: torch.Tensor) -> "Level":
+        """The same level with its rows over `cols` [C'] (ascending, a superset of its own cols)."""
+        if cols is self.cols:
+            return self
+        logits = regrid(self.logits, self.cols, cols, float("-inf"))
+        q = None if self.q_probs is None else regrid(self.q_probs, self.cols, cols)
+        return Level(self.ids, self.parents, self.logq, logits, q, self.sampled, self.reason, cols, self.vocab_size)
+
 
 def widen(rows: torch.Tensor, cols: torch.Tensor, vocab_size: int, fill: float = 0.0) -> torch.Tensor:
     """Rows over columns cols [C] -> over the whole vocabulary: [m, C] -> [m, V], `fill` elsewhere
     (0 for probabilities, -inf for logits)."""
     return rows.new_full((len(rows), vocab_size), fill).index_copy_(1, cols, rows)
+
+
+def regrid(rows: torch.Tensor, cols: torch.Tensor, wider: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
+    """Rows over cols [C] -> over `wider` [C'] (ascending, holding every id of cols): [m, C] -> [m, C']."""
+    if wider is cols:
+        return rows
+    return rows.new_full((len(rows), len(wider)), fill).index_copy_(1, torch.searchsorted(wider, cols), rows)
+
+
+def union_cols(cols: list) -> Optional[torch.Tensor]:
+    """The columns rows over each of `cols` ([C_i] ascending ids; None: the whole vocabulary) fit
+    in: the one object when they are all it, None when any is None, else the sorted union."""
+    if any(c is None for c in cols):
+        return None
+    first = cols[0]
+    if all(c is first for c in cols):
+        return first
+    big = max(cols, key=len)
+    # Usually the small ones (a copy's few tokens, a recalled level) lie inside the draft model's
+    # columns: then those are the union, and no sort runs.
+    rest = torch.cat([c for c in cols if c is not big])
+    at = torch.searchsorted(big, rest).clamp_max(len(big) - 1)
+    if bool((big[at] == rest).all()):
+        return big
+    return torch.unique(torch.cat([big, rest]))
+
+
+def values_at(rows: torch.Tensor, cols: Optional[torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
+    """rows [m, W] over cols [W] (None: the whole vocabulary), tokens [m] -> [m] each row's value at
+    its token (0 where the token is outside cols)."""
+    if cols is None:
+        return rows.gather(-1, tokens[:, None]).squeeze(-1)
+    at = torch.searchsorted(cols, tokens).clamp_max(len(cols) - 1)
+    return torch.where(cols[at] == tokens, rows.gather(-1, at[:, None]).squeeze(-1), 0.0)
 
 
 def empty_level(vocab_size: int, device, reason: Optional[str] = None) -> Level:
@@ -115,13 +158,33 @@ class TokenTree:
     order the rule tries them. A chain of m drafts is the tree with parents [-1, 0, .., m-2]."""
     ids: torch.Tensor        # [n] node token ids, on the decode device
     parents: list            # [n] parent node index; -1: a child of the root
-    q_probs: torch.Tensor    # [n, V] the draft distribution each node came from (after warps)
-    q_raw: torch.Tensor      # [n, V] the same, raw temperature-1, for display
+    q_rows: torch.Tensor     # [n, W] the draft distribution each node came from (after warps), over cols
+    q_raw_rows: torch.Tensor  # [n, W] the same, raw temperature-1, for display
     sources: list            # [n] the Source that proposed each node
     sampled: bool = False    # every node drawn from its q row (a sampled chain): the chain rule applies
+    # [W] ascending target ids the rows hold (q = 0 elsewhere; None: all V): a round's rows stay over
+    # the draft's own columns (8,192 of 49,152 for the distilled head, a copy's few tokens) until
+    # something needs them over V (q_probs: a sampled chain's residual, a test).
+    cols: Optional[torch.Tensor] = None
+    vocab_size: Optional[int] = None   # V, with cols
 
     def __len__(self) -> int:
         return len(self.parents)
+
+    @property
+    def q_probs(self) -> torch.Tensor:
+        """[n, V] the draft distribution each node came from, over the target's vocabulary."""
+        return self.q_rows if self.cols is None else widen(self.q_rows, self.cols, self.vocab_size)
+
+    @property
+    def q_raw(self) -> torch.Tensor:
+        """[n, V] the same at temperature 1."""
+        return self.q_raw_rows if self.cols is None else widen(self.q_raw_rows, self.cols, self.vocab_size)
+
+    def node_q(self, raw: bool = False) -> torch.Tensor:
+        """[n] each node's q (raw: at temperature 1) of its own token."""
+        rows = self.q_raw_rows if raw else self.q_rows
+        return values_at(rows, self.cols, self.ids.to(rows.device))
 
     @property
     def depths(self) -> list:
@@ -146,8 +209,8 @@ class TokenTree:
         rows = torch.tensor(keep, dtype=torch.long, device=self.ids.device)
         # index_select, not advanced indexing: [n, V] rows gathered ~2.7x faster on the CPU
         return TokenTree(self.ids.index_select(0, rows), [index.get(self.parents[i], -1) for i in keep],
-                         self.q_probs.index_select(0, rows), self.q_raw.index_select(0, rows),
-                         [self.sources[i] for i in keep], self.sampled)
+                         self.q_rows.index_select(0, rows), self.q_raw_rows.index_select(0, rows),
+                         [self.sources[i] for i in keep], self.sampled, self.cols, self.vocab_size)
 
     def path_to(self, node: int) -> list:
         """The nodes from the root's child down to `node` (empty for the root, -1)."""
@@ -164,6 +227,8 @@ def merge_trees(first: TokenTree, second: TokenTree) -> TokenTree:
     `second` follows first's nodes, so at every node first's children are tried first."""
     if len(second) == 0:
         return first
+    if len(first) == 0:
+        return dataclasses.replace(second, sampled=False)
     ids1, ids2 = first.ids.tolist(), second.ids.tolist()
     where = {(p, t): i for i, (p, t) in enumerate(zip(first.parents, ids1))}
     parents, index, new = list(first.parents), {-1: -1}, []
@@ -177,10 +242,19 @@ def merge_trees(first: TokenTree, second: TokenTree) -> TokenTree:
             new.append(j)
     rows = torch.tensor(new, dtype=torch.long, device=second.ids.device)
     dev = first.ids.device
+    # Both trees' rows over the columns they fit in together (the whole vocabulary if either is).
+    cols = union_cols([first.cols, second.cols])
+
+    def rows_of(tree, q, take=None):
+        q = q if take is None else q.index_select(0, take)
+        if cols is None:
+            return (q if tree.cols is None else widen(q, tree.cols, tree.vocab_size)).to(dev)
+        return regrid(q, tree.cols, cols).to(dev)
     return TokenTree(torch.cat([first.ids, second.ids.index_select(0, rows).to(dev)]), parents,
-                     torch.cat([first.q_probs, second.q_probs.index_select(0, rows).to(dev)]),
-                     torch.cat([first.q_raw, second.q_raw.index_select(0, rows).to(dev)]),
-                     first.sources + [second.sources[j] for j in new], False)
+                     torch.cat([rows_of(first, first.q_rows), rows_of(second, second.q_rows, rows)]),
+                     torch.cat([rows_of(first, first.q_raw_rows), rows_of(second, second.q_raw_rows, rows)]),
+                     first.sources + [second.sources[j] for j in new], False, cols,
+                     None if cols is None else first.vocab_size)
 
 
 def crop_cache(cache: DynamicCache, keep: int) -> None:

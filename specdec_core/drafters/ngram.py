@@ -53,7 +53,9 @@ class NGramDrafter(Drafter):
         if self.at >= len(self.copy):
             return empty_level(self.vocab_size, self.device, "no longer match" if self.copy else None)
         ids = torch.tensor(self.copy[self.at:self.at + 1], dtype=torch.long, device=self.device)
-        # q is one-hot on the copied token: logits 0 there, -inf elsewhere (built on the decode's device)
-        logits = torch.full((1, self.vocab_size), float("-inf"), device=self.device).scatter_(1, ids[:, None], 0.0)
+        # q is one-hot on the copied token: its row is that one column (Level.cols), logit 0 there,
+        # -inf (q = 0) everywhere else.
         zero = torch.zeros(1, dtype=torch.long, device=self.device)
-        return Level(ids, zero, torch.zeros(1, device=self.device), logits, logits.exp(), sampled=True)
+        logits = torch.zeros(1, 1, device=self.device)
+        return Level(ids, zero, torch.zeros(1, device=self.device), logits, logits.exp(), sampled=True,
+                     cols=ids, vocab_size=self.vocab_size)

@@ -103,12 +103,16 @@ class RecycleDrafter(Drafter):
         parents = torch.arange(len(rows), device=self.device)[:, None].expand_as(ids)[seen]
         cand, p = ids[seen], probs[seen]
         self.frontier = cand
-        logits = torch.full((len(rows), self.vocab_size), float("-inf"), device=self.device)
+        # Each row over the level's recalled tokens only (Level.cols), -inf (q = 0) elsewhere.
+        cols, at = torch.unique(cand, return_inverse=True)
+        logits = torch.full((len(rows), len(cols)), float("-inf"), device=self.device)
+        over = dict(cols=cols, vocab_size=self.vocab_size)
         if width == 1:
             # A chain: the guess is a point mass (q one-hot), so a sampled chain's draw is the guess.
-            logits[parents, cand] = 0.0
-            return Level(cand, parents, torch.zeros(len(cand), device=self.device), logits, logits.exp(), sampled=True)
+            logits[parents, at] = 0.0
+            return Level(cand, parents, torch.zeros(len(cand), device=self.device), logits, logits.exp(),
+                         sampled=True, **over)
         # A tree: the recalled probabilities rank the guesses (log q along a path) and show as q.
         logq = p.clamp_min(1e-12).log()
-        logits[parents, cand] = logq
-        return Level(cand, parents, logq, logits)
+        logits[parents, at] = logq
+        return Level(cand, parents, logq, logits, **over)
