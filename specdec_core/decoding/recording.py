@@ -41,32 +41,38 @@ def record_round(st, tree: TokenTree, acc, logits, p_target, new_ids, shape: Sha
     node_rows = torch.tensor([tree.parents[i] + 1 for i in range(n)], dtype=torch.long, device=dev)
     spine_t = torch.tensor(spine, dtype=torch.long, device=dev)
     ids = tree.ids.to(dev)
-    p_raw = raw_probs(logits)
     # q's rows stay over the tree's columns (TokenTree.cols; q = 0 elsewhere): the node values,
-    # the overlap Σ min(p, q) and q's top-N are read there, and only p's rows span V.
+    # the overlap Σ min(p, q) and q's top-N are read there. Of p only the rows the trace keeps
+    # (the spine's parents and the last node) are read over V, raw p made for those rows only.
     cols = None if tree.cols is None else tree.cols.to(dev)
     q_draft, q_raw = tree.q_rows.to(dev), tree.q_raw_rows.to(dev)
     p_rows = node_rows[spine_t] if m else node_rows[:0]
+    at = torch.cat([p_rows, torch.tensor([last], dtype=torch.long, device=dev)])   # [m + 1] rows of p read
+    p_at, p_raw_at = p_target.index_select(0, at), raw_probs(logits.index_select(0, at))
     p_x = p_target[node_rows, ids]                                    # [n] p(node) at its parent's row
     q_x, q_raw_x = values_at(q_draft, cols, ids), values_at(q_raw, cols, ids)
-    p_spine = p_target[p_rows]
-    p_on_q = p_spine if cols is None else p_spine.index_select(1, cols)
-    overlap = torch.minimum(p_on_q, q_draft[spine_t]).sum(-1) if m else p_x[:0]
-    p_top = torch.cat([p_spine, p_raw[p_rows], p_target[last:last + 1], p_raw[last:last + 1],
-                       acc.correction_dist[None]]).topk(min(TOP_N, p_target.shape[-1]), dim=-1)
-    q_top = torch.cat([q_draft[spine_t], q_raw[spine_t]]).topk(min(TOP_N, q_draft.shape[-1]), dim=-1)
+    p_on_q = p_at[:m] if cols is None else p_at[:m].index_select(1, cols)
+    overlap = torch.minimum(p_on_q, q_draft.index_select(0, spine_t)).sum(-1) if m else p_x[:0]
+    width = min(TOP_N, p_target.shape[-1])
+    p_top, raw_top = p_at.topk(width, dim=-1), p_raw_at.topk(width, dim=-1)
+    c_top = acc.correction_dist[None].topk(width, dim=-1)
+    q_top = torch.cat([q_draft.index_select(0, spine_t), q_raw.index_select(0, spine_t)]).topk(
+        min(TOP_N, q_draft.shape[-1]), dim=-1)
     q_top_i = q_top.indices if cols is None else cols[q_top.indices]
     # The round's details to the host in one go: tops, per-node p / q, overlaps (ARCHITECTURE, Devices).
-    values = torch.cat([p_top.values.flatten(), q_top.values.flatten()]).cpu().tolist()
-    indices = torch.cat([p_top.indices.flatten(), q_top_i.flatten()]).cpu().tolist()
-    wp, wq, n_p = p_top.values.shape[-1], q_top.values.shape[-1], p_top.values.numel()
+    wp = torch.cat([p_top.values, raw_top.values, c_top.values])                     # [2m + 3, width]
+    values = torch.cat([wp.flatten(), q_top.values.flatten()]).cpu().tolist()
+    indices = torch.cat([p_top.indices.flatten(), raw_top.indices.flatten(), c_top.indices.flatten(),
+                         q_top_i.flatten()]).cpu().tolist()
+    wq, n_p = q_top.values.shape[-1], wp.numel()
     split = lambda xs, w: [xs[i:i + w] for i in range(0, len(xs), w)]
-    pt_p, pt_i = split(values[:n_p], wp), split(indices[:n_p], wp)
-    qt_p, qt_i = split(values[n_p:], wq), split(indices[n_p:], wq)
+    pt_p, pt_i = split(values[:n_p], width), split(indices[:n_p], width)   # p [m+1], raw p [m+1], correction
+    qt_p, qt_i = split(values[n_p:], wq), split(indices[n_p:], wq)         # q, raw q (the spine)
     # In the order the rows are read below: p, raw p, q, raw q (the spine), then the last node's p,
     # raw p and the correction's distribution.
-    top_p = pt_p[:2 * m] + qt_p + pt_p[2 * m:]
-    top_i = pt_i[:2 * m] + qt_i + pt_i[2 * m:]
+    order = list(range(m)) + list(range(m + 1, 2 * m + 1))
+    top_p = [pt_p[r] for r in order] + qt_p + [pt_p[m], pt_p[2 * m + 1], pt_p[2 * m + 2]]
+    top_i = [pt_i[r] for r in order] + qt_i + [pt_i[m], pt_i[2 * m + 1], pt_i[2 * m + 2]]
     p_h, q_h, qr_h = torch.stack([p_x, q_x, q_raw_x]).cpu().tolist() if n else ([], [], [])
     ov_h = overlap.cpu().tolist()
     text = _text_noting_bytes(st)
