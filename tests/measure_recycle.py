@@ -1,14 +1,16 @@
 """Printed measurement (not a test): what recycled guesses add at the defaults' shape.
 
-    .venv/bin/python -m tests.measure_recycle [--prompts N] [--max-new N] [--out DIR]
+    .venv/bin/python -m tests.measure_recycle [--prompts N] [--max-new N] [--seed] [--out DIR]
 
 Greedy decodes (tree = auto) of the held-out prompts (data/heldout_prompts.json, never used for
 training), the drafts taking turns prompt by prompt in one process: lookup + distilled (the
 defaults) against lookup + distilled + recycle, and prompt lookup alone (ngram) against lookup +
-recycle (training-free). Each pair's recycle table starts empty and is kept across the prompts,
-as the app keeps it. Prints per draft: tokens per target pass, the share of committed tokens each
-source proposed, and tok/s (a timing: compare within one run only); checks greedy identity with
-plain decoding. Writes report.md into --out.
+recycle (training-free). With --seed: each recycling draft against itself seeded from the prompt's
+prefill instead. Every recycling draft has a table of its own, empty at the start and kept across
+the prompts, as the app keeps the target's (drafts sharing one table would recall each other's
+answer to the same prompt). Prints per draft: tokens per target pass, the share of committed tokens
+each source proposed, tok/s (a timing: compare within one run only) and the prefill's seconds;
+checks greedy identity with plain decoding. Writes report.md into --out.
 """
 from __future__ import annotations
 
@@ -19,43 +21,69 @@ from collections import Counter
 from pathlib import Path
 
 DRAFTS = ("lookup+distilled", "lookup+distilled+recycle", "ngram", "lookup+recycle")
+SEEDED = " (seeded)"
+
+
+def drafts(seed: bool) -> tuple:
+    """The labels compared: a draft name, or a recycling draft's name + SEEDED."""
+    if not seed:
+        return DRAFTS
+    return tuple(x for d in DRAFTS if "recycle" in d for x in (d, d + SEEDED))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=int, default=20)
     ap.add_argument("--max-new", type=int, default=48)
+    ap.add_argument("--seed", action="store_true", help="recycling unseeded against seeded from the prompt")
     ap.add_argument("--out", default="docs/bench/recycle")
     args = ap.parse_args()
     from specdec_core import autoregressive_generate, load_pair, speculative_generate
+    from specdec_core.drafters.recycle import RecycleDrafter, RecycleTable
     from specdec_core.trace.trees import drafted_sources
     texts = json.loads(Path("specdec_core/data/heldout_prompts.json").read_text())["prompts"][::70 // args.prompts or 1]
     texts = texts[:args.prompts]
-    pairs = {d: load_pair("smollm2-135m", draft=d, device="cpu") for d in DRAFTS}
-    rows = {d: {"tokens": 0, "passes": 0, "tps": [], "sources": Counter(), "same": 0} for d in DRAFTS}
+    labels = drafts(args.seed)
+    pairs = {d: load_pair("smollm2-135m", draft=d.removesuffix(SEEDED), device="cpu") for d in labels}
+    V = pairs[labels[0]].vocab_size
+    tables = {d: RecycleTable.empty(V) for d in labels if "recycle" in d}
+
+    def drafter(d):
+        """The pair's drafter with this label's own table (and seeding)."""
+        made = pairs[d].new_drafter()
+        part = next(x for x in (getattr(made, "recycle", None), getattr(made, "model", None), made)
+                    if isinstance(x, RecycleDrafter) or x is made)
+        if d in tables:
+            part.table, part.wants_prompt_logits = tables[d], d.endswith(SEEDED)
+            made.wants_prompt_logits = part.wants_prompt_logits
+        return made
+    rows = {d: {"tokens": 0, "passes": 0, "tps": [], "prefill": [], "sources": Counter(), "same": 0} for d in labels}
     for i, p in enumerate(texts):
-        ids = pairs[DRAFTS[0]].encode_prompt(p["text"], chat=True)
-        plain = autoregressive_generate(pairs[DRAFTS[0]], ids, temperature=0.0, max_new_tokens=args.max_new)
-        order = DRAFTS if i % 2 == 0 else DRAFTS[::-1]
+        ids = pairs[labels[0]].encode_prompt(p["text"], chat=True)
+        plain = autoregressive_generate(pairs[labels[0]], ids, temperature=0.0, max_new_tokens=args.max_new)
+        order = labels if i % 2 == 0 else labels[::-1]
         for d in order:
-            t = speculative_generate(pairs[d], ids, tree="auto", temperature=0.0, max_new_tokens=args.max_new)
+            t = speculative_generate(pairs[d], ids, tree="auto", temperature=0.0, max_new_tokens=args.max_new,
+                                     drafter=drafter(d))
             r = rows[d]
             r["tokens"] += len(t.output_ids)
             r["passes"] += len(t.rounds)
             r["tps"].append(t.stats["tokens_per_s"])
+            r["prefill"].append(t.prefill_s)
             r["same"] += t.output_ids == plain.output_ids
             for rnd in t.rounds:
                 for src in drafted_sources(t.config, rnd)[:rnd.n_accepted]:
                     r["sources"][getattr(src, "value", "model")] += 1
         print(i, p["name"], flush=True)
-    lines = [f"{len(texts)} held-out prompts, greedy, {args.max_new} new tokens, tree = auto; tables kept across prompts.", "",
-             "| draft | tokens per target pass | committed: lookup / model / recycled | tok/s (median) | greedy identical |",
-             "|---|---|---|---|---|"]
-    for d in DRAFTS:
+    lines = [f"{len(texts)} held-out prompts, greedy, {args.max_new} new tokens, tree = auto; a table per draft, "
+             "kept across prompts.", "",
+             "| draft | tokens per target pass | committed: lookup / model / recycled | tok/s (median) | prefill ms (median) | greedy identical |",
+             "|---|---|---|---|---|---|"]
+    for d in labels:
         r = rows[d]
         share = lambda s: f"{r['sources'][s] / r['tokens']:.0%}"
         lines.append(f"| {d} | {r['tokens'] / r['passes']:.3f} | {share('lookup')} / {share('model')} / {share('recycle')} | "
-                     f"{statistics.median(r['tps']):.1f} | {r['same']}/{len(texts)} |")
+                     f"{statistics.median(r['tps']):.1f} | {statistics.median(r['prefill']) * 1e3:.0f} | {r['same']}/{len(texts)} |")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text("\n".join(lines) + "\n")

@@ -54,6 +54,29 @@ def test_the_table_lives_with_the_loaded_target():
     assert "_specdec_recycle" not in dict(target.named_buffers()) and not list(target.state_dict()) == []
 
 
+def test_a_seeded_table_holds_the_prompts_own_next_tokens():
+    """Seeding from the prefill: every prompt token's row holds the target's top next tokens at
+    its last position in the prompt (the prefill's logits, as a verify pass would give them);
+    unseeded, the prefill leaves the table alone. Seeding changes guesses, never the output."""
+    target = tiny_llama(vocab_size=12, seed=3)
+    pair = ModelPair.from_models(target, None)
+    prompt = [3, 7, 1, 7, 5]
+    logits = target(torch.tensor([prompt[:-1]])).logits[0].detach()
+    outputs = {}
+    for seeded in (False, True):
+        table = RecycleTable.empty(pair.vocab_size)
+        drafter = RecycleDrafter(table, pair.vocab_size, seed_from_prompt=seeded)
+        trace = speculative_generate(pair, prompt, 1, max_new_tokens=1, drafter=drafter)   # the prefill, one plain round
+        outputs[seeded] = trace.output_ids
+        if not seeded:
+            assert bool((table.ids[[3, 1]] == -1).all())               # only the one verify pass wrote
+            continue
+        for token, at in {3: 0, 7: 3, 1: 2}.items():                   # 7's later position wins
+            top = torch.softmax(logits[at], -1).topk(TOP)
+            assert torch.equal(table.ids[token], top.indices) and torch.allclose(table.probs[token], top.values)
+    assert outputs[True] == outputs[False]
+
+
 def three_sources():
     """A tiny pair whose drafter holds prompt lookup, a model draft and recycling; the table is
     filled with arbitrary rankings first (exactness must not depend on what it recalls)."""

@@ -97,8 +97,13 @@ def start_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafte
     # The target cache holds every committed token but the last; the last is the first input of
     # the next verify pass, so every round scores [last, drafts] alike.
     if len(prompt) > 1:
+        # A drafter that recalls the target's choices (recycling) may be seeded with the prompt's:
+        # the prefill then scores every position (more logits, timed in the prefill).
+        seeding = drafter.wants_logits and drafter.wants_prompt_logits
         out = pair.target(prompt[None, :-1], past_key_values=st.cache, use_cache=True,
-                          logits_to_keep=1, output_hidden_states=drafter.wants_hidden)
+                          logits_to_keep=0 if seeding else 1, output_hidden_states=drafter.wants_hidden)
+        if seeding:
+            drafter.recall(prompt[:-1], fit_vocab(out.logits[0], pair.vocab_size))
         if drafter.wants_hidden:
             drafter.observe(tapped(out.hidden_states, drafter.feature_layers)[0])
     drafter.start(prompt)

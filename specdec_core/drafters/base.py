@@ -15,7 +15,8 @@ The calls, in the order the decoder makes them (decoding/speculative.py, grow.py
     # each round, for each part (a combined drafter is two: lookup, then its model):
     level = part.draft(committed, None, width, depth, cfg, generator)   # the root's children
     level = part.draft(committed, pick, width, depth, cfg, generator)   # children of the picked
-    drafter.recall(tokens, logits)   # the verify pass' inputs and raw logits (if wants_logits: recycling)
+    drafter.recall(tokens, logits)   # the verify pass' inputs and raw logits (if wants_logits: recycling;
+                                     # the prefill's too, before start, if wants_prompt_logits)
     drafter.rollback(n_valid)    # keep state for committed[:n_valid] only (the accepted prefix)
     drafter.observe(hidden)      # the verify pass' hidden states of the newly committed positions
 
@@ -282,6 +283,7 @@ class Drafter:
     source = Source.MODEL              # what its guesses are tagged with
     wants_hidden = False
     wants_logits = False               # recall() is handed every verify pass's logits
+    wants_prompt_logits = False        # ... and the prefill's, every prompt position's (recycling's seed)
     feature_layers: tuple = (-1,)      # hidden_states indices observe() is handed (wants_hidden)
     version: Optional[str] = None      # of its trained weights (traces record it), if any
     kernels: Optional[str] = None      # matrix kernels of the drafter's model (fastpath.py), if any

@@ -31,6 +31,9 @@ TOP = 8            # next tokens kept per token (the paper's 8: wider rows hold 
 # the model's guesses out of the pass. Alone with prompt lookup, width 2 holds 1.65 against 1.59 at
 # width 1 (prompt lookup alone: 1.21).
 WIDTH_BESIDE_MODEL, WIDTH_ALONE = 1, 2
+# Seed the table from the prompt's prefill (every prompt position's logits, which a plain prefill
+# does not make): set from tests/measure_recycle.py --seed (docs/bench/recycle).
+SEED_FROM_PROMPT = False
 
 
 @dataclass
@@ -82,13 +85,15 @@ class RecycleDrafter(Drafter):
     source = Source.RECYCLE
     wants_logits = True
 
-    def __init__(self, table: RecycleTable, vocab_size: int, device="cpu", width: int = WIDTH_ALONE):
+    def __init__(self, table: RecycleTable, vocab_size: int, device="cpu", width: int = WIDTH_ALONE,
+                 seed_from_prompt: bool = SEED_FROM_PROMPT):
         super().__init__(vocab_size, device)
         self.table, self.width = table, width
+        self.wants_prompt_logits = seed_from_prompt     # recall() also gets the prefill's logits
         self.frontier: Optional[torch.Tensor] = None    # the last level's candidate ids
 
     def recall(self, tokens: torch.Tensor, logits: torch.Tensor) -> None:
-        """A verify pass's input tokens [n] and raw logits [n, V]: into the table."""
+        """A verify pass's (or the prefill's) input tokens [n] and raw logits [n, V]: into the table."""
         self.table.update(tokens, logits)
 
     def draft(self, committed, expand, width, depth, cfg, generator) -> Level:
