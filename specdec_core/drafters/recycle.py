@@ -29,7 +29,9 @@ TOP = 8            # next tokens kept per token (the paper's 8: wider rows hold 
 # greedy, tree = auto; docs/bench/recycle): beside the distilled head, width 1 holds 2.12 tokens per
 # pass against 1.96 at width 2 and 1.30 at 8 (the head's own 1.76-1.83): wide recalled levels crowd
 # the model's guesses out of the pass. Alone with prompt lookup, width 2 holds 1.65 against 1.59 at
-# width 1 (prompt lookup alone: 1.21).
+# width 1 (prompt lookup alone: 1.21). Those runs shared one table between two recycling drafts, which
+# inflates both (docs/bench/recycle, correction): with a table of its own lookup + recycle holds 1.28
+# at width 2. The widths were not re-measured since.
 WIDTH_BESIDE_MODEL, WIDTH_ALONE = 1, 2
 # Seed the table from the prompt's prefill (every prompt position's logits, which a plain prefill
 # does not make): set from tests/measure_recycle.py --seed (docs/bench/recycle).
