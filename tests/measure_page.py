@@ -9,8 +9,8 @@ for each prompt the page races it (Run, wait for the verdict) and the CLI races 
 shape, the same temperature and token budget. During the page's race (from the "Racing" banner to the
 final views) the CPU time of each process is sampled from /proc: the app server (and its busiest
 threads), Chromium (all its processes) and Playwright's driver; "cores" = CPU seconds ÷ wall seconds.
-The page's figures are read from its verdict ("speculative X tok/s ÷ plain Y tok/s", "N× speedup"),
-the CLI's from its printed comparison. Writes runs.json and report.md into --out.
+The page's figures are read from its verdict ("speculative X tok/s ÷ plain Y tok/s", "N× speedup")
+and its stats (c), the CLI's from its printed comparison (c from its "Why" line). Writes runs.json and report.md into --out.
 """
 from __future__ import annotations
 
@@ -171,8 +171,10 @@ def page_race(page, prompt: str, max_new: int, temperature: float, window: CpuWi
     verdict = page.locator("#sd-verdict").text_content()
     rates = re.search(r"speculative ([\d.]+) tok/s ÷ plain ([\d.]+) tok/s", verdict)
     speedup = re.search(r"([\d.]+)× speedup", verdict)
+    c = re.search(r"c \(draft level ÷ target step\)\s*\|?\s*([\d.]+)", page.locator("#sd-stats").text_content())
     return {"speedup": float(speedup.group(1)) if speedup else None,
-            "spec_tok_s": float(rates.group(1)), "plain_tok_s": float(rates.group(2)), "cpu": cpu}
+            "spec_tok_s": float(rates.group(1)), "plain_tok_s": float(rates.group(2)),
+            "c": float(c.group(1)) if c else None, "cpu": cpu}
 
 
 def cli_race(prompt: str, max_new: int, temperature: float) -> dict:
@@ -184,7 +186,9 @@ def cli_race(prompt: str, max_new: int, temperature: float) -> dict:
     plain = re.search(r"plain decoding\s+([\d.]+) tok/s", out)
     spec = re.search(r"speculative decoding\s+([\d.]+) tok/s", out)
     speedup = re.search(r"speedup\s+([\d.]+)×", out)
-    return {"speedup": float(speedup.group(1)), "spec_tok_s": float(spec.group(1)), "plain_tok_s": float(plain.group(1))}
+    c = re.search(r"c = ([\d.]+)", out)
+    return {"speedup": float(speedup.group(1)), "spec_tok_s": float(spec.group(1)), "plain_tok_s": float(plain.group(1)),
+            "c": float(c.group(1)) if c else None}
 
 
 def report(runs: list, args) -> str:
@@ -205,7 +209,10 @@ def report(runs: list, args) -> str:
                      f"{cpu['chromium']:.2f} | {cpu['driver']:.2f} |")
     lines += ["", f"Medians: page ÷ CLI plain tok/s **{med([r['page']['plain_tok_s'] / r['cli']['plain_tok_s'] for r in runs]):.2f}**, "
               f"page ÷ CLI speedup **{med([r['page']['speedup'] / r['cli']['speedup'] for r in runs]):.2f}**; "
-              f"page speedup {med([r['page']['speedup'] for r in runs]):.2f}×, CLI {med([r['cli']['speedup'] for r in runs]):.2f}×."]
+              f"page speedup {med([r['page']['speedup'] for r in runs]):.2f}×, CLI {med([r['cli']['speedup'] for r in runs]):.2f}×; "
+              f"c (a draft level ÷ a target step, from each run's own clocks) page "
+              f"{med([r['page']['c'] for r in runs if r['page'].get('c') is not None]):.3f}, "
+              f"CLI {med([r['cli']['c'] for r in runs if r['cli'].get('c') is not None]):.3f}."]
     return "\n".join(lines) + "\n"
 
 
