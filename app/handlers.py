@@ -256,7 +256,7 @@ def decode_race(target_ref: str, draft_ref: DraftSpec, device: str, prompt: str,
 @dataclass(frozen=True)
 class RunForm:
     """The Run button's fields as the page sends them, unchecked (run checks them). The page's Run
-    inputs, and the API's /run arguments, are these fields in this order (ui.RUN_FIELDS)."""
+    inputs, and the API's /run arguments, are these fields in this order (wiring.RUN_FIELDS)."""
     preset: str
     target: str
     draft: str

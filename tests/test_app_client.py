@@ -47,7 +47,7 @@ def test_the_pages_race_streams_to_the_lanes_only_and_the_api_gets_every_view(de
     the race streams to the lanes and a few small outputs, no chart among them, and hands the
     views to a second event; the API's /run stays one call that returns every view."""
     import gradio as gr
-    from app.ui import RACE_OUTPUTS, VIEW_OUTPUTS
+    from app.wiring import RACE_OUTPUTS, VIEW_OUTPUTS
     fns = list(demo.fns.values())
     api = next(f for f in fns if f.api_name == "run")
     assert len(api.outputs) == len(VIEW_OUTPUTS)

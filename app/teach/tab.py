@@ -138,7 +138,7 @@ def layout_teach(C: Page) -> None:
 
 
 def listeners(C: Page, queue: str) -> None:
-    """Wire the teaching components (ui.py's MODEL_QUEUE is `queue`: model work never overlaps a lane)."""
+    """Wire the teaching components (wiring.MODEL_QUEUE is `queue`: model work never overlaps a lane)."""
     names = ("wt_text", "wt_strip", "wt_chart", "wt_counter", "wt_step", "wt_next", "wt_back")
     wt_out = [C[n] for n in names]
 
