@@ -105,6 +105,32 @@ def test_a_tree_of_lookup_model_and_recycled_guesses_is_exact():
 
 
 @pytest.mark.slow
+def test_a_tree_over_a_truncated_vocabulary_with_copied_and_recalled_guesses_is_exact():
+    """The default drafter's make-up on a tiny pair: a feature head over 5 of the 8 tokens (its rows
+    kept over those columns: TokenTree.cols), prompt lookup copying a token outside them, and
+    recalled guesses, merged in one tree whose rows span the union of their columns."""
+    from specdec_core.decoding import parse_request, start_decode
+    from specdec_core.decoding.grow import draft_round
+    from specdec_core.decoding.tree import Shape
+
+    from .test_tree import tiny_head_pair
+    pair = tiny_head_pair(vocab_ids=[0, 2, 3, 5, 6])
+    table = RecycleTable.empty(pair.vocab_size)
+    table.update(torch.arange(pair.vocab_size), torch.randn(pair.vocab_size, pair.vocab_size,
+                                                           generator=torch.Generator().manual_seed(7)))
+
+    def make():
+        return CombinedDrafter(pair.new_drafter(), pair.vocab_size, recycle=RecycleDrafter(table, pair.vocab_size, width=2))
+    cfg = SamplingConfig(1.0)
+    st = start_decode(pair, SHORT, parse_request(1, None, 1.0, max_new_tokens=3, seed=0), drafter=make())
+    tree, _, _ = draft_round(st.drafter, st.committed, Shape(None, 2, 2, 2), 2, cfg, st.generator)
+    assert set(tree.sources) == {Source.LOOKUP, Source.MODEL, Source.RECYCLE}
+    assert 7 in tree.ids.tolist() and tree.cols is not None and len(tree.cols) < pair.vocab_size   # 7: copied, outside the head's
+    plans = [{"depth": 2, "width": 2, "frontier": 2, "nodes": None, "keep": None}] * 3
+    assert check_exact(pair, 1, cfg, 3, prompt=SHORT, drafter_factory=make, k_schedule=plans) > 1e-3
+
+
+@pytest.mark.slow
 def test_recycled_chains_are_exact():
     """Recycling alone in chains at T > 0: the guess is drawn from a one-hot q, as a lookup's is."""
     target = tiny_llama(seed=0)

@@ -188,12 +188,14 @@ def test_tree_rule_decisions_and_greedy():
 
 # ---- the feature head's trees and the loop on a tiny pair -------------------------------------
 
-def tiny_head_pair(on: bool = True) -> ModelPair:
+def tiny_head_pair(on: bool = True, vocab_ids=None) -> ModelPair:
     """The 1-layer tiny target with a feature head that runs the target's own layer over the
     token embeddings (fc reads e(x) only): a good draft that misses the first token, so its top-3
-    hold most of p (0.52, 0.22, 0.10 after PROMPT) and every level sees accepts and rejects."""
+    hold most of p (0.52, 0.22, 0.10 after PROMPT) and every level sees accepts and rejects.
+    vocab_ids: the head's truncated vocabulary (default: all 8 tokens)."""
     target = tiny_llama(vocab_size=8, seed=0)
-    head = FeatureHead({**target_cfg(target), "feature_layers": [-1]}, torch.arange(8, device="cpu"))
+    vocab_ids = torch.arange(8, device="cpu") if vocab_ids is None else torch.as_tensor(vocab_ids)
+    head = FeatureHead({**target_cfg(target), "feature_layers": [-1]}, vocab_ids)
     head.init_from_target(target, 0)
     with torch.no_grad():
         H = head.fc.out_features
