@@ -36,6 +36,8 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=20)
     ap.add_argument("--max-new", type=int, default=48)
     ap.add_argument("--seed", action="store_true", help="recycling unseeded against seeded from the prompt")
+    ap.add_argument("--width", type=int, help="children per expanded node of every recalled tree (default: "
+                    "recycle.WIDTH_BESIDE_MODEL beside a model, WIDTH_ALONE alone)")
     ap.add_argument("--out", default="docs/bench/recycle")
     args = ap.parse_args()
     from specdec_core import autoregressive_generate, load_pair, speculative_generate
@@ -56,6 +58,7 @@ def main() -> None:
         if d in tables:
             part.table, part.wants_prompt_logits = tables[d], d.endswith(SEEDED)
             made.wants_prompt_logits = part.wants_prompt_logits
+            part.width = args.width or part.width
         return made
     rows = {d: {"tokens": 0, "passes": 0, "tps": [], "prefill": [], "sources": Counter(), "same": 0} for d in labels}
     for i, p in enumerate(texts):
@@ -76,7 +79,7 @@ def main() -> None:
                     r["sources"][getattr(src, "value", "model")] += 1
         print(i, p["name"], flush=True)
     lines = [f"{len(texts)} held-out prompts, greedy, {args.max_new} new tokens, tree = auto; a table per draft, "
-             "kept across prompts.", "",
+             f"kept across prompts; recalled width {args.width or 'default'}.", "",
              "| draft | tokens per target pass | committed: lookup / model / recycled | tok/s (median) | prefill ms (median) | greedy identical |",
              "|---|---|---|---|---|---|"]
     for d in labels:

@@ -30,8 +30,9 @@ TOP = 8            # next tokens kept per token (the paper's 8: wider rows hold 
 # pass against 1.96 at width 2 and 1.30 at 8 (the head's own 1.76-1.83): wide recalled levels crowd
 # the model's guesses out of the pass. Alone with prompt lookup, width 2 holds 1.65 against 1.59 at
 # width 1 (prompt lookup alone: 1.21). Those runs shared one table between two recycling drafts, which
-# inflates both (docs/bench/recycle, correction): with a table of its own lookup + recycle holds 1.28
-# at width 2. The widths were not re-measured since.
+# inflates both (docs/bench/recycle, correction). With a table per draft: lookup + recycle holds 1.23 /
+# 1.28 / 1.30 at widths 1 / 2 / 4 and lookup + distilled + recycle 1.76 / 1.77 / 1.81, none faster in
+# tok/s than the draft beside it; kept as they were.
 WIDTH_BESIDE_MODEL, WIDTH_ALONE = 1, 2
 # Seed the table from the prompt's prefill (every prompt position's logits, which a plain prefill
 # does not make): set from tests/measure_recycle.py --seed (docs/bench/recycle).
