@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 
 from ..drafters.base import Source, TokenTree, values_at
 from ..sampling import raw_probs
@@ -59,20 +60,17 @@ def record_round(st, tree: TokenTree, acc, logits, p_target, new_ids, shape: Sha
     q_top = torch.cat([q_draft.index_select(0, spine_t), q_raw.index_select(0, spine_t)]).topk(
         min(TOP_N, q_draft.shape[-1]), dim=-1)
     q_top_i = q_top.indices if cols is None else cols[q_top.indices]
+    # q over fewer than TOP_N columns: its rows padded with q = 0 entries, which top() leaves out.
+    pad = (0, width - q_top.values.shape[-1])
+    q_top_p, q_top_i = F.pad(q_top.values, pad), F.pad(q_top_i, pad)
+    # The rows in the order they are read below: p, raw p, q, raw q (the spine), then the last
+    # node's p and raw p and the correction's distribution.
+    top_p = torch.cat([p_top.values[:m], raw_top.values[:m], q_top_p, p_top.values[m:], raw_top.values[m:],
+                       c_top.values])
+    top_i = torch.cat([p_top.indices[:m], raw_top.indices[:m], q_top_i, p_top.indices[m:], raw_top.indices[m:],
+                       c_top.indices])
     # The round's details to the host in one go: tops, per-node p / q, overlaps (ARCHITECTURE, Devices).
-    wp = torch.cat([p_top.values, raw_top.values, c_top.values])                     # [2m + 3, width]
-    values = torch.cat([wp.flatten(), q_top.values.flatten()]).cpu().tolist()
-    indices = torch.cat([p_top.indices.flatten(), raw_top.indices.flatten(), c_top.indices.flatten(),
-                         q_top_i.flatten()]).cpu().tolist()
-    wq, n_p = q_top.values.shape[-1], wp.numel()
-    split = lambda xs, w: [xs[i:i + w] for i in range(0, len(xs), w)]
-    pt_p, pt_i = split(values[:n_p], width), split(indices[:n_p], width)   # p [m+1], raw p [m+1], correction
-    qt_p, qt_i = split(values[n_p:], wq), split(indices[n_p:], wq)         # q, raw q (the spine)
-    # In the order the rows are read below: p, raw p, q, raw q (the spine), then the last node's p,
-    # raw p and the correction's distribution.
-    order = list(range(m)) + list(range(m + 1, 2 * m + 1))
-    top_p = [pt_p[r] for r in order] + qt_p + [pt_p[m], pt_p[2 * m + 1], pt_p[2 * m + 2]]
-    top_i = [pt_i[r] for r in order] + qt_i + [pt_i[m], pt_i[2 * m + 1], pt_i[2 * m + 2]]
+    top_p, top_i = top_p.cpu().tolist(), top_i.cpu().tolist()
     p_h, q_h, qr_h = torch.stack([p_x, q_x, q_raw_x]).cpu().tolist() if n else ([], [], [])
     ov_h = overlap.cpu().tolist()
     text = _text_noting_bytes(st)
