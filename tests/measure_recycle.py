@@ -57,7 +57,6 @@ def main() -> None:
                     if isinstance(x, RecycleDrafter) or x is made)
         if d in tables:
             part.table, part.wants_prompt_logits = tables[d], d.endswith(SEEDED)
-            made.wants_prompt_logits = part.wants_prompt_logits
             part.width = args.width or part.width
         return made
     rows = {d: {"tokens": 0, "passes": 0, "tps": [], "prefill": [], "sources": Counter(), "same": 0} for d in labels}

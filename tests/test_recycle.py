@@ -75,6 +75,11 @@ def test_a_seeded_table_holds_the_prompts_own_next_tokens():
             top = torch.softmax(logits[at], -1).topk(TOP)
             assert torch.equal(table.ids[token], top.indices) and torch.allclose(table.probs[token], top.values)
     assert outputs[True] == outputs[False]
+    # a combined drafter asks for the prompt's logits when its recalling part does, first or third
+    seeded = RecycleDrafter(RecycleTable.empty(12), 12, seed_from_prompt=True)
+    assert CombinedDrafter(seeded, 12).wants_prompt_logits                                   # lookup + recycle
+    assert CombinedDrafter(ModelDrafter(tiny_llama(vocab_size=12, seed=4), 12), 12, recycle=seeded).wants_prompt_logits
+    assert not CombinedDrafter(RecycleDrafter(RecycleTable.empty(12), 12), 12).wants_prompt_logits
 
 
 def three_sources():

@@ -35,10 +35,14 @@ class CombinedDrafter(Drafter):
         self.name = f"lookup+{model.name}" + ("+recycle" if recycle is not None else "")
         self.wants_hidden, self.kernels = model.wants_hidden, model.kernels
         self.wants_logits = model.wants_logits or recycle is not None
-        self.wants_prompt_logits = recycle is not None and recycle.wants_prompt_logits
         self.feature_layers, self.version = model.feature_layers, model.version
         self.proposable = model.proposable     # the model's; lookup copies tokens from the context
         self.slots = model.slots
+
+    @property
+    def wants_prompt_logits(self) -> bool:
+        """A part that recalls (the model part too: lookup + recycle) is seeded from the prompt."""
+        return any(part is not None and part.wants_prompt_logits for part in (self.model, self.recycle))
 
     @property
     def sources(self) -> tuple:
