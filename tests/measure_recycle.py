@@ -53,11 +53,11 @@ def main() -> None:
     def drafter(d):
         """The pair's drafter with this label's own table (and seeding)."""
         made = pairs[d].new_drafter()
-        part = next(x for x in (getattr(made, "recycle", None), getattr(made, "model", None), made)
-                    if isinstance(x, RecycleDrafter) or x is made)
-        if d in tables:
-            part.table, part.wants_prompt_logits = tables[d], d.endswith(SEEDED)
-            part.width = args.width or part.width
+        # the recycling part: the third part beside a model, the model part of lookup + recycle
+        for part in (getattr(made, "recycle", None), getattr(made, "model", None)):
+            if isinstance(part, RecycleDrafter):
+                part.table, part.wants_prompt_logits = tables[d], d.endswith(SEEDED)
+                part.width = args.width or part.width
         return made
     rows = {d: {"tokens": 0, "passes": 0, "tps": [], "prefill": [], "sources": Counter(), "same": 0} for d in labels}
     for i, p in enumerate(texts):
