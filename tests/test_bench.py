@@ -47,6 +47,9 @@ def test_every_lane_and_field(report):
                 assert set(row["time_split"]) == {"prefill_share", "draft_share", "verify_share",
                                                   "overhead_share", "between_rounds_share"}
         assert lanes["plain"]["vs_plain"] == pytest.approx(1.0)
+        assert lanes["plain"]["vs_plain_equal_length_median"] == pytest.approx(1.0)
+        for name, row in lanes.items():     # ours: traces, so a per-prompt ratio at equal length
+            assert (row["vs_plain_equal_length_min"] is not None) == (row["impl"] == "ours"), name
         assert lanes["hf_assisted_dynamic"]["vs_hf_ref"] == pytest.approx(1.0)
         assert lanes[f"spec_k{K}"]["theory"]["predicted"] is not None
         decisions = lanes["spec_auto"]["auto"]["decisions"]     # the shape rule's decisions
@@ -118,3 +121,21 @@ def test_parse_sweep():
     assert parse_sweep("1-4") == [1, 2, 3, 4]
     assert parse_sweep("1,2,8") == [1, 2, 8]
     assert parse_sweep("none") == []
+
+
+def test_equal_length_ratio_times_both_lanes_to_the_shorter_answer():
+    """A 5-token sampled answer against plain's 10: tokens/s with the prefill in it reads 1.0x, while
+    to the same 5 tokens plain took 0.35 s and the lane 0.30 s (1.17x)."""
+    from types import SimpleNamespace as NS
+
+    from specdec_core.bench.stats import equal_length_ratio, time_to_tokens
+    trace = lambda rounds: NS(rounds=[NS(committed=[0] * n, t_end=t) for n, t in rounds],
+                              stats={"new_tokens": sum(n for n, _ in rounds)})
+    plain = trace([(1, 0.1 + 0.05 * i) for i in range(1, 11)])
+    spec = trace([(2, 0.2), (3, 0.3)])
+    assert time_to_tokens(plain, 5) == pytest.approx(0.35) and time_to_tokens(spec, 4) == pytest.approx(0.3)
+    assert time_to_tokens(spec, 6) is None
+    assert (5 / 0.3) / (10 / 0.6) == pytest.approx(1.0)                # what tokens/s per prompt reads
+    assert equal_length_ratio([spec], [plain]) == pytest.approx(0.35 / 0.3)
+    assert equal_length_ratio([spec, spec], [plain]) == pytest.approx(0.35 / 0.3)   # medians over repeats
+    assert equal_length_ratio([None], [plain]) is None                 # an HF lane: no trace

@@ -87,6 +87,7 @@ def _mode_tables(mode: str, res: dict) -> list[str]:
         if not r["sweep"]:
             out.append(f"| {name} | " + " | ".join(_f(r["per_prompt"].get(p, {}).get("vs_plain"))
                                                    for p in prompts) + " |")
+    out += _equal_length_lines(mode, L)
     for name, what in (("spec_auto", "tree = auto"), ("spec_chain_auto", "chain k = auto")):
         auto = L.get(name, {}).get("auto")
         if auto:
@@ -109,6 +110,25 @@ def _mode_tables(mode: str, res: dict) -> list[str]:
                        f"{_f(t.get('measured_over_predicted'))} | {_f(t.get('alpha'))} | "
                        f"{_f(t.get('v', {}).get(str(r['k'])))} |")
     return out + [""]
+
+
+def _equal_length_lines(mode: str, L: dict) -> list[str]:
+    """Per prompt at equal length: a sampled answer may stop at EOS long before plain's (or after),
+    and tokens/s with the prefill in it then compares a short answer with a long one."""
+    rows = []
+    for name, r in L.items():
+        eq = {p: x.get("vs_plain_equal_length") for p, x in r["per_prompt"].items()}
+        eq = {p: v for p, v in eq.items() if v is not None}
+        if name == "plain" or r["sweep"] or not eq:
+            continue
+        worst = min(eq, key=eq.get)
+        rows.append(f"| {name} | {_f(r['vs_plain_equal_length_median'])} | {_f(eq[worst])} ({worst}) |")
+    if not rows:
+        return []
+    return ["", f"× plain per prompt at equal length ({mode}): plain's time ÷ the lane's to the shorter "
+            "answer's token count (both clocks from the start, prefill included). Under sampling the "
+            "answers differ and may end at different lengths; this compares like with like.", "",
+            "| lane | median over prompts | min (prompt) |", "|---|---:|---|"] + rows
 
 
 def figures(rep: dict) -> list:

@@ -33,6 +33,31 @@ def run_sums(trace) -> dict:
             "k_list": [r.k for r in trace.rounds], "decisions": [(r.k_policy or {}).get("kind", "fixed") for r in trace.rounds]}
 
 
+def time_to_tokens(trace, n: int) -> Optional[float]:
+    """Seconds (the trace's clock: prefill included, consumer time excluded) until `trace` had
+    committed n new tokens: the end of the round that reached n (a round's tokens appear at its
+    end). None when it never did."""
+    made = 0
+    for r in trace.rounds:
+        made += len(r.committed)
+        if made >= n:
+            return r.t_end
+    return None
+
+
+def equal_length_ratio(traces: list, plain_traces: list) -> Optional[float]:
+    """Plain's time ÷ the lane's time to the same number of tokens: the shorter answer's length over
+    every run of both (medians over repeats). Under sampling the two lanes write different answers
+    and may stop at EOS at different lengths; tokens/s with the prefill included then favours the
+    longer one, so a per-prompt comparison is fair only at equal length. None without traces."""
+    if not traces or not plain_traces or any(t is None for t in traces + plain_traces):
+        return None
+    n = min(t.stats["new_tokens"] for t in traces + plain_traces)
+    if n < 1:
+        return None
+    return _div(median(time_to_tokens(t, n) for t in plain_traces), median(time_to_tokens(t, n) for t in traces))
+
+
 def pool(sums: list) -> dict:
     """Add up run_sums dicts."""
     out = {"costs": run_costs.RoundSums(), "m_list": [], "k_list": [], "decisions": []}
@@ -99,6 +124,7 @@ def aggregate(runs: list, lanes_by_mode: dict, prompts: list, hf_ref: dict) -> d
                 cell["tokens_per_s"] = _div(cell["tokens"], cell["wall_s"])
                 if rs[0].trace is not None:
                     cell["sums"] = pool([run_sums(r.trace) for r in rs])
+                    cell["traces"] = [r.trace for r in rs]
                 per_prompt[p] = cell
             cells[lane.name] = per_prompt
         result[mode] = _lane_table(mode, lanes, cells, prompts, hf_ref.get(mode))
@@ -123,7 +149,8 @@ def _lane_table(mode, lanes, cells, prompts, hf_ref_name) -> dict:
                "outside_forward_share": 1 - median(shares) if shares else None, "per_prompt": {}}
         for p, c in pp.items():
             pr = {"tokens_per_s": c["tokens_per_s"], "wall_s": c["wall_s"], "walls": c["walls"],
-                  "tokens": c["tokens"], "vs_plain": _div(c["tokens_per_s"], plain.get(p, {}).get("tokens_per_s"))}
+                  "tokens": c["tokens"], "vs_plain": _div(c["tokens_per_s"], plain.get(p, {}).get("tokens_per_s")),
+                  "vs_plain_equal_length": equal_length_ratio(c.get("traces"), plain.get(p, {}).get("traces"))}
             if "sums" in c and "sums" in theory_plain.get(p, {}):
                 pr["theory"] = theory_row(c["sums"], theory_plain[p]["sums"], lane.k)
             row["per_prompt"][p] = pr
@@ -144,6 +171,9 @@ def _lane_table(mode, lanes, cells, prompts, hf_ref_name) -> dict:
         row["vs_hf_ref"] = _div(row["tokens_per_s"], hf)
         vp = [p["vs_plain"] for p in row["per_prompt"].values() if p["vs_plain"] is not None]
         row["vs_plain_min_prompt"] = min(vp) if vp else None
+        eq = [p["vs_plain_equal_length"] for p in row["per_prompt"].values() if p["vs_plain_equal_length"] is not None]
+        row["vs_plain_equal_length_median"] = median(eq) if eq else None
+        row["vs_plain_equal_length_min"] = min(eq) if eq else None
     return {"lanes": out, "hf_ref": hf_ref_name}
 
 
@@ -172,6 +202,8 @@ def headline(results: dict, k: int, pair_is_ngram: bool) -> dict:
         auto = L.get("spec_auto", {})
         m = {"auto_vs_plain": auto.get("vs_plain"), "auto_vs_plain_best_of_repeats": auto.get("vs_plain_best"),
              "auto_vs_plain_min_prompt": auto.get("vs_plain_min_prompt"),
+             "auto_vs_plain_equal_length_median": auto.get("vs_plain_equal_length_median"),
+             "auto_vs_plain_equal_length_min": auto.get("vs_plain_equal_length_min"),
              "auto_vs_plain_per_prompt": {p: v["vs_plain"] for p, v in auto.get("per_prompt", {}).items()}}
         for hf in ("hf_assisted_dynamic", f"hf_assisted_k{k}", f"hf_prompt_lookup_k{k}", "hf_plain"):
             if hf in tps:
