@@ -5,7 +5,7 @@ import gradio as gr
 
 from specdec_core import PRESETS
 
-from . import deploy, explain, handlers, player, views
+from . import deploy, explain, form_fields, handlers, player, views
 from .wiring import MODEL_QUEUE, listeners
 from .debug import tab as debug_tab
 from .teach import classroom, tab as teach_tab
@@ -125,7 +125,7 @@ def _layout_first_screen(C: Page, init: dict) -> None:
                 # Number fields, not sliders: whatever is typed reaches the settings check, which
                 # refuses it with the field's range (RANGES) instead of a widget clamping silently.
                 C.max_new_tokens = gr.Number(48, label="Max new tokens", elem_id="sd-max-new",
-                                                info=handlers.field_hint("max_new_tokens"), min_width=120)
+                                                info=form_fields.field_hint("max_new_tokens"), min_width=120)
                 C.greedy = gr.Button("Greedy (T = 0): identical text", size="sm", elem_id="sd-greedy",
                                         min_width=120)
             gr.Examples([[p] for _, p in explain.EXAMPLES], inputs=[C.prompt],
@@ -158,25 +158,25 @@ def _layout_advanced(C: Page, default: dict) -> None:
                                      info=explain.DRAFT_HINT, elem_id="sd-draft",
                                      label="Draft model (pick one, or type an HF id, folder, or target-layers:N)")
         with gr.Row():
-            C.drafter = gr.Radio(handlers.DRAFTERS, value=default["drafter"], label="Drafter",
+            C.drafter = gr.Radio(form_fields.DRAFTERS, value=default["drafter"], label="Drafter",
                                     elem_id="sd-drafter")
             C.chat = gr.Checkbox(True, label="Apply the chat template")
         with gr.Row():
-            C.tree = gr.Dropdown(handlers.TREE_CHOICES, value="auto", label="Drafting shape (token tree)",
-                                    elem_id="sd-tree", allow_custom_value=True, info=handlers.field_hint("tree"))
-            C.k = gr.Dropdown(handlers.K_CHOICES, value="auto", label="k (chain length)", elem_id="sd-k",
-                                 allow_custom_value=True, info=handlers.field_hint("k"))
+            C.tree = gr.Dropdown(form_fields.TREE_CHOICES, value="auto", label="Drafting shape (token tree)",
+                                    elem_id="sd-tree", allow_custom_value=True, info=form_fields.field_hint("tree"))
+            C.k = gr.Dropdown(form_fields.K_CHOICES, value="auto", label="k (chain length)", elem_id="sd-k",
+                                 allow_custom_value=True, info=form_fields.field_hint("k"))
             C.device = gr.Dropdown(["auto", "cpu", "cuda"], value="auto", label="Device",
                                       elem_id="sd-device")
         with gr.Row():
             C.temperature = gr.Number(DEFAULT_SAMPLER["temperature"], step=0.05, label="Temperature",
-                                         elem_id="sd-temperature", info=handlers.field_hint("temperature"))
+                                         elem_id="sd-temperature", info=form_fields.field_hint("temperature"))
             C.top_p = gr.Number(DEFAULT_SAMPLER["top_p"], step=0.05, label="Top-p", elem_id="sd-top-p",
-                                   info=handlers.field_hint("top_p"))
+                                   info=form_fields.field_hint("top_p"))
             C.top_k = gr.Number(DEFAULT_SAMPLER["top_k"], label="Top-k", elem_id="sd-top-k",
-                                   info=handlers.field_hint("top_k"))
+                                   info=form_fields.field_hint("top_k"))
             C.seed = gr.Number(DEFAULT_SAMPLER["seed"], label="Seed", elem_id="sd-seed",
-                                  info=handlers.field_hint("seed"))
+                                  info=form_fields.field_hint("seed"))
         gr.Markdown(explain.FIRST_LOAD_NOTE)
 
 
@@ -239,7 +239,7 @@ def build_demo() -> gr.Blocks:
     spec0, plain0 = next(iter(recorded.values()), (None, None))
     init = views.views(spec0, plain0, "example")
     init_files = views.write_files(spec0, plain0) if spec0 or plain0 else None
-    default = handlers.preset_fields("smollm2-135m")
+    default = form_fields.preset_fields("smollm2-135m")
     # Gradio copies returned files into its own cache: delete them hourly once a day old at most.
     with gr.Blocks(title=explain.TITLE, delete_cache=(3600, 24 * 3600)) as demo:
         C = layout(init, init_files, default, spec0, plain0, teach_tab.load_bundled(), recorded)

@@ -9,7 +9,7 @@ import gradio as gr
 
 from specdec_core import PRESETS
 
-from . import explain, handlers, player, views
+from . import explain, form_fields, handlers, player, views
 from .components import Page
 from .scale import scale_figure
 
@@ -95,7 +95,7 @@ def _race_listeners(C: Page, view_outputs: list) -> None:
                     t = vals["traces"]
                     vals["player"] = player.player_html(t["spec"], t["plain"], start_round=player_round)
                 yield step(_updates(C, vals, scale))
-        except handlers.UserError as e:
+        except form_fields.UserError as e:
             gr.Warning(str(e))
             yield step(_updates(C, handlers.refused(str(e), traces, what=e.what), scale))
         finally:
@@ -106,7 +106,7 @@ def _race_listeners(C: Page, view_outputs: list) -> None:
         return {**(due or {}), C.views_due: None}
 
     def on_preset(preset):
-        f = handlers.preset_fields(preset)
+        f = form_fields.preset_fields(preset)
         return {C.target: f["target"], C.draft: f["draft"], C.drafter: f["drafter"],
                 C.preset: gr.Dropdown(info=PRESETS[preset].description)}
 
@@ -152,14 +152,14 @@ def _file_listeners(C: Page, view_outputs: list) -> None:
     def on_upload(paths, traces, scale):
         try:
             return _updates(C, handlers.upload(paths), scale)
-        except handlers.UserError as e:
+        except form_fields.UserError as e:
             gr.Warning(str(e))
             return _updates(C, handlers.refused(str(e), traces, what="Not loaded", rerender=False))
 
     def on_recorded(stem, traces, scale):
         try:
             vals = handlers.show_recorded(stem)
-        except handlers.UserError as e:
+        except form_fields.UserError as e:
             gr.Warning(str(e))
             return _updates(C, handlers.refused(str(e), traces, what="Not shown", rerender=False))
         out = _updates(C, vals, scale)

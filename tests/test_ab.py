@@ -8,7 +8,7 @@ from specdec_core.bench import ab_stats
 from specdec_core.bench.ab import Arm, ab_runs, own_prompts, prompt_sets, record, seeds_for
 from specdec_core.decoding.plan import parse_request
 
-from app import handlers
+from app import form_fields
 from app.debug import ab_tab, ab_view
 
 
@@ -139,13 +139,13 @@ def test_prompt_sets_seeds_and_the_pages_checks():
     arms = ab_tab.arms_of("distilled", "tree: 12 guesses, depth 4", 0.7, "block", "k = 4 (chain)", 0, 0, 1.0, 16)
     assert arms[0].request.plan.label() == "tree = 12,4" and arms[1].request.plan.label() == "chain k = 4"
     assert "T 0.7" in arms[0].describe() and "greedy" in arms[1].describe()
-    with pytest.raises(handlers.UserError, match="name B's drafter"):
+    with pytest.raises(form_fields.UserError, match="name B's drafter"):
         ab_tab.arms_of("distilled", "k = 4 (chain)", 0, " ", "k = 4 (chain)", 0, 0, 1.0, 16)
-    with pytest.raises(handlers.UserError, match="temperature"):
+    with pytest.raises(form_fields.UserError, match="temperature"):
         ab_tab.arms_of("distilled", "k = 4 (chain)", -1, "block", "k = 4 (chain)", 0, 0, 1.0, 16)
-    with pytest.raises(handlers.UserError, match="at least one prompt set"):
+    with pytest.raises(form_fields.UserError, match="at least one prompt set"):
         ab_tab.prompts_of([], "")
-    with pytest.raises(handlers.UserError, match="list is empty"):
+    with pytest.raises(form_fields.UserError, match="list is empty"):
         ab_tab.prompts_of([ab_tab.OWN], "  ")
     assert len(ab_tab.prompts_of(["prose", "code"], "")) == 12
 
@@ -178,10 +178,10 @@ def test_runs_race_each_other_and_give_the_same_counts_twice():
 
 
 def test_counts_on_the_page_are_checked_with_their_range():
-    assert handlers.whole_number("3", "seeds per prompt", 1, 5) == 3
-    with pytest.raises(handlers.UserError, match=r"seeds per prompt must be between 1 and 5 \(got 0\)"):
-        handlers.whole_number(0, "seeds per prompt", 1, 5)
-    with pytest.raises(handlers.UserError, match="new tokens per run must be a whole number between 8 and 128"):
-        handlers.whole_number("many", "new tokens per run", 8, 128)
-    with pytest.raises(handlers.UserError, match="repeats must be a whole number"):
-        handlers.whole_number(None, "repeats", 3, 10)
+    assert form_fields.whole_number("3", "seeds per prompt", 1, 5) == 3
+    with pytest.raises(form_fields.UserError, match=r"seeds per prompt must be between 1 and 5 \(got 0\)"):
+        form_fields.whole_number(0, "seeds per prompt", 1, 5)
+    with pytest.raises(form_fields.UserError, match="new tokens per run must be a whole number between 8 and 128"):
+        form_fields.whole_number("many", "new tokens per run", 8, 128)
+    with pytest.raises(form_fields.UserError, match="repeats must be a whole number"):
+        form_fields.whole_number(None, "repeats", 3, 10)

@@ -16,7 +16,7 @@ from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import Whitespace
 from transformers import BertConfig, BertModel, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from app import handlers
+from app import form_fields, handlers
 from specdec_core import ModelLoadError, ModelPair, load_pair, speculative_generate
 from specdec_core.errors import DecodeError
 
@@ -54,7 +54,7 @@ def models(tmp_path_factory):
             "other_tok": save_llama(base / "other", WORDS[:2] + WORDS[2:][::-1], seed=1)}
 
 
-def ui_run(prompt="a b c", target="smollm2-135m", draft="ngram", drafter=handlers.NGRAM_CHOICE, k="2",
+def ui_run(prompt="a b c", target="smollm2-135m", draft="ngram", drafter=form_fields.NGRAM_CHOICE, k="2",
            temperature=0.0, top_k=0, top_p=1.0, max_new=4, seed=0, chat=False):
     """Drive the Run handler like the page does; returns the final view dict or raises UserError."""
     out = None
@@ -85,9 +85,9 @@ UI_CASES = [  # (name, kwargs for ui_run, message)
     ("max new tokens huge", dict(max_new=999_999_999), "max new tokens must be an integer from 1 to 256 on this page"),
     ("unknown model id", dict(target="no-such-org/no-such-model"), "could not load model"),
     ("local path refused", dict(target="/tmp"), "is a local path"),
-    ("distilled:DIR refused", dict(draft="distilled:/tmp", drafter=handlers.MODEL_CHOICE), "is a local path"),
-    ("block:DIR refused", dict(draft="block:/tmp", drafter=handlers.COMBINED_CHOICE), "is a local path"),
-    ("relative path refused", dict(draft="../shared", drafter=handlers.MODEL_CHOICE), "is a local path"),
+    ("distilled:DIR refused", dict(draft="distilled:/tmp", drafter=form_fields.MODEL_CHOICE), "is a local path"),
+    ("block:DIR refused", dict(draft="block:/tmp", drafter=form_fields.COMBINED_CHOICE), "is a local path"),
+    ("relative path refused", dict(draft="../shared", drafter=form_fields.MODEL_CHOICE), "is a local path"),
 ]
 
 
@@ -95,7 +95,7 @@ UI_CASES = [  # (name, kwargs for ui_run, message)
 def test_page_refuses_with_one_line(name, kwargs, message, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("SPECDEC_ALLOW_LOCAL_PATHS", raising=False)
-    with pytest.raises(handlers.UserError) as e:
+    with pytest.raises(form_fields.UserError) as e:
         ui_run(**kwargs)
     assert message in str(e.value) and "\n" not in str(e.value) and "Traceback" not in str(e.value)
 
@@ -149,7 +149,7 @@ ISSUE_ROWS = [
 def test_issue_table_row_gets_one_plain_line(row, kwargs, message, monkeypatch, caplog):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("SPECDEC_ALLOW_LOCAL_PATHS", raising=False)
-    with pytest.raises(handlers.UserError) as e:
+    with pytest.raises(form_fields.UserError) as e:
         ui_run(**kwargs)
     text = str(e.value)
     assert message in text and "\n" not in text
@@ -164,7 +164,7 @@ def test_issue_table_row_gets_one_plain_line(row, kwargs, message, monkeypatch, 
 
 def test_issue_table_long_prompt_names_tokens_and_context(monkeypatch):
     """The 60,000-character prompt: refused with its token count and the model's context."""
-    with pytest.raises(handlers.UserError, match=r"the prompt has [\d,]+ tokens; the model's context is 8,192 tokens"):
+    with pytest.raises(form_fields.UserError, match=r"the prompt has [\d,]+ tokens; the model's context is 8,192 tokens"):
         ui_run(prompt="The quick brown fox jumps over the lazy dog. " * 1334, max_new=8)
 
 
@@ -172,11 +172,11 @@ def test_issue_table_uploads(tmp_path):
     """A PNG renamed or not, and valid JSON that is not a trace: one line naming the file."""
     png = tmp_path / "picture.png"
     png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
-    with pytest.raises(handlers.UserError, match=r"could not load the trace: picture.png: "):
+    with pytest.raises(form_fields.UserError, match=r"could not load the trace: picture.png: "):
         handlers.upload([str(png)])
     other = tmp_path / "data.json"
     other.write_text('{"rows": [1, 2, 3]}')
-    with pytest.raises(handlers.UserError, match=r'data.json: not a trace file: expected "schema": "specdec.trace/2"'):
+    with pytest.raises(form_fields.UserError, match=r'data.json: not a trace file: expected "schema": "specdec.trace/2"'):
         handlers.upload([str(other)])
 
 
@@ -204,9 +204,9 @@ def test_bad_models_are_refused_in_api_and_page(models, kind, message, monkeypat
         target, draft = models[kind], "ngram"
     with pytest.raises(ModelLoadError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_pair(target, draft=draft, device="cpu")
-    with pytest.raises(handlers.UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(form_fields.UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
         ui_run(target=target, draft=draft,
-               drafter=handlers.NGRAM_CHOICE if draft == "ngram" else handlers.MODEL_CHOICE)
+               drafter=form_fields.NGRAM_CHOICE if draft == "ngram" else form_fields.MODEL_CHOICE)
 
 
 def test_context_limits_are_named(models, monkeypatch):
@@ -217,7 +217,7 @@ def test_context_limits_are_named(models, monkeypatch):
         speculative_generate(pair, [2] * 70, k=2, max_new_tokens=4)
     with pytest.raises(ValueError, match="at most 54"):
         speculative_generate(pair, [2] * 10, k=2, max_new_tokens=60)
-    with pytest.raises(handlers.UserError, match="the model's context is 64 tokens"):
+    with pytest.raises(form_fields.UserError, match="the model's context is 64 tokens"):
         ui_run(prompt="a b c " * 30, target=models["target"])
     # and a run that fits works right after
     final = ui_run(prompt="a b c", target=models["target"], max_new=5)
@@ -226,7 +226,7 @@ def test_context_limits_are_named(models, monkeypatch):
 
 def test_size_cap_before_any_weight_is_read(monkeypatch):
     monkeypatch.setenv("SPECDEC_UI_MAX_PARAMS", "1e8")          # the default target has 135 M
-    with pytest.raises(handlers.UserError, match="has about 0.1 B parameters, above the cap of 0.1 B"):
+    with pytest.raises(form_fields.UserError, match="has about 0.1 B parameters, above the cap of 0.1 B"):
         ui_run()
 
 
@@ -245,11 +245,11 @@ def test_out_of_memory_is_a_message_and_the_page_goes_on(monkeypatch):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
     with monkeypatch.context() as m:
         m.setattr(handlers, "load_pair", oom)
-        with pytest.raises(handlers.UserError, match="Out of memory while running smollm2-135m"):
+        with pytest.raises(form_fields.UserError, match="Out of memory while running smollm2-135m"):
             ui_run()
     with monkeypatch.context() as m:       # while decoding
         m.setattr(handlers, "warm_up", oom)
-        with pytest.raises(handlers.UserError, match="Out of memory"):
+        with pytest.raises(form_fields.UserError, match="Out of memory"):
             ui_run()
     assert ui_run(max_new=3)["traces"]["spec"].stats["new_tokens"] == 3
 
@@ -273,7 +273,7 @@ def test_bad_uploads_are_refused(tmp_path, name, content, message):
         content = _trace_json().replace('"specdec.trace/1"', '"specdec.trace/3"', 1)
     path = tmp_path / "upload.json"
     path.write_text(content)
-    with pytest.raises(handlers.UserError, match="could not load the trace: upload.json") as e:
+    with pytest.raises(form_fields.UserError, match="could not load the trace: upload.json") as e:
         handlers.upload([str(path)])
     assert message in str(e.value)
 
@@ -282,10 +282,10 @@ def test_upload_caps(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECDEC_MAX_UPLOAD_MB", "0.01")
     big = tmp_path / "big.json"
     big.write_text(_trace_json())
-    with pytest.raises(handlers.UserError, match="big.json is 29 KB: trace files up to 10 KB are accepted"):
+    with pytest.raises(form_fields.UserError, match="big.json is 29 KB: trace files up to 10 KB are accepted"):
         handlers.upload([str(big)])
     monkeypatch.setenv("SPECDEC_MAX_UPLOAD_MB", "10")
-    with pytest.raises(handlers.UserError, match="upload at most 4 trace files"):
+    with pytest.raises(form_fields.UserError, match="upload at most 4 trace files"):
         handlers.upload([str(big)] * 5)
     assert handlers.upload([str(big)])["traces"]["plain"] is not None
 

@@ -164,7 +164,7 @@ def test_example_assets_load_and_render():
     """The two recorded races the page opens on: bundled, recorded at the page's defaults (T 0.7,
     top-p 0.9, seed 0, lanes interleaved) on a named machine; the switch's labels carry each race's
     measured speedup and the sentence its kept guesses, all read from the traces."""
-    from app import explain, handlers
+    from app import explain, form_fields, handlers
     from app.ui import DEFAULT_SAMPLER
     races = views.recorded_races()
     assert list(races) == [stem for stem, _, _ in explain.FIRST_PAINT]
@@ -193,5 +193,5 @@ def test_example_assets_load_and_render():
     # after a Run the sentence speaks of that race, beside the recorded ones
     mine = views.views(spec_e, plain_e, "run")["recorded_why"]
     assert mine.startswith("**Your race:**") and f"**{kept[0]} of {len(spec_e.output_ids)}** tokens" in mine
-    with pytest.raises(handlers.UserError):
+    with pytest.raises(form_fields.UserError):
         handlers.show_recorded("no-such-race")

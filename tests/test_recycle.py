@@ -195,16 +195,16 @@ def test_greedy_recycling_equals_plain_decoding(draft):
 
 
 def test_the_page_offers_recycling_for_any_pair():
-    from app import handlers
-    assert handlers.RECYCLE_CHOICE in handlers.DRAFTERS
-    target, spec = handlers.pair_args("smollm2-135m", "Qwen/Qwen2.5-1.5B-Instruct", "", handlers.RECYCLE_CHOICE)
+    from app import form_fields
+    assert form_fields.RECYCLE_CHOICE in form_fields.DRAFTERS
+    target, spec = form_fields.pair_args("smollm2-135m", "Qwen/Qwen2.5-1.5B-Instruct", "", form_fields.RECYCLE_CHOICE)
     assert target == "Qwen/Qwen2.5-1.5B-Instruct" and spec.name == "lookup+recycle"     # no draft model needed
-    assert handlers.pair_args("smollm2-135m", "", "distilled+recycle", handlers.COMBINED_CHOICE)[1].name == \
+    assert form_fields.pair_args("smollm2-135m", "", "distilled+recycle", form_fields.COMBINED_CHOICE)[1].name == \
         "lookup+distilled+recycle"
     # a pair with no trained draft: the default drafter falls back to the training-free one
-    target, spec = handlers.pair_args("smollm2-135m", "Qwen/Qwen2.5-1.5B-Instruct", " ", handlers.COMBINED_CHOICE)
+    target, spec = form_fields.pair_args("smollm2-135m", "Qwen/Qwen2.5-1.5B-Instruct", " ", form_fields.COMBINED_CHOICE)
     assert spec.name == "lookup+recycle"
-    with pytest.raises(handlers.UserError, match="prompt lookup \\+ recycling"):
-        handlers.pair_args("smollm2-135m", "Qwen/Qwen2.5-1.5B-Instruct", "", handlers.MODEL_CHOICE)
-    with pytest.raises(handlers.UserError, match="with prompt lookup first"):
-        handlers.pair_args("smollm2-135m", "", "distilled+recycle", handlers.MODEL_CHOICE)
+    with pytest.raises(form_fields.UserError, match="prompt lookup \\+ recycling"):
+        form_fields.pair_args("smollm2-135m", "Qwen/Qwen2.5-1.5B-Instruct", "", form_fields.MODEL_CHOICE)
+    with pytest.raises(form_fields.UserError, match="with prompt lookup first"):
+        form_fields.pair_args("smollm2-135m", "", "distilled+recycle", form_fields.MODEL_CHOICE)

@@ -24,9 +24,9 @@ def recording_gpu(*args, **kwargs):
     return record
 spaces.GPU = recording_gpu
 import app  # noqa: the app package, then the Space entry point's demo
-from app import handlers, ui
+from app import form_fields, handlers, ui
 demo = ui.build_demo()
-f = handlers.preset_fields("smollm2-135m")
+f = form_fields.preset_fields("smollm2-135m")
 updates = list(handlers.run(handlers.RunForm("smollm2-135m", f["target"], f["draft"], f["drafter"], "cpu",
                                              "Name three colours.", True, "2", 0.0, 0, 1.0, 12, 0),
                             0, lambda *a, **k: None, lambda *a, **k: None))

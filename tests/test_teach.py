@@ -11,7 +11,7 @@ from specdec_core.decoding.exactness import chi_square, first_token_distribution
 from specdec_core.sampling import warp_probs, SamplingConfig
 from specdec_core.trace import Source
 
-from app import handlers
+from app import form_fields
 from app.teach import classroom, figures, lab, steps, tab, walkthrough
 from tests.conftest import tiny_llama
 from tests.test_timeline import make_plain, make_spec
@@ -193,7 +193,7 @@ def test_lab_summary_bins_and_counts():
     assert sum(result["speculative"]) == pytest.approx(1.0) and sum(result["exact"]) == pytest.approx(1.0)
     assert result["p_speculative"] > 1e-3 and result["p_broken"] < 1e-6
     assert "not** the target's distribution" in lab.summary_markdown(result)
-    with pytest.raises(handlers.UserError, match="between"):
+    with pytest.raises(form_fields.UserError, match="between"):
         lab.check_n(100)
 
 
@@ -234,7 +234,7 @@ def test_cost_chart_from_given_timings():
 
 # -- classroom ---------------------------------------------------------------------------------
 def test_share_link_round_trip_and_bad_parameters():
-    values = {"prompt": "Say hi & bye?", "chat": False, "target": "smollm2-135m", "drafter": handlers.NGRAM_CHOICE,
+    values = {"prompt": "Say hi & bye?", "chat": False, "target": "smollm2-135m", "drafter": form_fields.NGRAM_CHOICE,
               "draft": "target-layers:2", "k": "3", "temperature": 0.8, "seed": 7, "top_k": 0, "top_p": 0.9,
               "max_new_tokens": 40, "classroom": True}
     query = classroom.share_query(values)

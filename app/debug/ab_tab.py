@@ -10,7 +10,7 @@ import gradio as gr
 from specdec_core import ABArm as Arm, ab_prompt_sets as prompt_sets, ab_record as record, own_prompts, seeds_for
 from specdec_core import summarise_ab
 
-from .. import handlers
+from .. import form_fields
 from ..components import Page
 from ..scale import scale_figure
 from . import ab_view, pace, runs
@@ -63,11 +63,11 @@ def arms_of(a_draft, a_shape, a_temperature, b_draft, b_shape, b_temperature, to
     for label, draft, shape, temperature in (("A", a_draft, a_shape, a_temperature), ("B", b_draft, b_shape, b_temperature)):
         draft = (draft or "").strip()
         if not draft:
-            raise handlers.UserError(f"name {label}'s drafter (e.g. distilled, block, lookup+distilled, ngram)")
+            raise form_fields.UserError(f"name {label}'s drafter (e.g. distilled, block, lookup+distilled, ngram)")
         if shape not in ab_view.SHAPES:
-            raise handlers.UserError(f"pick {label}'s shape from the list")
+            raise form_fields.UserError(f"pick {label}'s shape from the list")
         k, tree = ab_view.SHAPES[shape]
-        request = handlers.parse_settings("auto" if k is None else k, temperature, top_k, top_p, tokens, 0,
+        request = form_fields.parse_settings("auto" if k is None else k, temperature, top_k, top_p, tokens, 0,
                                           tree="none" if tree is None else tree)
         out.append(Arm(label, draft, request))
     return out
@@ -79,12 +79,12 @@ def prompts_of(sets, own: str) -> list[dict]:
     if OWN in (sets or []):
         mine = own_prompts(own)
         if not mine:
-            raise handlers.UserError("“my own list” is ticked but the list is empty: type one prompt per line")
+            raise form_fields.UserError("“my own list” is ticked but the list is empty: type one prompt per line")
         prompts += mine
     if not prompts:
-        raise handlers.UserError("tick at least one prompt set")
+        raise form_fields.UserError("tick at least one prompt set")
     if len(prompts) > PROMPTS_MAX:
-        raise handlers.UserError(f"{len(prompts)} prompts is too many for one A/B here: at most {PROMPTS_MAX}")
+        raise form_fields.UserError(f"{len(prompts)} prompts is too many for one A/B here: at most {PROMPTS_MAX}")
     return prompts
 
 
@@ -105,10 +105,10 @@ def listeners(C: Page, queue: str) -> None:
               b_temperature, sets, own, n_seeds, tokens, scale, progress=gr.Progress()):
         target_ref = (target or "").strip() or preset
         try:
-            tokens = handlers.whole_number(tokens, "new tokens per run", TOKENS_MIN, TOKENS_MAX)
+            tokens = form_fields.whole_number(tokens, "new tokens per run", TOKENS_MIN, TOKENS_MAX)
             arms = arms_of(a_draft, a_shape, a_temperature, b_draft, b_shape, b_temperature, top_k, top_p, tokens)
             prompts = prompts_of(sets, own)
-            seeds = seeds_for(arms, 0, handlers.whole_number(n_seeds, "seeds per prompt", 1, SEEDS_MAX))
+            seeds = seeds_for(arms, 0, form_fields.whole_number(n_seeds, "seeds per prompt", 1, SEEDS_MAX))
             records, t0, due = [], None, pace.every()
             yield {C.ab_text: f"Loading the pairs… then {len(arms) * len(prompts) * len(seeds)} runs "
                               f"({len(prompts)} prompts × {len(seeds)} seed{'s' * (len(seeds) > 1)} × 2 arms)."}
@@ -130,7 +130,7 @@ def listeners(C: Page, queue: str) -> None:
                 "Recalled guesses (recycle) depend on what earlier runs left in the target's table: a second "
                 "run can keep different guesses.")}
         except Exception as e:
-            raise gr.Error(str(handlers.user_error(e, target_ref))) from None
+            raise gr.Error(str(form_fields.user_error(e, target_ref))) from None
     event = C.ab_run.click(on_ab, inputs, outputs, concurrency_limit=1, concurrency_id=queue, api_name="ab",
                            show_progress="hidden")
     C.ab_stop.click(lambda text: "■ Stopped. " + (text or "").split(" · ")[0].split(" (")[0]

@@ -9,7 +9,7 @@ import pandas as pd
 from specdec_core import best_k_text, summarise_sweep as summarise
 from specdec_core.trace import mismatch
 
-from .. import charts, handlers, views
+from .. import charts, form_fields, views
 from ..components import Page
 from ..scale import NARROW_PX, scale_figure, set_width
 from . import ab_tab, figures, pace, runs, trees
@@ -51,7 +51,7 @@ def export_csv(traces: dict) -> list[str]:
     """The Debugger's tables as CSV files in a fresh folder (pruned like the trace downloads)."""
     spec = (traces or {}).get("spec")
     if spec is None:
-        raise handlers.UserError("nothing to export yet: run a race or load a trace")
+        raise form_fields.UserError("nothing to export yet: run a race or load a trace")
     folder, stamp = views.download_folder()
     tables = {"positions": mismatch.positions(spec), "disliked": mismatch.disliked(spec, n=10**6),
               "missed": mismatch.missed(spec, n=10**6), "categories": mismatch.by_category(spec)}
@@ -135,7 +135,7 @@ def layout(C: Page) -> None:
 
 
 def _repeats(value) -> int:
-    return handlers.whole_number(value, "repeats", runs.REPEATS_MIN, runs.REPEATS_MAX)
+    return form_fields.whole_number(value, "repeats", runs.REPEATS_MIN, runs.REPEATS_MAX)
 
 
 def listeners(C: Page, queue: str) -> None:
@@ -150,7 +150,7 @@ def listeners(C: Page, queue: str) -> None:
     def on_export(traces):
         try:
             return export_csv(traces)
-        except handlers.UserError as e:
+        except form_fields.UserError as e:
             raise gr.Error(str(e)) from None
     C.dbg_export.click(on_export, C.traces, C.dbg_files)
 
@@ -158,7 +158,7 @@ def listeners(C: Page, queue: str) -> None:
                               "top_k", "top_p", "max_new_tokens", "seed")]
 
     def settings_of(k, temperature, top_k, top_p, max_new_tokens, seed) -> dict:
-        return handlers.parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed)
+        return form_fields.parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed)
 
     def on_sweep(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p, max_new, seed,
                  repeats, progress=gr.Progress()):
@@ -166,8 +166,8 @@ def listeners(C: Page, queue: str) -> None:
         try:
             repeats = _repeats(repeats)
             if not (prompt or "").strip():
-                raise handlers.UserError("the prompt is empty: type one on the Race tab")
-            target_ref, draft_ref = handlers.pair_args(preset, target, draft, drafter)
+                raise form_fields.UserError("the prompt is empty: type one on the Race tab")
+            target_ref, draft_ref = form_fields.pair_args(preset, target, draft, drafter)
             settings = settings_of(k, temperature, top_k, top_p, max_new, seed)
             done, due = [], pace.every()
             for run in runs.sweep(target_ref, draft_ref, device or "auto", prompt, bool(chat), settings, repeats,
@@ -191,7 +191,7 @@ def listeners(C: Page, queue: str) -> None:
                        C.sweep_plot: scale_figure(figures.sweep_figure(summary)), C.sweep_table: figures.sweep_table(summary)}
             yield {C.sweep_text: best_k_text(summarise(done)) or ""}
         except Exception as e:
-            raise gr.Error(str(handlers.user_error(e, target_ref))) from None
+            raise gr.Error(str(form_fields.user_error(e, target_ref))) from None
     sweep_event = C.sweep_run.click(on_sweep, race_in + [C.sweep_repeats],
                                        [C.sweep_text, C.sweep_plot, C.sweep_table], concurrency_limit=1,
                                        concurrency_id=queue, api_name="k_sweep", show_progress_on=[C.sweep_plot])
@@ -204,9 +204,9 @@ def listeners(C: Page, queue: str) -> None:
         try:
             names = ((draft_a or "").strip(), (draft_b or "").strip())
             if not all(names):
-                raise handlers.UserError("name both drafts (e.g. distilled and block)")
+                raise form_fields.UserError("name both drafts (e.g. distilled and block)")
             if not (prompt or "").strip():
-                raise handlers.UserError("the prompt is empty: type one on the Race tab")
+                raise form_fields.UserError("the prompt is empty: type one on the Race tab")
             repeats = _repeats(repeats)
             target_ref = (target or "").strip() or preset
             settings = settings_of(k, temperature, top_k, top_p, max_new, seed)
@@ -220,7 +220,7 @@ def listeners(C: Page, queue: str) -> None:
                     yield gr.skip(), gr.skip(), gr.skip()
             a, b, plain = done["a"], done["b"], done["plain"]
         except Exception as e:
-            raise gr.Error(str(handlers.user_error(e, target_ref))) from None
+            raise gr.Error(str(form_fields.user_error(e, target_ref))) from None
         yield (figures.compare_table(a, b, plain, names), scale_figure(figures.compare_figure(a, b, names)),
                figures.aligned_html([a[0], b[0]], list(names)))
     ab_tab.listeners(C, queue)

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 from specdec_core import RANGES, SettingsError, check_k, check_prompt_text, parse_plan
 
-from .. import handlers
+from .. import form_fields
 
 FONT_SCALE = 1.5           # page fonts and chart fonts in classroom mode
 MAX_PROMPT_CHARS = 4000    # a link carries at most this much prompt
@@ -73,7 +73,7 @@ def _text(text: str) -> str:
     return text
 
 
-DRAFTER_KEYS = {"combined": handlers.COMBINED_CHOICE, "model": handlers.MODEL_CHOICE, "ngram": handlers.NGRAM_CHOICE}
+DRAFTER_KEYS = {"combined": form_fields.COMBINED_CHOICE, "model": form_fields.MODEL_CHOICE, "ngram": form_fields.NGRAM_CHOICE}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from specdec_core import (chi_square, cost_curve, first_token_distributions, kee
                           sample_speculative, sample_tree_first)
 from specdec_core.trace.token_text import lone
 
-from .. import handlers
+from .. import form_fields, handlers
 from ..gpu import gpu
 from ..model_thread import MODEL_THREAD
 
@@ -126,7 +126,7 @@ def summary_markdown(result: dict) -> str:
 
 def check_n(n) -> int:
     """The lab's sample count, or a UserError naming the range."""
-    return handlers.whole_number(n, "N", N_MIN, N_MAX)
+    return form_fields.whole_number(n, "N", N_MIN, N_MAX)
 
 
 def run_exactness(target_ref: str, draft_ref: str, device: str, prompt: str, chat: bool, n, seed,
@@ -138,7 +138,7 @@ def run_exactness(target_ref: str, draft_ref: str, device: str, prompt: str, cha
         p_target, q_draft, token_text = lab_distributions(target_ref, draft_ref, device or "auto", prompt,
                                                           bool(chat), progress, notify)
     except ValueError as e:
-        raise handlers.UserError(str(e)) from None
+        raise form_fields.UserError(str(e)) from None
     counts = None
     for frac, counts in draw_counts(p_target, q_draft, n, int(seed or 0)):
         progress(frac, desc=f"drawing {n:,} first tokens three ways")

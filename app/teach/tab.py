@@ -7,7 +7,7 @@ from typing import Optional
 
 import gradio as gr
 
-from .. import explain, handlers, player, views
+from .. import explain, form_fields, player, views
 from ..components import Page
 from ..scale import scale_figure
 from . import classroom, figures, lab
@@ -226,10 +226,10 @@ def listeners(C: Page, queue: str) -> None:
     def on_cost(preset, target, draft, drafter, device, run_traces, on, progress=gr.Progress()):
         target_ref = target or preset
         try:
-            target_ref, draft_ref = handlers.pair_args(preset, target, draft, drafter)
+            target_ref, draft_ref = form_fields.pair_args(preset, target, draft, drafter)
             curve = lab.measured_cost_curve(target_ref, draft_ref, device or "auto", progress, gr.Info)
         except Exception as e:
-            raise gr.Error(str(handlers.user_error(e, target_ref))) from None
+            raise gr.Error(str(form_fields.user_error(e, target_ref))) from None
         traces = run_traces or {}
         return (figures.cost_summary(curve), figures.cost_chart(curve, traces.get("spec"), traces.get("plain"),
                                                                 classroom.FONT_SCALE if on else 1.0), curve)
@@ -241,7 +241,7 @@ def listeners(C: Page, queue: str) -> None:
     def on_lab(preset, target, draft, drafter, device, prompt, chat, lab_draft, n, seed, on, progress=gr.Progress()):
         target_ref, scale = target or preset, classroom.FONT_SCALE if on else 1.0
         try:
-            target_ref, _ = handlers.pair_args(preset, target, draft, drafter)
+            target_ref, _ = form_fields.pair_args(preset, target, draft, drafter)
             for frac, result in lab.run_exactness(target_ref, (lab_draft or lab.LAB_DRAFT).strip(), device, prompt,
                                                   chat, n, seed, progress, gr.Info):
                 if result is None:
@@ -251,7 +251,7 @@ def listeners(C: Page, queue: str) -> None:
                            C.lab_plot: figures.exactness_figure(result, scale),
                            C.lab_broken: figures.exactness_figure(result, scale, broken=True)}
         except Exception as e:
-            raise gr.Error(str(handlers.user_error(e, target_ref))) from None
+            raise gr.Error(str(form_fields.user_error(e, target_ref))) from None
     lab_event = C.lab_run.click(
         on_lab, race_target() + [C[n] for n in ("lab_prompt", "lab_chat", "lab_draft", "lab_n", "lab_seed", "classroom")],
         [C.lab_summary, C.lab_plot, C.lab_broken, C.lab_result], concurrency_limit=1, concurrency_id=queue,
