@@ -16,13 +16,13 @@ import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 from transformers import DynamicCache
 
 from ..drafters.base import crop_cache
 from ..kernels.fastpath import PackedLinear, kernels_of
+from ..kernels.rows import last_level_cache_bytes
 from ..registry import REGISTRY
 
 N_MAX = 10          # longest pass measured by default (k up to 9)
@@ -144,19 +144,6 @@ def weight_bytes(model) -> int:
             seen.add(key)
             total += n
     return total
-
-
-def last_level_cache_bytes() -> int:
-    """Size of the largest CPU cache (sysfs), 32 MiB when it cannot be read."""
-    best = 0
-    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
-        text = f.read_text().strip().upper()
-        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-        try:
-            best = max(best, int(text.rstrip("KMG")) * scale)
-        except ValueError:
-            continue
-    return best or 32 << 20
 
 
 def _read_buffer(device="cpu") -> torch.Tensor:

@@ -35,8 +35,8 @@ from typing import Optional
 import torch
 from torch import nn
 
-from . import fused_llama
-from .packed import Pack   # noqa: F401  (re-exported: the head packs its output rows)
+from . import fused_llama, rows
+from .packed import PAD_TO, Pack   # noqa: F401  (re-exported: the head packs its output rows)
 
 ENV = "SPECDEC_FAST_PATH"          # "0" turns the fast path off wherever it is not asked for
 FAST, STOCK = "onednn-prepacked", "stock"
@@ -52,13 +52,17 @@ class Kernels:
     extra_bytes: int = 0           # memory beyond the stock model (packed copies of tied matrices)
     fused: bool = False            # Llama-family layers fused (fused_llama.py)
     matrices: str = "fp32"         # the packed copies' dtype: "bf16" for a draft where the CPU has bf16 math
+    padded_rows: tuple = ()        # row counts some products run on PAD_TO rows (rows.py: measured faster)
 
     def label(self) -> str:
         """One line for the trace config, the CLI and the UI."""
         if self.note is not None:
             return f"{self.name} ({self.note})"
         label = f"{self.name}, fused qkv and gate/up" if self.fused else self.name
-        return label if self.matrices == "fp32" else f"{label}, {self.matrices} matrices"
+        label = label if self.matrices == "fp32" else f"{label}, {self.matrices} matrices"
+        if self.padded_rows:
+            label += f", {'/'.join(map(str, self.padded_rows))}-row products padded to {PAD_TO} where faster"
+        return label
 
 
 def enabled_by_default() -> bool:
@@ -219,8 +223,14 @@ def apply(model: nn.Module, enable: bool = True, weights_from=None, dtype: torch
             p.data = p.data.clone()
     for pk, srcs in packs_of(model):
         pk.rebase(srcs)
-    extra = sum(t.numel() * t.element_size() for t in _matrices(model) if t.data_ptr() not in mapped)
-    return _set(model, Kernels(FAST, None, n_packed, extra, fused, "bf16" if dtype is torch.bfloat16 else "fp32"))
+    matrices = _matrices(model)
+    extra = sum(t.numel() * t.element_size() for t in matrices if t.data_ptr() not in mapped)
+    # Few-row products padded where this machine runs them faster so (rows.py), measured on the
+    # model's own packs once.
+    packs = [pk for pk, _ in packs_of(model)]
+    padded = rows.set_padding(packs, rows.measure(packs))
+    return _set(model, Kernels(FAST, None, n_packed, extra, fused, "bf16" if dtype is torch.bfloat16 else "fp32",
+                               padded))
 
 
 def _matrices(model: nn.Module) -> list:

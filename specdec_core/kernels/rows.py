@@ -1,0 +1,99 @@
+"""How many rows a packed product should get: oneDNN picks its kernel by the number of input rows,
+and on the CPUs measured its 1- and 2-row kernels stream most matrices slower than its 4-row one.
+
+Measured on a 2-core AMD EPYC (AVX-512), the default target's fp32 products streamed from memory,
+30 layers of each (docs/bench/pad-rows), ms for 1 / 2 / 3 / 4 rows: gate|up 8.3 / 9.2 / 6.8 / 6.6,
+down 4.7 / 4.9 / 3.9 / 3.6, q|k|v 2.6 / 2.6 / 2.4 / 2.3, o 1.5 / 1.6 / 1.7 / 1.6; the output layer
+(49,152 × 576) 3.2–3.6 / 3.6–3.7 / 2.9–3.0 / 2.8; whatever batch-size hint they were packed with. A
+plain decoding step (1 row) and a verify pass over one guess (2 rows) are the slow cases. So a
+product of 1–3 rows may run on PAD_TO = 4, the real rows first (`Pack.padded`): more arithmetic,
+less time, the same outputs for the real rows up to rounding (each output row reads only its own
+input row; the 4-row kernel may sum in another order, as any other kernel choice would).
+
+Which products pad which row counts is measured once per model when the fast path packs it
+(`measure`): the packs of each shape together (the model's 30 gate|up matrices, its output layer,
+...), over 1..3 rows, padded and not, interleaved, medians; a row count is padded for a shape when
+padding measures at least MARGIN faster (the pad costs a concatenation and a slice, ~5-10 µs a
+product, so it pays only where the kernel gains more). Only shapes whose matrices together do not
+fit the last-level cache are measured: a pass streams them from memory, as timed; a smaller set
+stays in the cache while it is timed, which says nothing about a pass. SPECDEC_PAD_ROWS=0 turns it off.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+from .packed import PAD_TO
+
+ENV = "SPECDEC_PAD_ROWS"
+MARGIN = 0.95      # padded must take ≤ 95 % of the time: a measured gain, not noise
+REPS = 3
+
+
+def enabled() -> bool:
+    """Row padding is measured and used unless SPECDEC_PAD_ROWS=0."""
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def last_level_cache_bytes() -> int:
+    """Size of the largest CPU cache (sysfs), 32 MiB when it cannot be read."""
+    best = 0
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = f.read_text().strip().upper()
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        try:
+            best = max(best, int(text.rstrip("KMG")) * scale)
+        except ValueError:
+            continue
+    return best or 32 << 20
+
+
+def shapes(packs: list) -> dict:
+    """{(in, out, dtype): the packs of that shape}, each shape's in pass order."""
+    groups = defaultdict(list)
+    for pk in packs:
+        groups[(pk.in_features, pk.out_features, pk.dtype)].append(pk)
+    return dict(groups)
+
+
+@torch.inference_mode()
+def measure(packs: list) -> dict:
+    """{pack shape: the row counts (of 1..PAD_TO-1) its products run at least MARGIN faster padded
+    to PAD_TO rows}, for the shapes of `packs` whose matrices together exceed the last-level cache
+    (the others, and every shape when turned off: none)."""
+    if not enabled():
+        return {}
+    cache = last_level_cache_bytes()
+    groups = {key: pks for key, pks in shapes(packs).items()
+              if len(pks) * key[0] * key[1] * key[2].itemsize > cache}
+    if not groups:
+        return {}
+    gen = torch.Generator().manual_seed(0)
+    xs = {(r, n): torch.randn(r, n, generator=gen) for r in range(1, PAD_TO) for n in {key[0] for key in groups}}
+    runs = [(key, r, how) for key in groups for r in range(1, PAD_TO) for how in ("plain", "padded")]
+    times = defaultdict(list)
+    for rep in range(REPS + 1):
+        # Each rep starts at another entry, so a disturbance does not always land on the same one.
+        for key, r, how in runs[rep % len(runs):] + runs[: rep % len(runs)]:
+            x = xs[(r, key[0])]
+            t0 = time.perf_counter()
+            for pk in groups[key]:
+                getattr(pk, how)(x, None)
+            if rep > 0:                        # rep 0 warms up
+                times[(key, r, how)].append(time.perf_counter() - t0)
+    med = {run: statistics.median(ts) for run, ts in times.items()}
+    return {key: frozenset(r for r in range(1, PAD_TO) if med[(key, r, "padded")] <= MARGIN * med[(key, r, "plain")])
+            for key in groups}
+
+
+def set_padding(packs: list, padded: dict) -> tuple:
+    """Each pack pads the row counts measured for its shape (Pack.linear); -> the row counts some
+    pack pads, ascending."""
+    for pk in packs:
+        pk.pad_rows = frozenset(padded.get((pk.in_features, pk.out_features, pk.dtype), ()))
+    return tuple(sorted(set().union(*padded.values()))) if padded else ()
