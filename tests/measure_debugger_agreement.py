@@ -43,7 +43,7 @@ def main() -> None:
     demo = build_demo()
     demo.queue().launch(prevent_thread_lock=True, quiet=True, server_name="127.0.0.1", **launch_kwargs())
     client = Client(demo.local_url, verbose=False)
-    from app.handlers import DRAFTERS, preset_fields
+    from app.form_fields import DRAFTERS, preset_fields
     pair = preset_fields("smollm2-135m")           # the page's default pair fields, as build_demo reads them
     race = ["smollm2-135m", pair["target"], pair["draft"], pair["drafter"], "auto", explain.EXAMPLES[0][1], True,
             "auto", DEFAULT_SAMPLER["temperature"], DEFAULT_SAMPLER["top_k"], DEFAULT_SAMPLER["top_p"], args.max_new,

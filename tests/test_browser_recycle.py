@@ -9,7 +9,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.model]
 
 
 def test_recalled_guesses_are_marked_in_the_timeline(page):
-    from app.handlers import RECYCLE_CHOICE
+    from app.form_fields import RECYCLE_CHOICE
     page.wait_for_selector("#sd-timeline .sd-tok")
     page.locator("#sd-prompt textarea").fill("List the planets of the solar system in order, one per line, "
                                              "each with one short fact about it.")

@@ -67,7 +67,7 @@ def test_the_page_has_its_own_caps_in_the_same_table():
                                             r"\(the API and CLI allow up to 4,096\); got 100,000"):
         parse_request(max_new_tokens=100000, page=True)
     # every page hint is the table's range
-    from app.handlers import field_hint
+    from app.form_fields import field_hint
     assert field_hint("temperature") == "from 0 to 10 (0 = greedy)"
     assert field_hint("max_new_tokens") == "from 1 to 256"
     assert field_hint("seed").startswith("from 0 to 2⁶³ − 1")
