@@ -10,9 +10,16 @@ had run one matrix product (docs/bench/model-thread). Gradio hands each event, a
 streaming event, to whichever of its worker threads is free, so without this every one of them
 that ever decoded kept a team. The app sends every call that runs torch here instead (app.gpu):
 one team, as in the CLI, which decodes on its main thread and needs none of this.
+
+At interpreter exit the thread is closed first (`close`, registered with atexit): it takes no new
+job and the one running finishes. A daemon thread still inside a torch call when Python finalizes
+is ended as it next takes the GIL, by an unwind through torch's C++ frames that aborts the process
+("terminate called without an active exception", exit status 134) — seen when a test or a server
+stopped while a race was decoding.
 """
 from __future__ import annotations
 
+import atexit
 import contextvars
 import functools
 import inspect
@@ -32,6 +39,8 @@ class ModelThread:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._busy = threading.Lock()      # held while a job runs
+        self._closing = False
 
     @property
     def ident(self) -> int | None:
@@ -40,18 +49,36 @@ class ModelThread:
 
     def _serve(self) -> None:
         while True:
-            ctx, fn, args, kwargs, box, done = self._jobs.get()
-            try:
-                box["value"] = ctx.run(fn, *args, **kwargs)
-            except BaseException as e:          # raised again in the caller's thread
-                box["error"] = e
-            finally:
-                done.set()
+            job = self._jobs.get()
+            if job is None:                     # closed
+                return
+            ctx, fn, args, kwargs, box, done = job
+            with self._busy:
+                try:
+                    if self._closing:
+                        raise RuntimeError("the model thread is closed: the process is exiting")
+                    box["value"] = ctx.run(fn, *args, **kwargs)
+                except BaseException as e:      # raised again in the caller's thread
+                    box["error"] = e
+                finally:
+                    done.set()
+
+    def close(self, timeout: float = 30.0) -> bool:
+        """Take no new job and wait up to `timeout` s for the running one to finish; True when none
+        is running any more. Registered with atexit for MODEL_THREAD."""
+        self._closing = True
+        idle = self._busy.acquire(timeout=timeout)
+        if idle:
+            self._busy.release()
+        self._jobs.put(None)
+        return idle
 
     def call(self, fn: Callable, *args, **kwargs):
         """fn(*args, **kwargs) run on the model thread; the caller waits for its value."""
         if threading.current_thread() is self._thread:
             return fn(*args, **kwargs)
+        if self._closing:
+            raise RuntimeError("the model thread is closed: the process is exiting")
         with self._start_lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
@@ -92,3 +119,4 @@ class ModelThread:
 
 
 MODEL_THREAD = ModelThread()   # the app's one: a process has one OpenMP runtime, so one thread for it
+atexit.register(MODEL_THREAD.close)

@@ -105,3 +105,47 @@ def test_one_openmp_team_however_many_threads_ask():
     its team's one worker, not a team per asker. Run by the three themselves, each gains a team."""
     assert _threads_gained("model-thread") == 3 + 1 + 1
     assert _threads_gained("alone") == 3 + 3 * 1
+
+
+def test_close_waits_for_the_running_job_and_refuses_new_ones():
+    worker = ModelThread("test-close")
+    started, release = threading.Event(), threading.Event()
+    out = []
+
+    def job():
+        started.set()
+        release.wait(5)
+        return "done"
+    t = threading.Thread(target=lambda: out.append(worker.call(job)))
+    t.start()
+    started.wait(5)
+    assert not worker.close(timeout=0.1)        # still running: close says so after its timeout
+    release.set()
+    t.join(5)
+    assert out == ["done"]                      # the running job finished and returned
+    assert worker.close(timeout=1)
+    with pytest.raises(RuntimeError, match="closed"):
+        worker.call(lambda: 1)
+
+
+EXIT_WHILE_DECODING = """
+import threading, time, torch
+from app.model_thread import MODEL_THREAD
+a = torch.randn(256, 256)
+def work():
+    for _ in range(4000):                   # torch.ops calls: each releases the GIL and takes it back
+        torch.ops.aten.mm.default(a, a)
+threading.Thread(target=lambda: MODEL_THREAD.call(work), daemon=True).start()
+time.sleep(0.3)
+print("exiting", flush=True)
+"""
+
+
+def test_the_process_exits_cleanly_while_the_model_thread_runs_torch():
+    """Without closing the model thread at exit, Python ends it inside a torch call and the unwind
+    aborts the process (status 134, "terminate called without an active exception")."""
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", EXIT_WHILE_DECODING], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parents[1], timeout=120)
+        assert done.returncode == 0 and "exiting" in done.stdout, (done.returncode, done.stderr[-500:])
+        assert "terminate called" not in done.stderr
