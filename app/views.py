@@ -18,7 +18,7 @@ from specdec_core.trace import measured_speedup
 from specdec_core.trace.decisions import DECISIONS, draft_decision
 from specdec_core.trace.token_text import round_labels
 
-from . import charts, explain, player, race
+from . import charts, explain, player, race, round_charts
 from .timeline import plain_lane_html, spec_lane_html, timeline_html
 
 EXAMPLE_FILES = ("example_speculative.trace.json", "example_plain.trace.json")
@@ -177,18 +177,18 @@ def inspector(spec, round_index: int, position: Optional[int]) -> dict:
         position = next((i + 1 for i, t in enumerate(rnd.drafted) if t.evaluated and not t.accepted),
                         1) if rnd else None
     return {"position_choices": choices, "position": position,
-            "round_plot": charts.round_figure(spec, round_index),
-            "position_plot": charts.position_figure(spec, round_index, position or 1)}
+            "round_plot": round_charts.round_figure(spec, round_index),
+            "position_plot": round_charts.position_figure(spec, round_index, position or 1)}
 
 
 def plots(spec, plain, round_index: int, position: Optional[int]) -> dict:
     """Just the race's figures (charts and inspector) for these traces, keyed by component name."""
     out = dict(zip(CHART_NAMES, charts.all_run_charts(spec, plain)))
     if spec is not None and 0 <= round_index < len(spec.rounds):
-        out.update(round_plot=charts.round_figure(spec, round_index),
-                   position_plot=charts.position_figure(spec, round_index, position or 1))
+        out.update(round_plot=round_charts.round_figure(spec, round_index),
+                   position_plot=round_charts.position_figure(spec, round_index, position or 1))
     else:
-        out.update(round_plot=charts.round_figure(spec, 0), position_plot=charts.position_figure(spec, 0, 1))
+        out.update(round_plot=round_charts.round_figure(spec, 0), position_plot=round_charts.position_figure(spec, 0, 1))
     return out
 
 

@@ -10,7 +10,7 @@ from specdec_core.trace import measured_speedup
 from specdec_core.trace.decisions import DECISIONS, DRAFT_COLOUR, RESIDUAL_COLOUR, TARGET_COLOUR
 
 from specdec_core.trace.stats import wilson_interval
-from app import charts, views
+from app import charts, round_charts, views
 from tests.test_timeline import make_plain, make_spec
 
 
@@ -112,18 +112,18 @@ def test_speedup_vs_k_uses_measured_alpha_c_v_and_marks_the_run():
 
 
 def test_round_figure_p_q_and_decisions():
-    fig = charts.round_figure(make_spec(), 0)
+    fig = round_charts.round_figure(make_spec(), 0)
     p, q, marks = fig.data
     assert p.marker.color == TARGET_COLOUR and q.marker.color == DRAFT_COLOUR
     assert list(p.y) == pytest.approx([0.9, 0.1, 0.5]) and list(q.y) == pytest.approx([0.8, 0.7, 0.6])
     assert list(marks.marker.color) == [DECISIONS[k].colour for k in ("accepted", "rejected", "not reached")]
     assert "␣the" in p.x[0] and "&" in p.x[1]
     assert axis_titles(fig) == ("drafted token (position: text)", "probability")
-    assert not charts.round_figure(make_spec(), 2).data          # nothing drafted: explained, no bars
+    assert not round_charts.round_figure(make_spec(), 2).data          # nothing drafted: explained, no bars
 
 
 def test_position_figure_rejection_shows_u_ratio_and_residual():
-    fig = charts.position_figure(make_spec(), 0, 2)
+    fig = round_charts.position_figure(make_spec(), 0, 2)
     names = [d.name for d in fig.data]
     assert names[:2] == ["p (target)", "q (draft)"]
     region = next(d for d in fig.data if d.name and d.name.startswith("accept region"))
@@ -137,9 +137,9 @@ def test_position_figure_rejection_shows_u_ratio_and_residual():
 
 
 def test_position_figure_accepted_has_no_residual_and_greedy_uses_raw():
-    fig = charts.position_figure(make_spec(), 1, 1)
+    fig = round_charts.position_figure(make_spec(), 1, 1)
     assert not any(d.name and d.name.startswith("residual") for d in fig.data)
-    greedy = charts.position_figure(make_spec(temperature=0.0), 0, 1)
+    greedy = round_charts.position_figure(make_spec(temperature=0.0), 0, 1)
     assert "raw" in greedy.data[0].name
 
 

@@ -125,8 +125,8 @@ def test_vocabulary_coverage_of_what_the_target_wrote():
     html = timeline.timeline_html(spec)
     assert html.count("sd-outside") == 3 and "could never have guessed this token" in html
     # the inspector marks the top tokens the draft could not propose (99 and 98 here)
-    from app import charts
-    fig = charts.position_figure(spec, 0, 2)
+    from app import round_charts
+    fig = round_charts.position_figure(spec, 0, 2)
     assert [x.endswith(" ∉") for x in fig.data[0].x] == [False, True, True]
     assert "∉ = the draft cannot propose it" in fig.layout.xaxis.title.text
     md = figures.vocab_markdown(spec)

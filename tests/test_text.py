@@ -136,16 +136,16 @@ def test_arabic_and_emoji_answer_reads_as_the_whole_decode(default_pair, prompt)
 
 def _every_other_view(trace):
     """Round inspector, position picker and charts, walkthrough steps, Debugger tables: their texts."""
-    from app import charts, views
+    from app import round_charts, views
     from app.debug import figures as debug_figures
     from app.teach import walkthrough
     from app.teach.steps import steps_for
     from specdec_core.trace import mismatch
     for rnd in trace.rounds:
-        yield charts.round_figure(trace, rnd.index).to_json()
+        yield round_charts.round_figure(trace, rnd.index).to_json()
         yield str(views.position_choices(trace, rnd.index))
         if rnd.drafted:
-            yield charts.position_figure(trace, rnd.index, rnd.n_accepted + (rnd.n_accepted < len(rnd.drafted))).to_json()
+            yield round_charts.position_figure(trace, rnd.index, rnd.n_accepted + (rnd.n_accepted < len(rnd.drafted))).to_json()
         for step in range(len(steps_for(walkthrough.has_rejection(rnd)))):
             shown = walkthrough.render_step(trace, None, rnd.index, step)
             yield shown["text"] + shown["strip"]

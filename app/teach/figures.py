@@ -15,7 +15,7 @@ from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, FAINT_COLOUR,
 from specdec_core.trace.token_text import display_texts, round_labels
 from specdec_core.trace.trees import round_test
 
-from .. import charts
+from .. import charts, round_charts
 from ..scale import scale_figure
 from ..charts import _empty, _label, _layout
 
@@ -187,7 +187,7 @@ def step_chart(kind: str, spec, plain, round_index: int, scale: float = 1.0) -> 
         "draft_q": lambda: draft_q(spec, round_index),
         "verify_cost": lambda: verify_cost(spec, plain, round_index),
         "accept_line": lambda: accept_line(spec, round_index),
-        "residual": lambda: charts.position_figure(spec, round_index, rnd.n_accepted + 1),
+        "residual": lambda: round_charts.position_figure(spec, round_index, rnd.n_accepted + 1),
         "bonus": lambda: bonus(spec, round_index),
         "committed": lambda: committed(spec, round_index),
         "routes": lambda: routes(spec, round_index),
