@@ -18,6 +18,7 @@ RECYCLE_CHOICE = "prompt lookup + recycling (no draft model)"
 DRAFTERS = [COMBINED_CHOICE, MODEL_CHOICE, NGRAM_CHOICE, RECYCLE_CHOICE]
 K_CHOICES = ["auto", "1", "2", "3", "4", "5", "6", "8", "10", "12"]
 
+
 class UserError(Exception):
     """An error meant for the page (ui.py shows it in the banner, headed by `what`: "Not run" for a
     refused input, "Run failed" when the decode itself failed)."""

@@ -27,6 +27,8 @@ import queue
 import threading
 from typing import Callable, Iterator
 
+CLOSED = "the model thread is closed: the process is exiting"
+
 
 class ModelThread:
     """A daemon thread, started at its first job, that runs jobs one at a time in arrival order.
@@ -56,7 +58,7 @@ class ModelThread:
             with self._busy:
                 try:
                     if self._closing:
-                        raise RuntimeError("the model thread is closed: the process is exiting")
+                        raise RuntimeError(CLOSED)
                     box["value"] = ctx.run(fn, *args, **kwargs)
                 except BaseException as e:      # raised again in the caller's thread
                     box["error"] = e
@@ -78,7 +80,7 @@ class ModelThread:
         if threading.current_thread() is self._thread:
             return fn(*args, **kwargs)
         if self._closing:
-            raise RuntimeError("the model thread is closed: the process is exiting")
+            raise RuntimeError(CLOSED)
         with self._start_lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)

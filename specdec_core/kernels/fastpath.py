@@ -35,7 +35,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from . import fused_llama, rows
+from . import fused_llama, rows, switches
 from .packed import PAD_TO, Pack   # noqa: F401  (re-exported: the head packs its output rows)
 
 ENV = "SPECDEC_FAST_PATH"          # "0" turns the fast path off wherever it is not asked for
@@ -67,7 +67,7 @@ class Kernels:
 
 def enabled_by_default() -> bool:
     """The fast path is on unless SPECDEC_FAST_PATH=0."""
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+    return switches.on(ENV)
 
 
 def resolve(fast_path: Optional[bool]) -> bool:
@@ -105,7 +105,7 @@ DRAFT_BF16_ENV = "SPECDEC_DRAFT_BF16"
 def draft_matrix_dtype() -> torch.dtype:
     """bfloat16 for a draft's packed matrices where the CPU has bf16 instructions (avx512_bf16 or
     AMX) and oneDNN computes a bf16 linear correctly; float32 elsewhere or when turned off."""
-    if os.environ.get(DRAFT_BF16_ENV, "1").strip().lower() in ("0", "false", "off", "no"):
+    if not switches.on(DRAFT_BF16_ENV):
         return torch.float32
     try:
         flags = Path("/proc/cpuinfo").read_text()
@@ -223,8 +223,7 @@ def apply(model: nn.Module, enable: bool = True, weights_from=None, dtype: torch
             p.data = p.data.clone()
     for pk, srcs in packs_of(model):
         pk.rebase(srcs)
-    matrices = _matrices(model)
-    extra = sum(t.numel() * t.element_size() for t in matrices if t.data_ptr() not in mapped)
+    extra = sum(t.numel() * t.element_size() for t in _matrices(model) if t.data_ptr() not in mapped)
     # Few-row products padded where this machine runs them faster so (rows.py), measured on the
     # model's own packs once.
     packs = [pk for pk, _ in packs_of(model)]

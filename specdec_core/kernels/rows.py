@@ -20,7 +20,6 @@ stays in the cache while it is timed, which says nothing about a pass. SPECDEC_P
 """
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections import defaultdict
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from . import switches
 from .packed import PAD_TO
 
 ENV = "SPECDEC_PAD_ROWS"
@@ -37,7 +37,7 @@ REPS = 3
 
 def enabled() -> bool:
     """Row padding is measured and used unless SPECDEC_PAD_ROWS=0."""
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+    return switches.on(ENV)
 
 
 def last_level_cache_bytes() -> int:
@@ -53,11 +53,16 @@ def last_level_cache_bytes() -> int:
     return best or 32 << 20
 
 
+def shape_of(pk) -> tuple:
+    """A pack's shape key: (in features, out features, dtype)."""
+    return pk.in_features, pk.out_features, pk.dtype
+
+
 def shapes(packs: list) -> dict:
-    """{(in, out, dtype): the packs of that shape}, each shape's in pass order."""
+    """{shape_of(pack): the packs of that shape}, each shape's in pass order."""
     groups = defaultdict(list)
     for pk in packs:
-        groups[(pk.in_features, pk.out_features, pk.dtype)].append(pk)
+        groups[shape_of(pk)].append(pk)
     return dict(groups)
 
 
@@ -95,5 +100,5 @@ def set_padding(packs: list, padded: dict) -> tuple:
     """Each pack pads the row counts measured for its shape (Pack.linear); -> the row counts some
     pack pads, ascending."""
     for pk in packs:
-        pk.pad_rows = frozenset(padded.get((pk.in_features, pk.out_features, pk.dtype), ()))
+        pk.pad_rows = frozenset(padded.get(shape_of(pk), ()))
     return tuple(sorted(set().union(*padded.values()))) if padded else ()
