@@ -1,0 +1,81 @@
+"""The draft-v4 commands of `python -m specdec_core.lab` (issue 57):
+
+    v4-run      the long run (v4.py): existing text teacher-forced by the target, trained on once as it
+                streams; resumes from --out (default specdec_core/lab/runs/v4); --device cuda for a GPU
+    v4-report   the run's mix (by source and kind), throughput, vocabulary coverage and learning curve
+    v4-mix      a look at the next documents of the mixture (no model)
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from .stream import StreamConfig
+
+
+def add_parsers(sub) -> None:
+    r = sub.add_parser("v4-run", help="draft v4: existing text teacher-forced, streamed training (resumes)")
+    r.add_argument("--out", default="specdec_core/lab/runs/v4", help="checkpoint folder (committed; resumed from)")
+    r.add_argument("--device", default="cpu", help="cpu or cuda (forcing and training)")
+    r.add_argument("--threads", type=int, default=2, help="torch threads")
+    r.add_argument("--init-head", default="specdec_core/lab/runs/v3", help="start weights ('' for none)")
+    r.add_argument("--cycle-docs", type=int, default=48, help="documents forced and trained on per cycle")
+    r.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per forward batch (a GPU takes 65536)")
+    r.add_argument("--select-every", type=int, default=500_000)
+    r.add_argument("--ckpt-minutes", type=float, default=10.0)
+    d = StreamConfig(positions=10_000_000)
+    for name, typ in (("loss", str), ("lr", float), ("weight_decay", float), ("noise", float), ("warmup", int),
+                      ("train_batch", int), ("positions", int)):
+        r.add_argument("--" + name.replace("_", "-"), type=typ, default=getattr(d, name))
+    p = sub.add_parser("v4-report", help="mix, throughput, vocabulary coverage and learning curve of a v4 run")
+    p.add_argument("--out", default="specdec_core/lab/runs/v4")
+    m = sub.add_parser("v4-mix", help="print the next documents the mixture draws (no model)")
+    m.add_argument("-n", type=int, default=12)
+
+
+def cmd_run(a) -> None:
+    from .v4 import RunConfig, run
+    torch.set_num_threads(a.threads)
+    stream = StreamConfig(loss=a.loss, lr=a.lr, weight_decay=a.weight_decay, noise=a.noise, warmup=a.warmup,
+                          train_batch=a.train_batch, positions=a.positions)
+    cfg = RunConfig(out=a.out, device=a.device, init_head=a.init_head or None, cycle_docs=a.cycle_docs,
+                    max_tokens=a.max_tokens, select_every=a.select_every, ckpt_minutes=a.ckpt_minutes, stream=stream)
+    run(cfg, log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
+
+
+def report(state: dict) -> str:
+    """Markdown: the mix, the throughput, the vocabulary choice and the learning curve."""
+    lines = [f"Positions trained: {state['positions']:,} ({state['cycle']} cycles); forced {state['forced']:,} tokens "
+             f"(prompts included) at {state['forced'] / max(1e-9, state['force_s']):.0f}/s, trained "
+             f"{state['positions'] / max(1e-9, state['train_s']):.0f} positions/s; both in sequence "
+             f"{state['positions'] / max(1e-9, state['force_s'] + state['train_s']):.0f} positions/s.", "",
+             "| mix by source | positions | share |", "|---|---|---|"]
+    total = max(1, sum(state["by_source"].values()))
+    lines += [f"| {k} | {v:,} | {v / total:.1%} |" for k, v in sorted(state["by_source"].items(), key=lambda kv: -kv[1])]
+    lines += ["", "| mix by kind | positions | share |", "|---|---|---|"]
+    lines += [f"| {k} | {v:,} | {v / total:.1%} |" for k, v in sorted(state["by_kind"].items(), key=lambda kv: -kv[1])]
+    voc = state["vocabulary"]
+    lines += ["", f"Vocabulary (chosen: {voc['chosen']}): share of held-out natural answers ({voc['answers_tokens']} tokens), "
+              f"of held-out mixed text ({voc['mixed_tokens']}) and of its code that each size covers, and its c:", "",
+              "| size | natural answers | mixed | code | c |", "|---|---|---|---|---|"]
+    lines += [f"| {n} | {v['all']:.3f} | {v['mixed']:.3f} | {'–' if v['code'] is None else format(v['code'], '.3f')} | {v['c']} |"
+              for n, v in voc["by_size"].items()]
+    lines += ["", "| positions | first guess (all) | prose | code | top-3 | rounds |", "|---|---|---|---|---|---|"]
+    lines += [f"| {h['positions']:,} | {h['first']:.3f} | {h['prose']:.3f} | {h['code']:.3f} | {h['top3']:.3f} | {h['rounds']} |"
+              for h in state["history"]]
+    return "\n".join(lines)
+
+
+def cmd_report(a) -> None:
+    print(report(json.loads((Path(a.out) / "state.json").read_text())))
+
+
+def cmd_mix(a) -> None:
+    from .texts import Mixture
+    mix = Mixture()
+    print(mix.available())
+    for d in mix.take(a.n):
+        print(f"--- {d.source} / {d.kind}\nUSER: {d.ask}\nANSWER: {(d.answer or '')[:400]!r}")
