@@ -98,7 +98,7 @@ class _Pair:
         return [1] + [3 + (ord(ch) % 90) for ch in text[:8]]
 
 
-def _tiny_run(tmp_path, monkeypatch, stop_at, folder="v4"):
+def _tiny_run(tmp_path, monkeypatch, stop_at, folder="v4", budget=300):
     pair = _Pair(tiny_target())
     monkeypatch.setattr(v4, "load_target", lambda device: pair)
     monkeypatch.setattr(v4, "selection_prompts", lambda *a: [{"name": "s0", "task": "code", "text": "write code"},
@@ -112,7 +112,7 @@ def _tiny_run(tmp_path, monkeypatch, stop_at, folder="v4"):
                    lambda u, rng: [Doc("a", "prose", f"ask {u}", f"answer {u} " * 3)], per_unit=1)]
     monkeypatch.setattr(v4, "Mixture", lambda seed=0, state=None: Mixture(srcs, seed=seed, state=state))
     cfg = v4.RunConfig(out=str(tmp_path / folder), init_head=None, init_layer=20, vocab_docs=6, cycle_docs=4, select_every=10**9,
-                       ckpt_minutes=0, stop_at=stop_at, stream=StreamConfig(train_batch=2, warmup=2, positions=300))
+                       ckpt_minutes=0, stop_at=stop_at, stream=StreamConfig(train_batch=2, warmup=2, positions=budget))
     return pair, cfg, v4.run(cfg, log=lambda *_: None)
 
 
@@ -134,3 +134,31 @@ def test_run_fresh_checkpoints_and_resumes_to_the_same_weights(tmp_path, monkeyp
     checkpoint.load(tmp_path / "v4-long", b, v4.new_optimizer(b, cfg2.stream))
     for (k, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
         assert torch.equal(x, y), k
+
+
+def test_a_documents_file_continues_the_mixture_where_a_machine_without_sources_stopped(tmp_path, monkeypatch):
+    """A lent GPU trains on `v4-docs` documents; the CPU run resumed after it draws from the sources
+    where the file left off: the same weights as one uninterrupted run."""
+    import json
+    from specdec_core.lab import checkpoint
+    from specdec_core.lab.texts import write_docs
+    pair, cfg, state = _tiny_run(tmp_path, monkeypatch, 300, budget=900)
+    path = tmp_path / "docs.jsonl.gz"
+    write_docs(v4._supply(cfg, state, lambda *_: None), 12, path)
+    cfg.docs, cfg.stop_at = str(path), 600
+    on_file = v4.run(cfg, log=lambda *_: None)
+    assert on_file["mixture"]["skip"] > 0 and on_file["mixture"]["drawn"] == state["mixture"]["drawn"]
+    cfg.docs, cfg.stop_at = None, None
+    resumed = v4.run(cfg, log=lambda *_: None)
+    _, cfg2, longer = _tiny_run(tmp_path, monkeypatch, None, folder="v4-long", budget=900)
+    assert resumed["positions"] == longer["positions"] and resumed["mixture"]["drawn"] == longer["mixture"]["drawn"]
+    assert on_file["positions"] < resumed["positions"] and "skip" not in resumed["mixture"]
+    a, b = v4._head_from_folder(pair, cfg, tmp_path / "v4"), v4._head_from_folder(pair, cfg2, tmp_path / "v4-long")
+    checkpoint.load(tmp_path / "v4", a, v4.new_optimizer(a, cfg.stream))
+    checkpoint.load(tmp_path / "v4-long", b, v4.new_optimizer(b, cfg2.stream))
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    # A file that does not start where the run is refuses, with the way out in its message.
+    late = tmp_path / "late.jsonl.gz"
+    write_docs(v4._supply(cfg, json.loads((tmp_path / "v4" / "state.json").read_text()), lambda *_: None), 3, late)
+    with pytest.raises(SystemExit, match="v4-docs"):
+        v4.FileDocs(str(late), state)                                  # the run at an earlier draw

@@ -274,7 +274,7 @@ def _wordnet_docs(unit: str, rng) -> list[Doc]:
         return []
     article = {"noun": "a noun", "verb": "a verb", "adj": "an adjective", "adv": "an adverb"}[pos]
     ask = _rng_choice(rng, ['What does "{w}" mean?', "Define the word {w}.", "Meaning of {w}?"]).format(w=word)
-    return [Doc("dictionary", "prose", ask, f'"{word.capitalize()}" is {article}: {gloss.strip()}')]
+    return [Doc("wordnet", "prose", ask, f'"{word.capitalize()}" is {article}: {gloss.strip()}')]
 
 
 def _fortune_units() -> list[str]:
@@ -406,6 +406,28 @@ class Mixture:
             out.append(self._next(self.sources[int(np.searchsorted(np.cumsum(self.p), r, side="right").clip(0, len(self.p) - 1))]))
             self.drawn += 1
         return out
+
+
+def write_docs(mix: Mixture, n: int, path: Path) -> None:
+    """The mixture's next n documents into a gzipped JSON-lines file, its first line the state they
+    start from: a machine without the sources (a lent GPU) trains on them (`read_docs`)."""
+    import json
+    start = mix.state()
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write(json.dumps({"start": start}) + "\n")
+        for d in mix.take(n):
+            ids = None if d.ids is None else [np.asarray(x).tolist() for x in d.ids]
+            f.write(json.dumps({"source": d.source, "kind": d.kind, "ask": d.ask, "answer": d.answer, "ids": ids}) + "\n")
+
+
+def read_docs(path: Path) -> tuple[dict, list[Doc]]:
+    """(the mixture state the documents start from, the documents) of a `write_docs` file."""
+    import json
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        start = json.loads(f.readline())["start"]
+        docs = [Doc(**{**r, "ids": None if r["ids"] is None else tuple(np.asarray(x) for x in r["ids"])})
+                for r in map(json.loads, f)]
+    return start, docs
 
 
 def encode(tokenizer, encode_prompt, doc: Doc, max_answer: int = 320) -> tuple[np.ndarray, int, bool]:

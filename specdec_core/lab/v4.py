@@ -33,7 +33,7 @@ import torch
 from . import checkpoint
 from .force import force
 from .stream import StreamConfig, new_optimizer, train_on
-from .texts import Mixture, encode, list_kind
+from .texts import Mixture, encode, list_kind, read_docs
 from .v3 import first_guess_of, load_target
 
 CODE_KINDS = ("code", "debug")
@@ -59,6 +59,8 @@ class RunConfig:
     ckpt_minutes: float = 10.0
     seed: int = 0
     stop_at: int | None = None     # stop (checkpointed) at this many positions, the budget unchanged
+    minutes: float | None = None   # stop (checkpointed) after this much wall time
+    docs: str | None = None        # documents from a `v4-docs` file instead of the sources (a lent GPU)
     stream: StreamConfig = field(default_factory=lambda: StreamConfig(positions=10_000_000))
 
 
@@ -180,6 +182,41 @@ def _tally(state: dict, seqs: list[dict]) -> None:
             state[key][name] = state[key].get(name, 0) + n
 
 
+class FileDocs:
+    """Documents of a `v4-docs` file, as the mixture would draw them from the state it starts at;
+    state() is the run's mixture state with "skip": how many draws past it the file has given."""
+
+    def __init__(self, path: str, state: dict):
+        start, self.docs = read_docs(Path(path))
+        self.base, self.start = state["mixture"], start["drawn"]
+        at = self.base["drawn"] + self.base.get("skip", 0)          # the run's position in the draws
+        self.used = at - self.start
+        if start["seed"] != self.base["seed"] or not 0 <= self.used <= len(self.docs):
+            raise SystemExit(f"{path} starts at draw {self.start}; the run is at draw {at}: "
+                             "write a new file with v4-docs from this checkpoint")
+
+    def take(self, n: int) -> list:
+        out = self.docs[self.used:self.used + n]
+        self.used += len(out)
+        return out
+
+    def state(self) -> dict:
+        return {**self.base, "skip": self.start + self.used - self.base["drawn"]}
+
+
+def _supply(cfg: RunConfig, state: dict, log):
+    """Where the next documents come from: the documents file, or the sources (the mixture moved
+    past what a documents file already gave: its "skip")."""
+    if cfg.docs:
+        return FileDocs(cfg.docs, state)
+    st = state["mixture"]
+    mix = Mixture(seed=cfg.seed, state=st)
+    if st.get("skip"):
+        log(f"skipping the {st['skip']} documents a documents file gave")
+        mix.take(st["skip"])
+    return mix
+
+
 def run(cfg: RunConfig, log=print) -> dict:
     """The run (fresh or resumed from cfg.out); returns its final state."""
     out = Path(cfg.out)
@@ -193,8 +230,8 @@ def run(cfg: RunConfig, log=print) -> dict:
         state, _ = checkpoint.load(out, head, opt)
         if state["settings"] != json.loads(json.dumps(settings)):
             raise SystemExit(f"{out} holds a run with other settings ({state['settings']}): pass another --out")
-        mix = Mixture(seed=cfg.seed, state=state["mixture"])
-        if mix.available() != state["mixture"]["available"]:
+        mix = _supply(cfg, state, log)
+        if cfg.docs is None and mix.available() != state["mixture"]["available"]:
             log(f"warning: the text sources here differ from the run's ({mix.available()} vs "
                 f"{state['mixture']['available']}): docs/lab/draft-v4.md says what to install")
         pending = []
@@ -213,8 +250,12 @@ def run(cfg: RunConfig, log=print) -> dict:
                  "vocabulary": coverage, "by_source": {}, "by_kind": {}, "history": [], "best": None, "next_select": 0,
                  "milestones_done": [], "mixture": mix.state()}
         state["forced"] = sum(len(s["ids"]) for s in pending)
-    last_ckpt = time.monotonic()
+    last_ckpt = started = time.monotonic()
+    saved = False
     while state["positions"] < min(cfg.stream.positions, cfg.stop_at or cfg.stream.positions):
+        if cfg.minutes is not None and time.monotonic() - started > cfg.minutes * 60:
+            log(f"time limit: {cfg.minutes} minutes")
+            break
         if state["positions"] >= state["next_select"] or any(m <= state["positions"] and m not in state["milestones_done"] for m in MILESTONES):
             res = score(pair, head, select, cfg.select_new)
             state["history"].append({"positions": state["positions"], "cycle": state["cycle"], **res})
@@ -235,7 +276,11 @@ def run(cfg: RunConfig, log=print) -> dict:
         if pending:
             seqs, pending = pending, []
         else:
-            seqs = forced_docs(pair, mix.take(cfg.cycle_docs), cfg)
+            docs = mix.take(cfg.cycle_docs)
+            if not docs:
+                log("the documents file is used up")
+                break
+            seqs = forced_docs(pair, docs, cfg)
             state["forced"] += sum(len(s["ids"]) for s in seqs)
             state["force_s"] += time.monotonic() - t0
         t1 = time.monotonic()
@@ -247,9 +292,11 @@ def run(cfg: RunConfig, log=print) -> dict:
         log(f"cycle {state['cycle'] - 1}: {len(seqs)} docs, {r['positions']} positions (total {state['positions']}), "
             f"loss {r['loss']:.3f}, agree {r['agree']:.3f}; forced {state['forced'] / max(1e-9, state['force_s']):.0f}/s, "
             f"trained {state['positions'] / max(1e-9, state['train_s']):.0f}/s")
-        if time.monotonic() - last_ckpt >= cfg.ckpt_minutes * 60:
+        saved = time.monotonic() - last_ckpt >= cfg.ckpt_minutes * 60
+        if saved:
             checkpoint.save(out, head, opt, state, [])
             last_ckpt = time.monotonic()
-    checkpoint.save(out, head, opt, state, [])
+    if not saved:   # a second save of a snapped state could round its 8-bit moments differently
+        checkpoint.save(out, head, opt, state, [])
     log(f"stopped: {state['positions']} positions trained; best {state['best']}")
     return state

@@ -26,12 +26,19 @@ def add_parsers(sub) -> None:
     r.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per forward batch (a GPU takes 65536)")
     r.add_argument("--select-every", type=int, default=500_000)
     r.add_argument("--ckpt-minutes", type=float, default=10.0)
+    r.add_argument("--minutes", type=float, default=None, help="stop (checkpointed) after this much wall time")
+    r.add_argument("--stop-at", type=int, default=None, help="stop (checkpointed) at this many positions")
+    r.add_argument("--docs", default=None, help="documents from a v4-docs file instead of the sources (a lent GPU)")
     d = StreamConfig(positions=10_000_000)
     for name, typ in (("loss", str), ("lr", float), ("weight_decay", float), ("noise", float), ("warmup", int),
                       ("train_batch", int), ("positions", int)):
         r.add_argument("--" + name.replace("_", "-"), type=typ, default=getattr(d, name))
     p = sub.add_parser("v4-report", help="mix, throughput, vocabulary coverage and learning curve of a v4 run")
     p.add_argument("--out", default="specdec_core/lab/runs/v4")
+    w = sub.add_parser("v4-docs", help="write the next documents of a run's mixture to a file (for a machine without the sources)")
+    w.add_argument("--out", default="specdec_core/lab/runs/v4")
+    w.add_argument("-n", type=int, default=20000)
+    w.add_argument("--file", required=True, help="the .jsonl.gz to write")
     m = sub.add_parser("v4-mix", help="print the next documents the mixture draws (no model)")
     m.add_argument("-n", type=int, default=12)
 
@@ -42,7 +49,8 @@ def cmd_run(a) -> None:
     stream = StreamConfig(loss=a.loss, lr=a.lr, weight_decay=a.weight_decay, noise=a.noise, warmup=a.warmup,
                           train_batch=a.train_batch, positions=a.positions)
     cfg = RunConfig(out=a.out, device=a.device, init_head=a.init_head or None, cycle_docs=a.cycle_docs,
-                    max_tokens=a.max_tokens, select_every=a.select_every, ckpt_minutes=a.ckpt_minutes, stream=stream)
+                    max_tokens=a.max_tokens, select_every=a.select_every, ckpt_minutes=a.ckpt_minutes, stream=stream,
+                    minutes=a.minutes, stop_at=a.stop_at, docs=a.docs)
     run(cfg, log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
 
 
@@ -71,6 +79,15 @@ def report(state: dict) -> str:
 
 def cmd_report(a) -> None:
     print(report(json.loads((Path(a.out) / "state.json").read_text())))
+
+
+def cmd_docs(a) -> None:
+    from .texts import write_docs
+    from .v4 import RunConfig, _supply
+    state = json.loads((Path(a.out) / "state.json").read_text())
+    mix = _supply(RunConfig(seed=state["settings"]["seed"]), state, print)
+    write_docs(mix, a.n, Path(a.file))
+    print(f"{a.n} documents from draw {mix.drawn - a.n} into {a.file} ({Path(a.file).stat().st_size / 1e6:.1f} MB)")
 
 
 def cmd_mix(a) -> None:
