@@ -162,3 +162,21 @@ def test_a_documents_file_continues_the_mixture_where_a_machine_without_sources_
     write_docs(v4._supply(cfg, json.loads((tmp_path / "v4" / "state.json").read_text()), lambda *_: None), 3, late)
     with pytest.raises(SystemExit, match="v4-docs"):
         v4.FileDocs(str(late), state)                                  # the run at an earlier draw
+
+
+def test_a_run_without_scoring_keeps_milestone_heads_that_are_scored_later(tmp_path, monkeypatch):
+    """On a lent GPU the run saves the learning curve's heads unscored; v4-score scores them on the CPU."""
+    import json
+    monkeypatch.setattr(v4, "MILESTONES", (300, 600))
+    pair, cfg, state = _tiny_run(tmp_path, monkeypatch, 250, budget=700)
+    assert [h["positions"] for h in state["history"]] == [0] and state["positions"] < 300
+    cfg.score, cfg.stop_at = False, None
+    done = v4.run(cfg, log=lambda *_: None)
+    folder = tmp_path / "v4"
+    assert sorted(p.name for p in (folder / "milestones").iterdir()) == ["300", "600"]
+    assert [h["positions"] for h in done["history"]] == [0]
+    assert json.loads((folder / "milestones" / "600" / "config.json").read_text())["positions"] >= 600
+    scored = v4.score_saved(cfg, log=lambda *_: None)
+    assert [h["positions"] for h in scored["history"]][0] == 0 and len(scored["history"]) == 3
+    assert scored["history"][-1]["positions"] == done["positions"]
+    assert json.loads((folder / "state.json").read_text())["history"] == scored["history"]

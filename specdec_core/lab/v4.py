@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..atomic import write_atomic
 from . import checkpoint
 from .force import force
 from .stream import StreamConfig, new_optimizer, train_on
@@ -61,6 +62,7 @@ class RunConfig:
     stop_at: int | None = None     # stop (checkpointed) at this many positions, the budget unchanged
     minutes: float | None = None   # stop (checkpointed) after this much wall time
     docs: str | None = None        # documents from a `v4-docs` file instead of the sources (a lent GPU)
+    score: bool = True             # False: milestone heads are saved unscored (v4-score scores them later)
     stream: StreamConfig = field(default_factory=lambda: StreamConfig(positions=10_000_000))
 
 
@@ -217,6 +219,55 @@ def _supply(cfg: RunConfig, state: dict, log):
     return mix
 
 
+def _milestones(head, out: Path, state: dict) -> list[int]:
+    """The learning curve's milestones just passed; the head is kept beside the run (not committed)."""
+    due = [m for m in MILESTONES if m <= state["positions"] and m not in state["milestones_done"]]
+    if due:
+        _save_head(head, out / "milestones" / str(due[-1]), state, {})
+        state["milestones_done"] += due
+    return due
+
+
+def _score_into(pair, head, select, cfg: RunConfig, state: dict, out: Path, log=print) -> dict:
+    """Score the head on the selection prompts, add it to the history, keep it in <out>/best when best."""
+    res = score(pair, head, select, cfg.select_new)
+    state["history"].append({"positions": state["positions"], "cycle": state["cycle"], **res})
+    state["history"].sort(key=lambda h: h["positions"])
+    if state["best"] is None or res["first"] > state["best"]["first"]:
+        state["best"] = {"positions": state["positions"], **res}
+        _save_head(head, out / "best", state, {"selection": state["best"]})
+    state["next_select"] = state["positions"] - state["positions"] % cfg.select_every + cfg.select_every
+    log(f"selection at {state['positions']}: first guess {res['first']:.3f} (prose {res['prose']:.3f}, code {res['code']:.3f}), "
+        f"top-3 {res['top3']:.3f}, {res['rounds']} rounds; best {state['best']['first']:.3f} at {state['best']['positions']}")
+    return res
+
+
+def score_saved(cfg: RunConfig, log=print) -> dict:
+    """Score what a run saved unscored (a GPU run with score=False): each milestone head not yet in
+    the history, then the run's current head; the history and best are updated in state.json."""
+    from ..drafters.feature_head import load_head
+    out = Path(cfg.out)
+    pair = load_target(cfg.device)
+    head = _head_from_folder(pair, cfg, out)
+    opt = new_optimizer(head, cfg.stream)
+    state, _ = checkpoint.load(out, head, opt)
+    select, seen = selection_prompts(), {h["positions"] for h in state["history"]}
+    for folder in sorted((out / "milestones").glob("[0-9]*"), key=lambda p: int(p.name)):
+        card = json.loads((folder / "config.json").read_text())
+        if card["positions"] not in seen:
+            m = load_head(pair.target, folder)
+            res = score(pair, m, select, cfg.select_new)
+            state["history"].append({"positions": card["positions"], "cycle": None, **res})
+            seen.add(card["positions"])
+            log(f"milestone {folder.name} ({card['positions']} positions): first guess {res['first']:.3f}")
+    if state["positions"] not in seen:
+        _score_into(pair, head, select, cfg, state, out, log)
+    state["history"].sort(key=lambda h: h["positions"])
+    # Only the counters change: the weights and moments stay the files they are.
+    write_atomic(out / "state.json", lambda f: f.write(json.dumps(state, indent=1).encode()))
+    return state
+
+
 def run(cfg: RunConfig, log=print) -> dict:
     """The run (fresh or resumed from cfg.out); returns its final state."""
     out = Path(cfg.out)
@@ -256,20 +307,9 @@ def run(cfg: RunConfig, log=print) -> dict:
         if cfg.minutes is not None and time.monotonic() - started > cfg.minutes * 60:
             log(f"time limit: {cfg.minutes} minutes")
             break
-        if state["positions"] >= state["next_select"] or any(m <= state["positions"] and m not in state["milestones_done"] for m in MILESTONES):
-            res = score(pair, head, select, cfg.select_new)
-            state["history"].append({"positions": state["positions"], "cycle": state["cycle"], **res})
-            if state["best"] is None or res["first"] > state["best"]["first"]:
-                state["best"] = {"positions": state["positions"], **res}
-                _save_head(head, out / "best", state, {"selection": state["best"]})
-            for m in MILESTONES:
-                if m <= state["positions"] and m not in state["milestones_done"]:
-                    from .data import cache_dir
-                    _save_head(head, cache_dir() / "v4-milestones" / f"{m // 1000}k", state, {"selection": res})
-                    state["milestones_done"].append(m)
-            state["next_select"] = state["positions"] - state["positions"] % cfg.select_every + cfg.select_every
-            log(f"selection at {state['positions']}: first guess {res['first']:.3f} (prose {res['prose']:.3f}, code {res['code']:.3f}), "
-                f"top-3 {res['top3']:.3f}, {res['rounds']} rounds; best {state['best']['first']:.3f} at {state['best']['positions']}")
+        due = _milestones(head, out, state)
+        if cfg.score and (state["positions"] >= state["next_select"] or due):
+            _score_into(pair, head, select, cfg, state, out, log)
             checkpoint.save(out, head, opt, state, [])
             last_ckpt = time.monotonic()
         t0 = time.monotonic()
@@ -296,6 +336,9 @@ def run(cfg: RunConfig, log=print) -> dict:
         if saved:
             checkpoint.save(out, head, opt, state, [])
             last_ckpt = time.monotonic()
+    if _milestones(head, out, state) and cfg.score:
+        _score_into(pair, head, select, cfg, state, out, log)
+        saved = False
     if not saved:   # a second save of a snapped state could round its 8-bit moments differently
         checkpoint.save(out, head, opt, state, [])
     log(f"stopped: {state['positions']} positions trained; best {state['best']}")

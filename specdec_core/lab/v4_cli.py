@@ -29,12 +29,16 @@ def add_parsers(sub) -> None:
     r.add_argument("--minutes", type=float, default=None, help="stop (checkpointed) after this much wall time")
     r.add_argument("--stop-at", type=int, default=None, help="stop (checkpointed) at this many positions")
     r.add_argument("--docs", default=None, help="documents from a v4-docs file instead of the sources (a lent GPU)")
+    r.add_argument("--no-score", action="store_true", help="save milestone heads unscored (v4-score scores them later)")
     d = StreamConfig(positions=10_000_000)
     for name, typ in (("loss", str), ("lr", float), ("weight_decay", float), ("noise", float), ("warmup", int),
                       ("train_batch", int), ("positions", int)):
         r.add_argument("--" + name.replace("_", "-"), type=typ, default=getattr(d, name))
     p = sub.add_parser("v4-report", help="mix, throughput, vocabulary coverage and learning curve of a v4 run")
     p.add_argument("--out", default="specdec_core/lab/runs/v4")
+    c = sub.add_parser("v4-score", help="score the milestone heads and the current head a run saved unscored")
+    c.add_argument("--out", default="specdec_core/lab/runs/v4")
+    c.add_argument("--threads", type=int, default=2)
     w = sub.add_parser("v4-docs", help="write the next documents of a run's mixture to a file (for a machine without the sources)")
     w.add_argument("--out", default="specdec_core/lab/runs/v4")
     w.add_argument("-n", type=int, default=20000)
@@ -50,7 +54,7 @@ def cmd_run(a) -> None:
                           train_batch=a.train_batch, positions=a.positions)
     cfg = RunConfig(out=a.out, device=a.device, init_head=a.init_head or None, cycle_docs=a.cycle_docs,
                     max_tokens=a.max_tokens, select_every=a.select_every, ckpt_minutes=a.ckpt_minutes, stream=stream,
-                    minutes=a.minutes, stop_at=a.stop_at, docs=a.docs)
+                    minutes=a.minutes, stop_at=a.stop_at, docs=a.docs, score=not a.no_score)
     run(cfg, log=lambda s: print(time.strftime("%H:%M:%S"), s, flush=True))
 
 
@@ -79,6 +83,16 @@ def report(state: dict) -> str:
 
 def cmd_report(a) -> None:
     print(report(json.loads((Path(a.out) / "state.json").read_text())))
+
+
+def cmd_score(a) -> None:
+    from .v4 import RunConfig, score_saved
+    torch.set_num_threads(a.threads)
+    state = json.loads((Path(a.out) / "state.json").read_text())
+    s = state["settings"]
+    stream = StreamConfig(**{k: s[k] for k in ("loss", "K", "lr", "weight_decay", "noise", "warmup", "train_batch", "positions")})
+    print(report(score_saved(RunConfig(out=a.out, layers=tuple(s["layers"]), stream=stream),
+                             log=lambda m: print(time.strftime("%H:%M:%S"), m, flush=True))))
 
 
 def cmd_docs(a) -> None:
