@@ -139,7 +139,7 @@ def _new_head(pair, cfg: RunConfig, vocab: torch.Tensor):
     from safetensors.torch import load as st_load
     from .train import new_head
     torch.manual_seed(cfg.seed)
-    head = new_head(pair.target, vocab, cfg.init_layer, cfg.layers)
+    head = new_head(pair.target, vocab.to(pair.target.get_input_embeddings().weight.device), cfg.init_layer, cfg.layers)
     if cfg.init_head:
         folder = Path(cfg.init_head)
         path = folder / ("head.safetensors" if (folder / "head.safetensors").is_file() else "weights.safetensors")
