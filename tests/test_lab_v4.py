@@ -180,3 +180,19 @@ def test_a_run_without_scoring_keeps_milestone_heads_that_are_scored_later(tmp_p
     assert [h["positions"] for h in scored["history"]][0] == 0 and len(scored["history"]) == 3
     assert scored["history"][-1]["positions"] == done["positions"]
     assert json.loads((folder / "state.json").read_text())["history"] == scored["history"]
+
+
+def test_step_terms_with_a_shared_teacher_and_no_alpha_give_the_same_ce_and_match():
+    """The stream computes p once for its rollout steps and leaves α out for the KL losses: ce and
+    match are what the full computation gives."""
+    from specdec_core.lab.losses import step_terms
+    from specdec_core.lab.train import new_head
+    target = tiny_target()
+    head = new_head(target, torch.arange(3, 60), 20, (10, 20, -1))
+    g = torch.randn(2, 7, 32, generator=torch.Generator().manual_seed(1))
+    valid = torch.rand(2, 7, generator=torch.Generator().manual_seed(2)) > 0.3
+    logp = torch.log_softmax(torch.randn(int(valid.sum()), 57, generator=torch.Generator().manual_seed(3)), -1) - 0.1
+    full = step_terms(head, g, logp, valid)
+    lean = step_terms(head, g, logp, valid, p=logp.exp(), alpha=False)
+    assert "alpha" in full and "alpha" not in lean
+    assert torch.equal(full["ce"], lean["ce"]) and torch.equal(full["match"], lean["match"])

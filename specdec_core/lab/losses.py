@@ -52,20 +52,25 @@ def rollout(head, feats: torch.Tensor, ids: torch.Tensor, K: int) -> list[torch.
     return out
 
 
-def step_terms(head, g: torch.Tensor, logp: torch.Tensor, valid: torch.Tensor, target_argmax=None) -> dict:
+def step_terms(head, g: torch.Tensor, logp: torch.Tensor, valid: torch.Tensor, target_argmax=None, *,
+               p: torch.Tensor | None = None, alpha: bool = True) -> dict:
     """Per-row quantities of one draft step, [B, T1] each (0 off `valid`). g [B, T1, H] draft
     outputs; logp [n_valid, N] the teacher's log-probs on the N draft tokens at the valid rows
     (not renormalised: mass outside N is lost to the draft). Logits are made for valid rows only
     (the output layer dominates the cost). ce = -Σ p log q (forward KL up to a constant),
     alpha = Σ min(p, q) (T=1 acceptance), match = argmax agreement (greedy acceptance): with the full
     target's argmax when given (target_argmax [n_valid] target ids; the truncated teacher's argmax
-    reads high where the target's token lies outside the draft vocabulary), else the truncated one's."""
+    reads high where the target's token lies outside the draft vocabulary), else the truncated one's.
+    p: logp.exp() when the caller has it (every rollout step reads the same teacher); alpha=False
+    leaves α out (an [n_valid, N] exp and minimum a step that the KL losses never read)."""
     logits = head.logits(g[valid])
     logq = torch.log_softmax(logits, -1)
-    p = logp.exp()
-    flat = dict(ce=-(p * logq).sum(-1), alpha=torch.minimum(p, logq.exp()).sum(-1),
+    p = logp.exp() if p is None else p
+    flat = dict(ce=-(p * logq).sum(-1),
                 match=(logits.argmax(-1) == logp.argmax(-1)).float() if target_argmax is None
                 else (head.vocab_ids[logits.argmax(-1)] == target_argmax).float())
+    if alpha:
+        flat["alpha"] = torch.minimum(p, logq.exp()).sum(-1)
     out = {}
     for k, v in flat.items():
         out[k] = torch.zeros(valid.shape, dtype=v.dtype, device=v.device).masked_scatter(valid, v)
@@ -88,6 +93,7 @@ def _along_chain(x: torch.Tensor, j: int, K: int) -> torch.Tensor:
 
 
 LOSSES = ("fkl", "tv", "rollout", "focal", "chain")
+NEEDS_ALPHA = ("tv", "focal", "chain")      # the losses that read α; fkl and rollout read ce only
 STEPS_OF = {"fkl": 1, "tv": 1, "rollout": 3, "focal": 3, "chain": 3}
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from .data import make_batch
-from .losses import STEPS_OF, loss_fn, rollout, step_terms, teacher_logp
+from .losses import NEEDS_ALPHA, STEPS_OF, loss_fn, rollout, step_terms, teacher_logp
 
 
 @dataclass
@@ -75,7 +75,9 @@ def train_step(head, opt, batch: dict, cfg: StreamConfig, lr: float, gen: torch.
     n_taps = len(head.cfg["feature_layers"])
     feats = noisy(batch["feats"], n_taps, cfg.noise, gen)
     full = batch["argmax"][:, 1:][batch["valid"]]
-    terms = [step_terms(head, g, logp, batch["valid"], full) for g in rollout(head, feats, batch["ids"], cfg.steps_k)]
+    p = logp.exp()                                          # one teacher for every rollout step
+    terms = [step_terms(head, g, logp, batch["valid"], full, p=p, alpha=cfg.loss in NEEDS_ALPHA)
+             for g in rollout(head, feats, batch["ids"], cfg.steps_k)]
     obj = loss_fn(cfg.loss, terms, batch["valid"])
     for g in opt.param_groups:
         g["lr"] = lr
