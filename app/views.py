@@ -19,6 +19,8 @@ from specdec_core.trace.decisions import DECISIONS, draft_decision
 from specdec_core.trace.token_text import round_labels
 
 from . import charts, explain, player, race, round_charts
+from .limit import limit_html
+from .teach.worked import worked_html
 from .timeline import plain_lane_html, spec_lane_html, timeline_html
 
 EXAMPLE_FILES = ("example_speculative.trace.json", "example_plain.trace.json")
@@ -205,7 +207,9 @@ def views(spec, plain, kind: str = "run", files: str = "") -> dict:
         "banner": banner(spec, plain, kind, files),
         "plain_lane": plain_lane_html(plain, status="finished" if plain is not None and plain.finished else ""),
         "spec_lane": spec_lane_html(spec, status="finished" if spec is not None and spec.finished else ""),
-        "verdict": race.verdict_html(spec, plain),
+        # what limited the race, one line under the verdict (app/limit.py)
+        "verdict": race.verdict_html(spec, plain) + limit_html(spec, plain),
+        "worked": worked_html(spec),      # the rule worked in words on this run's numbers (teach/worked.py)
         "timeline": timeline_html(spec),
         "stats": race.stats_markdown(spec, plain),
         "round_max": max(len(spec.rounds) - 1, 0) if spec is not None else 0,
