@@ -54,7 +54,7 @@ def timeline_css() -> str:
         ".sd-rcount{font-size:15px;font-weight:700;color:" + INK_COLOUR + "}",
         ".sd-guesses{margin-left:4px;color:#9A6700}",
         ".sd-said{font-family:var(--font);font-size:12px;font-style:italic}",
-        ".sd-tl-sum{font-family:var(--font);font-size:15px;margin:0 0 6px 0}",
+        ".sd-tl-sum{font-family:var(--font);font-size:15px;line-height:1.4;margin:0 0 6px 0}",
         ".sd-tok{display:inline-block;line-height:1.35;white-space:pre;padding:1px 2px;margin:0 1px;border-radius:4px;"
         "border:1px solid transparent;cursor:help}",
         ".sd-tok .sd-ws{opacity:.55}",
@@ -251,6 +251,18 @@ def round_head(rnd) -> str:
 def best_round(rounds) -> Optional[tuple[int, int]]:
     """(round index, tokens) of the round whose one pass produced the most tokens (the first such)."""
     return max(((r.index, len(r.committed)) for r in rounds), key=lambda x: (x[1], -x[0]), default=None)
+
+
+def with_best_round(stats: str, spec) -> str:
+    """The stats table (race.stats_markdown) with a row naming the best round, under the tokens-per-pass
+    row (at the end if there is none); unchanged without rounds."""
+    best = best_round(spec.rounds) if spec is not None and not spec.config.plain else None
+    if best is None:
+        return stats
+    row = f"| most tokens from one pass (the best round) | {best[1]} (round {best[0]}) | 1 |"
+    lines = stats.split("\n")
+    at = next((i + 1 for i, line in enumerate(lines) if line.startswith("| tokens per target pass")), len(lines))
+    return "\n".join(lines[:at] + [row] + lines[at:])
 
 
 def timeline_summary(trace, rounds) -> str:

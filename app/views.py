@@ -18,10 +18,10 @@ from specdec_core.trace import measured_speedup
 from specdec_core.trace.decisions import DECISIONS, draft_decision
 from specdec_core.trace.token_text import round_labels
 
-from . import charts, explain, player, race, round_charts
+from . import charts, explain, names, player, race, round_charts
 from .limit import limit_html
 from .teach.worked import worked_html
-from .timeline import plain_lane_html, spec_lane_html, timeline_html
+from .timeline import with_best_round, plain_lane_html, spec_lane_html, timeline_html
 
 EXAMPLE_FILES = ("example_speculative.trace.json", "example_plain.trace.json")
 CHART_NAMES = ("chart_acceptance", "chart_histogram", "chart_time", "chart_split", "chart_speedup")
@@ -128,6 +128,9 @@ def banner(spec, plain, kind: str, files: str = "") -> str:
     fields = dict(device=cfg.device or "?", machine=cfg.machine or cfg.device or "?", target=cfg.target, draft=(spec.config.draft if spec else "—"),
                   shape=(Plan.from_config(spec.config).label() if spec else "plain"),
                   temperature=cfg.temperature, files=files)
+    # the expert's names glossed in place for a student (app/names.py)
+    fields["draft"] = names.glossed(fields["draft"], names.drafter_words(fields["draft"]))
+    fields["shape"] = names.glossed(fields["shape"], names.shape_words(fields["shape"]))
     template = {"example": explain.RECORDED_BANNER, "run": explain.RUN_BANNER, "upload": explain.UPLOAD_BANNER}[kind]
     return template.format(**fields)
 
@@ -211,7 +214,7 @@ def views(spec, plain, kind: str = "run", files: str = "") -> dict:
         "verdict": race.verdict_html(spec, plain) + limit_html(spec, plain),
         "worked": worked_html(spec),      # the rule worked in words on this run's numbers (teach/worked.py)
         "timeline": timeline_html(spec),
-        "stats": race.stats_markdown(spec, plain),
+        "stats": with_best_round(race.stats_markdown(spec, plain), spec),   # the best round named (issue 59)
         "round_max": max(len(spec.rounds) - 1, 0) if spec is not None else 0,
         "round": r,
         **inspector(spec, r, pos),

@@ -260,7 +260,8 @@ def test_the_verdict_speaks_plainly_first_and_keeps_the_numbers_behind_details()
     first = html.unescape(_re.sub(r"<[^>]+>", "", html_text.split("<br>")[0]))
     assert first.endswith("the big model ran 3 passes instead of 6: 3 of the 6 tokens were the draft's guesses that "
                           "it kept, the other 3 it wrote itself; each guessing step cost about a fifth of a pass "
-                          "(on a CPU mostly the fixed work of one call, not the draft's size).")
+                          "(on a CPU mostly the fixed cost of starting the small draft model each time, not its "
+                          "size).")
     for term in SYMBOLS:        # no symbol of the glossary in the first line
         assert not _re.search(rf"(?<![\w.]){_re.escape(term.key)}(?![\w\]])", first.split("×", 1)[1]), term.key
     details = html_text.split('<details class="sd-details">')[1]
