@@ -130,3 +130,34 @@ def test_captions_are_true_and_plain():
     assert "lookup+distilled-feature-head (copies text that repeats + a small head guesses" in banner
     assert "tree = auto (a tree of guesses, sized each round by a rule)" in banner
     assert "middle of" not in banner
+
+
+def test_a_copied_guess_is_said_to_be_copied_not_the_drafts_certainty():
+    """A chain copied by prompt lookup (q = 1, a one-hot): the words say it was copied, and never that
+    the draft "gave it 100 %"."""
+    from specdec_core.trace import Correction, Round, RoundPlan, Source
+    from tests.test_timeline import tok
+    rnd = Round(index=0, t_start=0.1, t_end=0.3, draft_s=0.02, verify_s=0.15, overhead_s=0.03, k=2,
+                drafted=[tok(5, " the", .8, 1.0, .5, True), tok(6, " end", .3, 1.0, .6, False)], n_accepted=1,
+                correction=Correction("resample", 7, " a", p_top=[[7, " a", .4]]), committed=[5, 7],
+                draft_source=frozenset({Source.LOOKUP}),
+                plan=RoundPlan(depth=2, width=2, frontier=1, nodes=4, keep=(0, 1), levels=2))
+    worked = worked_round(lone_trace([rnd]))
+    kept, replaced = spot_words(worked.kept, False), spot_words(worked.replaced, False)
+    assert kept.startswith("Prompt lookup copied “the” from earlier text. The target liked it 80 %")
+    assert "the draw was 0.50, under 0.80, so it stayed" in kept and "100 %" not in kept + replaced
+    assert replaced.startswith("Prompt lookup copied “end” from earlier text") and "the target wrote “a”" in replaced
+
+
+def test_a_guess_the_target_gave_nothing_could_never_stay():
+    """A guess with p = 0 has chance 0: the words say it could never stay, not "not under 0.00"."""
+    from specdec_core.trace import Correction, Round, RoundPlan
+    from tests.test_timeline import tok
+    rnd = Round(index=0, t_start=0.1, t_end=0.3, draft_s=0.02, verify_s=0.15, overhead_s=0.03, k=1,
+                drafted=[tok(6, " end", 0.0, 0.4, .6, False)], n_accepted=0,
+                correction=Correction("resample", 7, " a", p_top=[[7, " a", .4]]), committed=[7],
+                plan=RoundPlan(depth=1, width=2, frontier=1, nodes=2, keep=(0,), levels=1))
+    words = spot_words(worked_round(lone_trace([rnd])).replaced, False)
+    assert words.startswith("The draft offered “end” (it gave it 40 %). The target gave it 0 %, so it could never "
+                            "stay (the draw was 0.60) and was dropped, and the target wrote “a” in its place")
+    assert "not under 0.00" not in words

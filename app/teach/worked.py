@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 from specdec_core.trace.decisions import DRAWN_FROM_WORDS, DrawnFrom, KeepTest, test_numbers, test_text
+from specdec_core.trace import Source
 from specdec_core.trace.token_text import display_texts, round_texts
+from specdec_core.trace.trees import drafted_sources
 
 from ..token_words import spoken
 
@@ -37,6 +39,7 @@ class Try:
     keep_at: Optional[float]   # kept iff u < keep_at (min(1, p/q), or r(x)/Σr for a guess the draft chose)
     test: Optional[KeepTest]
     kept: bool
+    source: Optional[Source] = None   # who proposed it: the draft model, a prompt-lookup copy, a recalled token
 
 
 @dataclass(frozen=True)
@@ -81,15 +84,15 @@ def round_spots(trace, rnd) -> list[Spot]:
             tried = [n for n in tree if n.parent == parent and n.decision != "not reached"]
             if not tried or depth >= n_committed:
                 break
-            tries = tuple(Try(label(n.id, n.text), n.p, n.q, n.u, n.keep_at, n.test, n.decision == "accepted")
-                          for n in tried)
+            tries = tuple(Try(label(n.id, n.text), n.p, n.q, n.u, n.keep_at, n.test, n.decision == "accepted",
+                              n.source) for n in tried)
             kept = tries[-1].kept
             spots.append(Spot(rnd.index, tries, None if kept else written, None if kept else drawn_from))
     else:
-        for i, (t, shown) in enumerate(zip(rnd.drafted, drafted)):
+        for i, (t, shown, source) in enumerate(zip(rnd.drafted, drafted, drafted_sources(trace.config, rnd))):
             if not t.evaluated or i >= n_committed:
                 break
-            one = (Try(shown.label, t.p, t.q, t.u, t.keep_at, t.test, t.accepted),)
+            one = (Try(shown.label, t.p, t.q, t.u, t.keep_at, t.test, t.accepted, source),)
             spots.append(Spot(rnd.index, one, None if t.accepted else written, None if t.accepted else drawn_from))
     return spots
 
@@ -98,6 +101,10 @@ def _mattered(spot: Spot, greedy: bool) -> bool:
     """The draw decided it: the kept guess's chance was strictly between 0 and 1 (T = 0: always)."""
     t = spot.tries[-1]
     return greedy or (t.keep_at is not None and t.u is not None and 0 < t.keep_at < 1)
+
+
+def _by_model(spot: Spot) -> bool:
+    return all(t.source in (None, Source.MODEL) for t in spot.tries)
 
 
 def worked_round(trace) -> Optional[Worked]:
@@ -110,15 +117,16 @@ def worked_round(trace) -> Optional[Worked]:
     by_round = [round_spots(trace, r) for r in trace.rounds]
     kept = [s for spots in by_round for s in spots if s.kept]
     replaced = [s for spots in by_round for s in spots if not s.kept and s.written is not None]
-    kept_rank = lambda s: (not _mattered(s, greedy), len(s.tries) > 1, s.round)
-    replaced_rank = lambda s: (len(s.tries) > MAX_TRIES_SAID, s.round)
+    # a guess of the draft model reads better than a copy (its q says how sure the draft was)
+    kept_rank = lambda s: (not _mattered(s, greedy), not _by_model(s), len(s.tries) > 1, s.round)
+    replaced_rank = lambda s: (len(s.tries) > MAX_TRIES_SAID, not _by_model(s), s.round)
     best_kept = min(kept, key=kept_rank, default=None)
     best_replaced = min(replaced, key=replaced_rank, default=None)
     # The same round's pair reads as one worked round; taken unless it costs a kept guess whose draw mattered.
     pairs = [(min((s for s in kept if s.round == r.round), key=kept_rank), r) for r in replaced
              if any(s.round == r.round for s in kept)]
-    pair = min(pairs, key=lambda kr: (kept_rank(kr[0])[0], replaced_rank(kr[1])[0], kr[1].round), default=None)
-    if pair is not None and (best_kept is None or kept_rank(pair[0])[0] <= kept_rank(best_kept)[0]):
+    pair = min(pairs, key=lambda kr: (kept_rank(kr[0])[:2], replaced_rank(kr[1])[:2], kr[1].round), default=None)
+    if pair is not None and (best_kept is None or kept_rank(pair[0])[:2] <= kept_rank(best_kept)[:2]):
         return Worked(greedy, *pair)
     return Worked(greedy, best_kept, best_replaced)
 
@@ -145,10 +153,24 @@ def _draw(t: Try) -> tuple[str, str]:
     return u, limit
 
 
+def _offered(t: Try, verb: str) -> str:
+    """Who proposed the guess: "The draft guessed “x”", "Prompt lookup copied “x” from earlier text"."""
+    w = spoken(t.text)
+    if t.source == Source.LOOKUP:
+        return f"Prompt lookup copied {w} from earlier text"
+    if t.source == Source.RECYCLE:
+        return f"Recycling recalled {w}, the target's own earlier choice"
+    return f"The draft {verb} {w}"
+
+
+def _q_words(t: Try) -> str:
+    """The draft's probability of its guess; a copy or a recalled token counts as sure (q = 1)."""
+    return f"the draft {pct(t.q)}" if t.source in (None, Source.MODEL) else f"the copy counts as {pct(t.q)} sure"
+
+
 def _sampled(t: Try, spot: Spot) -> str:
     """A guess drawn from the draft's q, tested by u < min(1, p/q)."""
-    w = spoken(t.text)
-    head = f"The draft guessed {w}. The target liked it {pct(t.p)}, the draft {pct(t.q)}"
+    head = f"{_offered(t, 'guessed')}. The target liked it {pct(t.p)}, {_q_words(t)}"
     if t.u is None or t.keep_at is None:
         return head + "."
     u, limit = _draw(t)
@@ -156,6 +178,8 @@ def _sampled(t: Try, spot: Spot) -> str:
         return (head + ": the target likes it at least as much as the draft, so it is always kept (the draw, "
                 f"{u}, did not matter).")
     chance = f"{t.p * 100:.0f}/{t.q * 100:.0f} = {pct(t.keep_at)}" if t.p and t.q else pct(t.keep_at)
+    if t.keep_at <= 0 and not t.kept:
+        return head + f", so it could never stay (the draw was {u}) and was dropped" + _replacement(spot) + "."
     if t.kept:
         return head + f", so it is kept with chance {chance}; the draw was {u}, under {limit}, so it stayed."
     return (head + f", so it is kept with chance {chance}; the draw was {u}, not under {limit}, so it was dropped"
@@ -177,11 +201,16 @@ def _chosen(spot: Spot) -> str:
     if len(tries) == 1 and tries[0].u is not None and tries[0].keep_at is not None:
         t = tries[0]
         u, limit = _draw(t)
+        by_model = t.source in (None, Source.MODEL)
+        offered = _offered(t, "offered") + (f" (it gave it {pct(t.q)})" if by_model else "")
+        if t.keep_at <= 0 and not t.kept:
+            return (f"{offered}. The target gave it 0 %, so it could never stay (the draw was {u}) and was dropped"
+                    + _replacement(spot) + ".")
         outcome = (f"under {limit}, so it stayed" if t.kept else f"not under {limit}, so it was dropped"
                    + _replacement(spot))
-        return (f"The draft offered {spoken(t.text)} (it gave it {pct(t.q)}). The target liked it {pct(t.p)}, and a "
-                f"guess the draft picked is kept with the chance the target gives it, {pct(t.keep_at)}; the draw "
-                f"was {u}, {outcome}.")
+        picked = "a guess the draft picked" if by_model else "such a guess"
+        return (f"{offered}. The target liked it {pct(t.p)}, and {picked} is kept with the chance the target "
+                f"gives it, {pct(t.keep_at)}; the draw was {u}, {outcome}.")
     said = [_chosen_one(t) for t in tries[:MAX_TRIES_SAID]]
     more = len(tries) - len(said)
     text = ("The target tried these alternatives in turn (each kept with the chance the target still gives it once "
@@ -196,11 +225,11 @@ def _top(spot: Spot) -> str:
     """Temperature 0: a guess stays when it is the target's own first choice."""
     tries = spot.tries
     if len(tries) == 1:
-        w = spoken(tries[0].text)
+        w, offered = spoken(tries[0].text), _offered(tries[0], "guessed")
         if spot.kept:
-            return (f"The draft guessed {w}, and {w} was the target's own first choice too: they agree, so it "
+            return (f"{offered}, and {w} was the target's own first choice too: they agree, so it "
                     "stayed (at temperature 0 there is no draw).")
-        return (f"The draft guessed {w}, but the target's own first choice was {spoken(spot.written)}: they disagree, "
+        return (f"{offered}, but the target's own first choice was {spoken(spot.written)}: they disagree, "
                 f"so {w} was dropped and the target wrote {spoken(spot.written)}.")
     said = ", then ".join(_chosen_one(t) for t in tries[:MAX_TRIES_SAID])
     more = len(tries) - MAX_TRIES_SAID

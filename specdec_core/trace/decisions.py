@@ -38,7 +38,7 @@ DECISIONS = {
                  "a guess the target turned down"),
         Decision("not reached", "unchecked draft", "#999999", "·", "faded",
                  "drafted after the first rejection (or beside a kept guess): never checked, discarded",
-                 "a guess never checked (after one was turned down, or beside a kept one)"),
+                 "a guess never checked"),
         Decision("resampled", "resampled", "#E69F00", "↺", "underline",
                  "drawn where the guesses stopped, from what the target still wants there: norm(max(0, p − q)) "
                  "after a draft drawn from q, norm(r) (p less the rejected guesses) after chosen guesses",
