@@ -43,16 +43,15 @@ FIRST_LOAD_NOTE = ("The first run loads the model pair: for the offline default 
                    "Hub models download on their first use.")
 
 FIRST_PAINT_RACES = 5   # app/record_examples.py keeps the race with the median speedup of these
-RECORDED_BANNER = ("● **Recorded race** on **{machine}**: {target} + {draft}, {shape}, T = {temperature} (this "
-                   f"prompt was raced {FIRST_PAINT_RACES} times; shown is the race with the middle speedup). Press "
-                   "**Run** to race on this machine.")
+RECORDED_BANNER = ("● **Recorded race** on **{machine}**: {target} + {draft}, {shape}, T = {temperature}. Press "
+                   "**Run** to race on this machine.")     # how the race shown was picked: RECORDED_LABEL
 # The races the page opens on (app/record_examples.py records them at the page's defaults): file stem, the
 # EXAMPLES entry raced, a short name. A task whose answer reuses its context — summarising notes, what
 # speculative decoding is deployed for — comes first (it is the prompt box's default); an everyday
 # question, where the answer is new text and speculation wins little, follows.
 FIRST_PAINT = (("example_copy", 0, "notes the answer reuses"), ("example", 1, "an everyday question"))
-RECORDED_LABEL = (f"Recorded races: press one to show it (each prompt was raced {FIRST_PAINT_RACES} times; shown "
-                  "is the race with the middle speedup)")
+RECORDED_LABEL = (f"Recorded races: press one to show it (each prompt raced {FIRST_PAINT_RACES} times, the "
+                  "middle speedup shown)")
 RECORDED_WHY = ("**Why one wins more:** the draft's kept guesses made **{kept_a} of {n_a}** tokens for {name_a} "
                 "but **{kept_b} of {n_b}** for {name_b}: words an answer reuses from its prompt can be guessed, "
                 "new text mostly cannot, and each kept guess saves a pass of the big model.")

@@ -21,16 +21,16 @@ def legend_html() -> str:
     chips = [_chip(f'<span class="sd-tok {d.css}">{html.escape(d.mark)} token</span>', d.words or d.label, d.meaning)
              for d in DECISIONS.values()]
     chips.append(_chip('<span class="sd-tok sd-resampled sd-outside">token</span>',
-                       "the draft could never guess it (not in its vocabulary)", OUTSIDE_NOTE))
+                       "the draft could never guess it", OUTSIDE_NOTE))
     chips += [_chip(f'<span class="sd-tok sd-accepted sd-src-{key}">token</span>', cue.label, cue.meaning)
               for key, cue in SOURCE_CUES.items() if cue.mark]
     chips.append(_chip(" ".join(f'<span class="sd-tok">{mark}</span> {words}' for mark, words in MARK_WORDS.items()
                                 if mark != "→"), ""))
     chips.append(_chip(f'<span class="sd-tok sd-eos"><span class="sd-said">{END_WORDS}</span></span>',
-                       "the mark that ends the chat's answer (<|im_end|>)"))
+                       "the chat's end mark <|im_end|>"))
     chips.append(_chip('<span class="sd-round"><span class="sd-rn">3: <b class="sd-rcount">2 tokens</b></span></span>',
-                       "round 3: one pass of the big model, and the tokens it produced"))
+                       "round 3: one pass of the big model, 2 tokens"))
     chips.append(_chip('<span class="sd-round"><span class="sd-rn">8: <b class="sd-rcount">1 token</b>'
                        '<span class="sd-guesses">· tree of 12</span></span></span>',
-                       "the draft offered 12 guesses as a tree (alternatives side by side), all checked in that one pass"))
+                       "12 guesses (a tree of alternatives) checked in that one pass"))
     return f'<div class="sd-legend" id="sd-legend">{"".join(chips)}</div>'

@@ -7,7 +7,7 @@ import html
 from specdec_core.trace import race_sum, recorded_reference
 
 HEAD = "What limited this run: "
-LIMIT_CSS = ".sd-limit{margin-top:6px;padding:6px 12px;border-radius:8px;border-left:5px solid #E69F00;font-size:17px}\n"
+LIMIT_CSS = ".sd-limit{margin-top:6px;padding:6px 12px;border-radius:8px;border-left:5px solid #E69F00;font-size:15px}\n"
 
 
 def limit_line(spec, plain) -> str:

@@ -63,7 +63,7 @@ def timeline_css() -> str:
         ".sd-tok:hover{outline:2px solid " + INK_COLOUR + "88}",
         "#sd-timeline .sd-tok{cursor:pointer}",
         ".sd-eos{font-size:11px;opacity:.8}",
-        ".sd-legend{display:flex;flex-wrap:wrap;gap:6px 16px;font-size:15px;margin:4px 0}",
+        ".sd-legend{display:flex;flex-wrap:wrap;gap:4px 14px;font-size:14px;margin:4px 0}",
         ".sd-legend .sd-tok{cursor:default}",
         ".sd-empty{color:" + MUTED_COLOUR + ";font-style:italic}",
         ".sd-lane{border-radius:10px;padding:10px 12px;border:1px solid var(--border-color-primary);"

@@ -128,9 +128,8 @@ def banner(spec, plain, kind: str, files: str = "") -> str:
     fields = dict(device=cfg.device or "?", machine=cfg.machine or cfg.device or "?", target=cfg.target, draft=(spec.config.draft if spec else "—"),
                   shape=(Plan.from_config(spec.config).label() if spec else "plain"),
                   temperature=cfg.temperature, files=files)
-    # the expert's names glossed in place for a student (app/names.py)
-    fields["draft"] = names.glossed(fields["draft"], names.drafter_words(fields["draft"]))
-    fields["shape"] = names.glossed(fields["shape"], names.shape_words(fields["shape"]))
+    # the expert's names in a student's words (app/names.py; the stats and Advanced keep the names)
+    fields["draft"], fields["shape"] = names.drafter_words(fields["draft"]), names.shape_words(fields["shape"])
     template = {"example": explain.RECORDED_BANNER, "run": explain.RUN_BANNER, "upload": explain.UPLOAD_BANNER}[kind]
     return template.format(**fields)
 

@@ -1,4 +1,5 @@
 """app.timeline / app.race on hand-built traces: decisions, escaping, whitespace, lanes, verdict."""
+import html
 import re
 from dataclasses import replace
 
@@ -128,7 +129,7 @@ def test_css_and_legend_come_from_the_shared_legend():
     css, shown = timeline.timeline_css(), legend.legend_html()
     for key, d in DECISIONS.items():
         assert f".{d.css}{{background:{d.colour}" in css
-        assert d.words in shown and f"sd-tok {d.css}" in shown
+        assert html.escape(d.words) in shown and f"sd-tok {d.css}" in shown
     assert "line-through" in css and "underline" in css and "overline" in css and "opacity" in css
 
 

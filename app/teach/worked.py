@@ -20,10 +20,9 @@ MAX_TRIES_SAID = 5     # a spot with more alternatives names these and counts th
 # Sized for the back of a classroom (the page scales every font-size with --sd-scale, app/scale.py).
 WORKED_CSS = """
 .sd-worked{border:1px solid var(--border-color-primary);border-left:5px solid #009E73;border-radius:10px;
-  padding:8px 14px;margin:6px 0;font-size:17px;line-height:1.5}
-.sd-worked h4{margin:0 0 4px 0;font-size:19px}
-.sd-worked p{margin:4px 0}
-.sd-worked .sd-worked-how{font-size:15px;color:var(--body-text-color-subdued)}
+  padding:6px 14px;margin:6px 0;font-size:16px;line-height:1.45}
+.sd-worked h4{margin:0 0 2px 0;font-size:17px}
+.sd-worked p{margin:3px 0}
 .sd-worked details{font-size:14px}
 .sd-worked:empty{display:none}
 """
@@ -269,15 +268,9 @@ def spot_symbols(spot: Spot) -> list[str]:
     return lines
 
 
-HOW = {False: "Each guess meets a random draw between 0 and 1 and stays if the draw falls under its chance; the "
-              "first guess that fails is replaced by a token the target draws itself, and the guesses after it are dropped.",
-       True: "At temperature 0 there is no draw: a guess stays when it is the target's own first choice, and the first "
-             "one that is not is replaced by that first choice."}
-
-
 def worked_html(trace) -> str:
-    """The Race tab's worked round: a heading, how the rule goes, the kept and the replaced spot in
-    words with this run's numbers, the symbols behind "details"."""
+    """The Race tab's worked round (under the lesson, which states the rule): a heading, the kept and the
+    replaced spot in words with this run's numbers, the symbols behind "details"."""
     worked = worked_round(trace)
     if worked is None:
         return '<div class="sd-worked" id="sd-worked"></div>'
@@ -300,4 +293,4 @@ def worked_html(trace) -> str:
     details = (f'<details class="sd-details"><summary>the same in symbols</summary><ul>'
                + "".join(f"<li>{html.escape(s)}</li>" for s in symbols) + "</ul></details>") if symbols else ""
     return (f'<div class="sd-worked" id="sd-worked"><h4>{html.escape(title)}</h4>'
-            f'<p class="sd-worked-how">{html.escape(HOW[greedy])}</p>{"".join(rows)}{details}</div>')
+            f'{"".join(rows)}{details}</div>')
