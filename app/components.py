@@ -42,6 +42,7 @@ class Page:
     plain_lane: gr.HTML
     spec_lane: gr.HTML
     verdict: gr.HTML
+    worked: gr.HTML              # the rule worked in words on the run's own numbers (teach/worked.py)
     # Race tab: the round player.
     player: gr.HTML
     player_round: gr.State

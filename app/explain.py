@@ -43,14 +43,15 @@ FIRST_LOAD_NOTE = ("The first run loads the model pair: for the offline default 
                    "Hub models download on their first use.")
 
 FIRST_PAINT_RACES = 5   # app/record_examples.py keeps the race with the median speedup of these
-RECORDED_BANNER = ("● **Recorded race** on **{machine}**: {target} + {draft}, {shape}, T = {temperature} (the "
-                   f"middle of {FIRST_PAINT_RACES} races of this prompt). Press **Run** to race on this machine.")
+RECORDED_BANNER = ("● **Recorded race** on **{machine}**: {target} + {draft}, {shape}, T = {temperature}. Press "
+                   "**Run** to race on this machine.")     # how the race shown was picked: RECORDED_LABEL
 # The races the page opens on (app/record_examples.py records them at the page's defaults): file stem, the
 # EXAMPLES entry raced, a short name. A task whose answer reuses its context — summarising notes, what
 # speculative decoding is deployed for — comes first (it is the prompt box's default); an everyday
 # question, where the answer is new text and speculation wins little, follows.
 FIRST_PAINT = (("example_copy", 0, "notes the answer reuses"), ("example", 1, "an everyday question"))
-RECORDED_LABEL = f"Recorded races (each the middle of {FIRST_PAINT_RACES} of its prompt): press one to show it"
+RECORDED_LABEL = (f"Recorded races: press one to show it (each prompt raced {FIRST_PAINT_RACES} times, the "
+                  "middle speedup shown)")
 RECORDED_WHY = ("**Why one wins more:** the draft's kept guesses made **{kept_a} of {n_a}** tokens for {name_a} "
                 "but **{kept_b} of {n_b}** for {name_b}: words an answer reuses from its prompt can be guessed, "
                 "new text mostly cannot, and each kept guess saves a pass of the big model.")
@@ -60,13 +61,14 @@ RUN_WHY = ("**Your race:** the draft's kept guesses made **{kept} of {n}** token
 RUN_BANNER = "▶ **Your run** on **{machine}**: {target} + {draft}, {shape}, T = {temperature}."
 UPLOAD_BANNER = "⤒ **Loaded from file** ({files}): recorded on **{machine}**, {target} + {draft}, {shape}."
 
-RACE_HELP = ("Both lanes run the same model, device and sampler, after an uncounted warm-up, **taking turns a "
+RACE_HELP = ("Both lanes run the same model, device and sampler, after a warm-up run that is not timed, **taking turns a "
              "round at a time** (the lane behind in tokens goes next), so a busy machine slows both alike; each "
              "lane's clock counts only its own work, and the page shows both at one clock, so the faster lane pulls "
              "ahead. The **round player** below the verdict shows the race again one round at a time: the draft's "
              "guesses, the target's one pass, each guess kept or rejected (alternate rounds shaded in the lane).")
 
-TIMELINE_HELP = ("Each bordered group is one **round** (small number = round index). Hover a token for "
+TIMELINE_HELP = ("Each bordered group is one **round**, one pass of the big model: its head gives the round's "
+                 "number, the tokens that pass produced and, for a token tree, how many guesses it checked. Hover a token for "
                  "p (target), q (draft), p/q, the uniform draw u and the decision. Spaces show as ␣, "
                  "newlines as ↵. Besides colour, every decision has its own mark: rejected = struck "
                  "through, unchecked = faded and dashed, resampled = underlined, bonus = overlined. "

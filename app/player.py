@@ -125,6 +125,11 @@ def _decide_caption(c: Card) -> str:
                      "and the draft did not offer, norm(max(0, p − q))")
     elif rejected:     # a tree: an alternative was kept where a guess lost, and its line ends here
         parts.append(f"the kept line ends there, so the target adds a bonus token of its own, “{c.last_text}”")
+    elif len(kept) < len(c.guesses):
+        # a tree whose kept line has no guess after it: the other branches were never checked, not passed
+        unchecked = len(c.guesses) - len(kept)
+        parts.append(f"the kept line has no more guesses, so the other {unchecked} were never checked, and the "
+                     f"target adds a bonus token of its own, “{c.last_text}”")
     else:
         parts.append(f"every guess passed, so the target adds a bonus token of its own, “{c.last_text}”")
     return "; ".join(parts) + f": {c.committed} token{'s' if c.committed != 1 else ''} from one pass."

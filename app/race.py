@@ -76,8 +76,8 @@ def plain_words(spec, plain) -> str:
     cost = _fraction(cost_ratios(spec, plain)["c"])
     # A draft of a few million parameters costs far more than its size says on a CPU: each call's
     # fixed work (launching dozens of small operations, picking its guesses) dominates.
-    return text + (f"; each guessing step cost {cost} of a pass (on a CPU mostly the fixed work of one call, "
-                   "not the draft's size)." if cost else ".")
+    return text + (f"; each guessing step cost {cost} of a pass (on a CPU mostly the fixed cost of starting the "
+                   "small draft model each time, not its size)." if cost else ".")
 
 
 def sum_html(spec, plain) -> str:

@@ -19,6 +19,8 @@ from specdec_core.trace.token_text import display_texts, round_texts
 from specdec_core.trace.tokens import decode_vocab
 from specdec_core.trace.trees import drafted_sources
 
+from .token_words import END_WORDS, blank_words, is_special
+
 COMMITTED = ("accepted", "resampled", "bonus", "own")   # decisions whose token is in the text
 
 _STYLE_CSS = {  # the non-colour cue of each legend style
@@ -45,9 +47,14 @@ def timeline_css() -> str:
         "background:var(--block-background-fill);word-break:break-word}",
         ".sd-round{display:inline;border-left:2px solid " + NEUTRAL_COLOUR + "66;padding-left:3px;margin-left:3px;"
         "position:relative}",
-        ".sd-round>.sd-rn{font-size:9px;vertical-align:super;color:" + MUTED_COLOUR + ";margin-right:1px;"
-        "user-select:none}",
-        ".sd-guesses{margin-left:2px;color:" + DRAFT_COLOUR + "}",
+        # a round's head: its number, the tokens its one pass produced (readable without hovering), a tree's size
+        ".sd-round>.sd-rn{font-size:12px;font-family:var(--font);color:" + MUTED_COLOUR + ";margin-right:3px;"
+        "padding:0 5px;border-radius:8px;background:" + NEUTRAL_COLOUR + "22;user-select:none;white-space:nowrap;"
+        "cursor:pointer}",
+        ".sd-rcount{font-size:15px;font-weight:700;color:" + INK_COLOUR + "}",
+        ".sd-guesses{margin-left:4px;color:#9A6700}",
+        ".sd-said{font-family:var(--font);font-size:12px;font-style:italic}",
+        ".sd-tl-sum{font-family:var(--font);font-size:15px;line-height:1.4;margin:0 0 6px 0}",
         ".sd-tok{display:inline-block;line-height:1.35;white-space:pre;padding:1px 2px;margin:0 1px;border-radius:4px;"
         "border:1px solid transparent;cursor:help}",
         ".sd-tok .sd-ws{opacity:.55}",
@@ -56,7 +63,7 @@ def timeline_css() -> str:
         ".sd-tok:hover{outline:2px solid " + INK_COLOUR + "88}",
         "#sd-timeline .sd-tok{cursor:pointer}",
         ".sd-eos{font-size:11px;opacity:.8}",
-        ".sd-legend{display:flex;flex-wrap:wrap;gap:6px 14px;font-size:13px;margin:4px 0}",
+        ".sd-legend{display:flex;flex-wrap:wrap;gap:4px 14px;font-size:14px;margin:4px 0}",
         ".sd-legend .sd-tok{cursor:default}",
         ".sd-empty{color:" + MUTED_COLOUR + ";font-style:italic}",
         ".sd-lane{border-radius:10px;padding:10px 12px;border:1px solid var(--border-color-primary);"
@@ -201,10 +208,16 @@ def token_span(piece: Piece) -> str:
         else:
             body.append(html.escape(ch))
     inner = ("".join(body) + part_span(piece.part, piece.note)) or "∅"
+    # Said in words where they stand: a control token (<|im_end|>) and a token of only spaces or new lines.
+    if is_special(piece.text):
+        inner = f'<span class="sd-said">{END_WORDS}</span>'
+    elif piece.text and piece.text.isspace():
+        inner += f' <span class="sd-said">{html.escape(blank_words(piece.text))}</span>'
     after = "<br>" if committed and "\n" in piece.text else ""
     cls = (f"sd-tok {DECISIONS[piece.decision].css}" + (" sd-eos" if piece.eos else "")
            + (" sd-outside" if piece.outside else "") + source_class(piece.source))
-    title = html.escape(piece.tooltip + ("\n(end of sequence)" if piece.eos else ""), quote=True)
+    said = f"\nthe token {piece.text.strip()}, the chat's {END_WORDS} mark" if is_special(piece.text) else ""
+    title = html.escape(piece.tooltip + said + ("\n(end of sequence)" if piece.eos else ""), quote=True)
     return (f'<span class="{cls}" data-decision="{piece.decision}" data-round="{piece.round}" '
             f'data-pos="{piece.position}" title="{title}">{inner}</span>{after}')
 
@@ -219,11 +232,48 @@ def timeline_html(trace, max_rounds: Optional[int] = None) -> str:
     for rnd in rounds:
         last_eos = trace.stop_reason == "eos" and rnd is trace.rounds[-1]
         spans = "".join(token_span(p) for p in round_pieces(trace, rnd, last_eos, vocab))
-        title = html.escape(f"round {rnd.index}" + (f"\n{tree_note(trace, rnd)}" if rnd.tree else ""), quote=True)
-        guesses = f'<span class="sd-guesses">⋔{len(rnd.tree)}</span>' if rnd.tree else ""
-        groups.append(f'<span class="sd-round" data-round="{rnd.index}" title="{title}">'
-                      f'<span class="sd-rn">{rnd.index}{guesses}</span>{spans}</span>')
-    return f'<div class="sd-timeline" id="sd-timeline">{"".join(groups)}</div>'
+        n = len(rnd.committed)
+        title = html.escape(f"round {rnd.index}: one pass of the big model, {n} token{'s' if n != 1 else ''}"
+                            + (f"\n{tree_note(trace, rnd)}" if rnd.tree else ""), quote=True)
+        groups.append(f'<span class="sd-round" data-round="{rnd.index}" title="{title}">{round_head(rnd)}{spans}</span>')
+    return (f'<div class="sd-timeline" id="sd-timeline">{timeline_summary(trace, rounds)}{"".join(groups)}</div>')
+
+
+def round_head(rnd) -> str:
+    """A round's head, readable without hovering: its number, the tokens its one pass produced, and a
+    tree's size in words."""
+    n = len(rnd.committed)
+    guesses = f'<span class="sd-guesses">· tree of {len(rnd.tree)}</span>' if rnd.tree else ""
+    return (f'<span class="sd-rn">{rnd.index}: <b class="sd-rcount" data-count="{n}">{n} token{"s" if n != 1 else ""}'
+            f'</b>{guesses}</span>')
+
+
+def best_round(rounds) -> Optional[tuple[int, int]]:
+    """(round index, tokens) of the round whose one pass produced the most tokens (the first such)."""
+    return max(((r.index, len(r.committed)) for r in rounds), key=lambda x: (x[1], -x[0]), default=None)
+
+
+def with_best_round(stats: str, spec) -> str:
+    """The stats table (race.stats_markdown) with a row naming the best round, under the tokens-per-pass
+    row (at the end if there is none); unchanged without rounds."""
+    best = best_round(spec.rounds) if spec is not None and not spec.config.plain else None
+    if best is None:
+        return stats
+    row = f"| most tokens from one pass (the best round) | {best[1]} (round {best[0]}) | 1 |"
+    lines = stats.split("\n")
+    at = next((i + 1 for i, line in enumerate(lines) if line.startswith("| tokens per target pass")), len(lines))
+    return "\n".join(lines[:at] + [row] + lines[at:])
+
+
+def timeline_summary(trace, rounds) -> str:
+    """The line above the timeline: what a round's count means, and the most tokens one pass produced."""
+    best = best_round(rounds)
+    if best is None:
+        return ""
+    n = sum(len(r.committed) for r in rounds)
+    return (f'<div class="sd-tl-sum" id="sd-tl-sum">Each group is one round: one pass of the big model and the '
+            f'tokens it produced (“3: 2 tokens” is round 3, two tokens). Most from one pass: <b>{best[1]}</b> (round {best[0]}); on average '
+            f'{n / len(rounds):.1f} over {len(rounds)} passes.</div>')
 
 
 def tree_note(trace, rnd) -> str:
@@ -239,23 +289,6 @@ def tree_note(trace, rnd) -> str:
     return (f"{len(tree)} guesses verified in one target pass (a token tree, {rnd.shape_text()}); kept {path}"
             + (f"; rejected {', '.join(rejected)}" if rejected else "")
             + (f"; {unreached} not reached" if unreached else "") + " — click for the tree")
-
-
-def legend_html() -> str:
-    chips = []
-    for key, d in DECISIONS.items():
-        chips.append(f'<span title="{html.escape(d.meaning, quote=True)}"><span class="sd-tok {d.css}">'
-                     f'{html.escape(d.mark)} token</span> {html.escape(d.label)}</span>')
-    chips.append(f'<span title="{html.escape(OUTSIDE_NOTE, quote=True)}"><span class="sd-tok sd-resampled sd-outside">'
-                 'token</span> the draft could never guess it (outside its vocabulary)</span>')
-    for key, cue in SOURCE_CUES.items():
-        if cue.mark:
-            chips.append(f'<span title="{html.escape(cue.meaning, quote=True)}"><span class="sd-tok sd-accepted '
-                         f'sd-src-{key}">token</span> {html.escape(cue.label)}</span>')
-    chips.append('<span><span class="sd-round"><span class="sd-rn">7</span></span> round boundary</span>')
-    chips.append('<span><span class="sd-round"><span class="sd-rn">8<span class="sd-guesses">⋔12</span></span></span>'
-                 ' a token tree of 12 guesses (hover: its branches)</span>')
-    return f'<div class="sd-legend">{"".join(chips)}</div>'
 
 
 # Clicking a token (or a round) in the timeline opens it in the round inspector.

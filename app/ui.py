@@ -9,8 +9,11 @@ from . import deploy, explain, form_fields, handlers, player, views
 from .wiring import MODEL_QUEUE, listeners
 from .debug import tab as debug_tab
 from .teach import classroom, tab as teach_tab
+from .teach.worked import WORKED_CSS
+from .limit import LIMIT_CSS
 from .scale import scalable_css, scale_figure
-from .timeline import TIMELINE_CLICK_JS, legend_html, timeline_css
+from .legend import legend_html
+from .timeline import TIMELINE_CLICK_JS, timeline_css
 from .components import Page
 
 # The page's default sampler: the bench's sampling mode, so the first race shows the whole rule
@@ -24,7 +27,7 @@ ADVANCED = "Advanced: model pair, drafter, drafting shape, k, sampler, device"
 # (docs/bench/page-race). The border stays, still.
 GENERATING_STILL = ".generating{animation:none!important}\n"
 
-CSS = scalable_css(timeline_css() + player.player_css() + """
+CSS = scalable_css(timeline_css() + player.player_css() + WORKED_CSS + LIMIT_CSS + """
 #sd-run-row button{min-height:48px}
 .sd-plot{min-height:330px}
 .sd-wt{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:16px;line-height:1.4;padding:8px;
@@ -78,6 +81,7 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict, 
         with gr.Tab("Race", id="race") as C.race_tab:
             _layout_first_screen(C, init)
             gr.HTML(explain.lesson_html())
+            C.worked = gr.HTML(init["worked"], elem_id="sd-worked-box")
             _layout_player(C, init)
             _layout_advanced(C, default)
             _layout_timeline_and_stats(C, init)

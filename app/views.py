@@ -18,8 +18,10 @@ from specdec_core.trace import measured_speedup
 from specdec_core.trace.decisions import DECISIONS, draft_decision
 from specdec_core.trace.token_text import round_labels
 
-from . import charts, explain, player, race, round_charts
-from .timeline import plain_lane_html, spec_lane_html, timeline_html
+from . import charts, explain, names, player, race, round_charts
+from .limit import limit_html
+from .teach.worked import worked_html
+from .timeline import with_best_round, plain_lane_html, spec_lane_html, timeline_html
 
 EXAMPLE_FILES = ("example_speculative.trace.json", "example_plain.trace.json")
 CHART_NAMES = ("chart_acceptance", "chart_histogram", "chart_time", "chart_split", "chart_speedup")
@@ -126,6 +128,8 @@ def banner(spec, plain, kind: str, files: str = "") -> str:
     fields = dict(device=cfg.device or "?", machine=cfg.machine or cfg.device or "?", target=cfg.target, draft=(spec.config.draft if spec else "—"),
                   shape=(Plan.from_config(spec.config).label() if spec else "plain"),
                   temperature=cfg.temperature, files=files)
+    # the expert's names in a student's words (app/names.py; the stats and Advanced keep the names)
+    fields["draft"], fields["shape"] = names.drafter_words(fields["draft"]), names.shape_words(fields["shape"])
     template = {"example": explain.RECORDED_BANNER, "run": explain.RUN_BANNER, "upload": explain.UPLOAD_BANNER}[kind]
     return template.format(**fields)
 
@@ -205,9 +209,11 @@ def views(spec, plain, kind: str = "run", files: str = "") -> dict:
         "banner": banner(spec, plain, kind, files),
         "plain_lane": plain_lane_html(plain, status="finished" if plain is not None and plain.finished else ""),
         "spec_lane": spec_lane_html(spec, status="finished" if spec is not None and spec.finished else ""),
-        "verdict": race.verdict_html(spec, plain),
+        # what limited the race, one line under the verdict (app/limit.py)
+        "verdict": race.verdict_html(spec, plain) + limit_html(spec, plain),
+        "worked": worked_html(spec),      # the rule worked in words on this run's numbers (teach/worked.py)
         "timeline": timeline_html(spec),
-        "stats": race.stats_markdown(spec, plain),
+        "stats": with_best_round(race.stats_markdown(spec, plain), spec),   # the best round named (issue 59)
         "round_max": max(len(spec.rounds) - 1, 0) if spec is not None else 0,
         "round": r,
         **inspector(spec, r, pos),

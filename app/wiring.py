@@ -18,8 +18,9 @@ MODEL_QUEUE = "model-work"     # one queue for everything that runs a model: lan
 # is an input only until it is listed here.
 # The Run form's fields (handlers.RunForm), in order: the page's Run inputs and the API's /run arguments.
 RUN_FIELDS = tuple(f.name for f in fields(handlers.RunForm))
+# The API's /run returns these in this order: a new view goes before "files" (the last), never between.
 VIEW_OUTPUTS = ("traces", "run_number", "banner", "recorded_why", "plain_lane", "spec_lane", "verdict", "timeline", "stats",
-                "round", "position", "round_plot", "position_plot", *views.CHART_NAMES, "player", "files")
+                "round", "position", "round_plot", "position_plot", *views.CHART_NAMES, "player", "worked", "files")
 # The page's Run is two steps. The race streams to these few outputs only; every other view is drawn
 # by a second step once the race is over (`views_due` hands it the race's last update). Why: on
 # every streamed update Gradio's page re-reads each output of the event (it deep-copies every

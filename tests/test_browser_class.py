@@ -3,7 +3,7 @@
 T = 0.7, top-p 0.9, seed 0; hovering a glossary symbol shows its sentence from the core's
 glossary; in classroom mode at 1024×768 (and without it) no Plotly chart of the Race tab has a
 title outside its chart, a legend over a title or two texts overlapping, and the Race tab is at
-most 5,000 px tall. Screenshots go to test-artifacts/class-*.png."""
+most 6,000 px tall. Screenshots go to test-artifacts/class-*.png."""
 import pytest
 
 from specdec_core import glossary
@@ -191,7 +191,9 @@ def test_race_charts_survive_a_projector(browser, url, width, classroom):  # noq
                 page.wait_for_function("document.querySelectorAll('.js-plotly-plot .gtitle').length >= 5")
                 height = page.evaluate("document.querySelector('#sd-first').closest('[role=tabpanel]')"
                                        ".getBoundingClientRect().height")
-                assert height <= 5000, height
+                # 4,960 px before issue 59 added the rule worked in words (~440 px here), the legend in
+                # words (~290) and the line under the verdict (~180): the budget grew by that, no more
+                assert height <= 6000, height
                 page.screenshot(path=str(ARTIFACTS / "class-race-tab-1024-classroom.png"), full_page=True)
             page.locator("#sd-inspector-box").get_by_text("One round in detail", exact=False).first.click()
         page.wait_for_function("document.querySelectorAll('.js-plotly-plot .gtitle').length >= 7")

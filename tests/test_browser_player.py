@@ -10,7 +10,7 @@ import time
 import pytest
 
 from specdec_core import Trace
-from specdec_core.trace.decisions import draft_decision
+from specdec_core.trace.decisions import DECISIONS, draft_decision
 
 from tests.test_browser import ARTIFACTS, _choose, _set_number, browser, page  # noqa: F401 (fixtures)
 
@@ -164,7 +164,7 @@ def test_a_round_without_guesses_says_the_target_wrote_it(page, default_pair, tm
         toks = page.locator(f'#sd-timeline .sd-round[data-round="{r}"] .sd-tok')
         assert toks.count() == 1 and "sd-own" in toks.get_attribute("class")
         assert "no guess this round: the target wrote one token itself" in toks.get_attribute("title")
-    assert "no guess (the target wrote it)" in page.locator(".sd-legend").first.text_content()
+    assert DECISIONS["own"].words in page.locator(".sd-legend").first.text_content()     # said in words (issue 59)
     assert page.locator("#sd-timeline .sd-bonus").count() == sum(
         1 for r in spec.rounds if r.drafted and r.n_accepted == len(r.drafted))   # bonus only after kept guesses
     # the player, moved there by a click on the round in the timeline, says it in its caption

@@ -149,3 +149,21 @@ def test_the_page_gets_the_frames_and_both_lanes_as_data():
     assert [t for t, _ in data["plain"]] == pytest.approx([0.3, 0.5, 0.7, 0.9, 1.1, 1.3])
     assert page.count('class="sd-pl-card"') == 3
     assert "appears after a race" in player.player_html(None, None)
+
+
+def test_a_tree_round_whose_line_ended_early_never_says_every_guess_passed():
+    """Issue 59: a tree round that kept its first guess, which had no guess after it, left its other
+    branches unchecked: the caption says so, not "every guess passed"."""
+    def node(parent, text, p, q, u, decision, on_path=False):
+        return TreeNode(id=60 + ord(text[0]) % 20, parent=parent, text=text, p=p, q=q, q_raw=q, u=u,
+                        decision=decision, on_path=on_path, source="model")
+    tree = [node(-1, "A", .9, .6, .2, "accepted", True), node(-1, "B", .05, .2, None, "not reached"),
+            node(-1, "C", .05, .1, None, "not reached"), node(1, "D", .5, .5, None, "not reached")]
+    rnd = Round(index=0, t_start=0.1, t_end=0.5, draft_s=0.1, verify_s=0.2, overhead_s=0.1, k=4,
+                drafted=[tok(tree[0].id, "A", .9, .6, .2, True)], n_accepted=1,
+                correction=Correction("bonus", 77, "F", p_top=[[77, "F", .5]]), committed=[tree[0].id, 77], tree=tree,
+                plan=RoundPlan(depth=2, width=3, frontier=1, nodes=4, keep=None, levels=2))
+    caption = player.frames(lone_trace([rnd]), None)[-1].caption
+    assert "every guess passed" not in caption
+    assert "Kept 1 of 4 guesses (“A”)" in caption and "the other 3 were never checked" in caption
+    assert caption.endswith("a bonus token of its own, “F”: 2 tokens from one pass.")

@@ -187,7 +187,8 @@ def test_greedy_recycling_equals_plain_decoding(draft):
     sources = drafted_sources(spec.config, rnd)
     marked = [p.position for p in pieces if "sd-src-recycle" in timeline.token_span(p)]
     assert marked and all(sources[pos - 1] == Source.RECYCLE for pos in marked)
-    legend = timeline.legend_html()
+    from app.legend import legend_html
+    legend = legend_html()
     assert 'sd-src-recycle">token</span> recalled' in legend and 'sd-src-lookup">token</span> copied' in legend
     assert '.sd-src-recycle::before{content:"⟲"' in timeline.timeline_css()
     assert "⟲ recalled</span>" in player.player_html(spec, plain, start_round=rnd.index)

@@ -1,11 +1,12 @@
 """app.timeline / app.race on hand-built traces: decisions, escaping, whitespace, lanes, verdict."""
+import html
 import re
 from dataclasses import replace
 
 from specdec_core.trace.decisions import DECISIONS
 from specdec_core.trace import Correction, DraftToken, Round, Trace, TraceConfig
 
-from app import race, timeline
+from app import legend, race, timeline
 
 
 def tok(id, text, p, q, u, accepted, evaluated=True, overlap=0.5):
@@ -70,13 +71,17 @@ def test_every_decision_gets_its_class_in_round_order():
     assert all("sd-" + cls == DECISIONS[dec].css for cls, dec, *_ in out)
     # round 2 drafted nothing: its one token is the target's own, said so (issue 44), not a "bonus"
     assert "no guess this round: the target wrote one token itself" in out[-1][3]
-    assert "no guess" in timeline.legend_html()
+    assert "no guess" in legend.legend_html()
 
 
-def test_rounds_are_bordered_groups_with_index():
+def test_rounds_are_bordered_groups_with_index_and_count():
     html = timeline.timeline_html(make_spec())
     assert html.count('class="sd-round"') == 3
-    assert '<span class="sd-rn">2</span>' in html
+    # each round's head says, without hovering, how many tokens its one pass produced (issue 59)
+    assert '<span class="sd-rn">1: <b class="sd-rcount" data-count="3">3 tokens</b></span>' in html
+    assert '<span class="sd-rn">2: <b class="sd-rcount" data-count="1">1 token</b></span>' in html
+    # ... and the line above it names the best round
+    assert "Most from one pass: <b>3</b> (round 1)" in html
 
 
 def test_token_text_is_escaped_and_whitespace_visible():
@@ -108,7 +113,9 @@ def test_cut_at_max_new_tokens_hides_uncommitted_correction_and_marks_eos():
     assert [c for c, _, r, _, _ in out if r == "1"] == ["accepted", "accepted"]
     eos = make_spec(eos_last=True)
     html = timeline.timeline_html(eos)
-    assert 'sd-own sd-eos' in html and "&lt;/s&gt;" in html        # the timeline shows the EOS token
+    assert 'sd-own sd-eos' in html and "&lt;/s&gt;" in html        # the timeline shows the EOS token ...
+    assert '<span class="sd-said">end of answer</span>' in html      # ... said in words (issue 59)
+    assert '<span class="sd-said">new line</span>' in html            # a token of a new line, likewise
     lane = timeline.spec_lane_html(eos)
     assert "&lt;/s&gt;" not in lane and '<b class="sd-count">6</b>' in lane   # the lane hides its text
 
@@ -119,10 +126,10 @@ def test_empty_and_partial_timeline():
 
 
 def test_css_and_legend_come_from_the_shared_legend():
-    css, legend = timeline.timeline_css(), timeline.legend_html()
+    css, shown = timeline.timeline_css(), legend.legend_html()
     for key, d in DECISIONS.items():
         assert f".{d.css}{{background:{d.colour}" in css
-        assert d.label in legend and f"sd-tok {d.css}" in legend
+        assert html.escape(d.words) in shown and f"sd-tok {d.css}" in shown
     assert "line-through" in css and "underline" in css and "overline" in css and "opacity" in css
 
 
@@ -254,7 +261,8 @@ def test_the_verdict_speaks_plainly_first_and_keeps_the_numbers_behind_details()
     first = html.unescape(_re.sub(r"<[^>]+>", "", html_text.split("<br>")[0]))
     assert first.endswith("the big model ran 3 passes instead of 6: 3 of the 6 tokens were the draft's guesses that "
                           "it kept, the other 3 it wrote itself; each guessing step cost about a fifth of a pass "
-                          "(on a CPU mostly the fixed work of one call, not the draft's size).")
+                          "(on a CPU mostly the fixed cost of starting the small draft model each time, not its "
+                          "size).")
     for term in SYMBOLS:        # no symbol of the glossary in the first line
         assert not _re.search(rf"(?<![\w.]){_re.escape(term.key)}(?![\w\]])", first.split("×", 1)[1]), term.key
     details = html_text.split('<details class="sd-details">')[1]

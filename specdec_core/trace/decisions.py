@@ -18,7 +18,8 @@ class Decision:
     colour: str     # hex, Okabe-Ito
     mark: str       # non-colour cue in plain text
     style: str      # non-colour cue in rich views: "plain", "underline", "strike", "faded", "overline", "dotted"
-    meaning: str    # one sentence for tooltips and the legend
+    meaning: str    # one sentence for tooltips (the rule's symbols)
+    words: str = ""  # the legend's phrase for a student, no symbol
 
     @property
     def css(self) -> str:
@@ -31,20 +32,25 @@ DECISIONS = {
     for d in (
         Decision("accepted", "accepted draft", "#009E73", "✓", "plain",
                  "kept: u fell under its test (min(1, p/q) for a draft drawn from q, r(x)/Σr for a guess the "
-                 "draft chose; at T = 0, it was the target's top token)"),
+                 "draft chose; at T = 0, it was the target's top token)", "kept guess"),
         Decision("rejected", "rejected draft", "#D55E00", "✗", "strike",
-                 "thrown away: u was at or above its test (at T = 0: not the target's top token)"),
+                 "thrown away: u was at or above its test (at T = 0: not the target's top token)",
+                 "guess turned down"),
         Decision("not reached", "unchecked draft", "#999999", "·", "faded",
-                 "drafted after the first rejection (or beside a kept guess): never checked, discarded"),
+                 "drafted after the first rejection (or beside a kept guess): never checked, discarded",
+                 "guess never checked"),
         Decision("resampled", "resampled", "#E69F00", "↺", "underline",
                  "drawn where the guesses stopped, from what the target still wants there: norm(max(0, p − q)) "
-                 "after a draft drawn from q, norm(r) (p less the rejected guesses) after chosen guesses"),
-        Decision("bonus", "bonus (from p)", "#0072B2", "+", "overline",
-                 "drawn from the target's p: every guess on the path was kept"),
+                 "after a draft drawn from q, norm(r) (p less the rejected guesses) after chosen guesses",
+                 "the target's token in place of a turned-down guess"),
+        Decision("bonus", "bonus token", "#0072B2", "+", "overline",
+                 "drawn from the target's p: every guess on the path was kept",
+                 "a free extra token (every guess kept)"),
         # A round with no guesses (the shape rule declined, or nothing to propose) is a plain step:
         # its one token is the target's own, not a bonus earned by guesses (sky blue: the plain lane's).
         Decision("own", "no guess (the target wrote it)", "#56B4E9", "○", "dotted",
-                 "no guess this round: the target wrote one token itself, as plain decoding does"),
+                 "no guess this round: the target wrote one token itself, as plain decoding does",
+                 "no guess: the target wrote it alone"),
     )
 }
 
