@@ -185,3 +185,39 @@ def test_counts_on_the_page_are_checked_with_their_range():
         form_fields.whole_number("many", "new tokens per run", 8, 128)
     with pytest.raises(form_fields.UserError, match="repeats must be a whole number"):
         form_fields.whole_number(None, "repeats", 3, 10)
+
+
+def test_a_run_recorded_twice_is_refused():
+    """Issue 61: a greedy A/B showed identical figures for two prompts; a record counted twice (or
+    under another prompt's name) must never pass silently into the pooled numbers."""
+    records = [rec("A", "p1"), rec("B", "p1"), rec("A", "p2"), rec("B", "p2")]
+    ab_stats.summarise(records)
+    with pytest.raises(ValueError, match=r"recorded twice .*\('A', 'p2', 0\)"):
+        ab_stats.summarise(records + [rec("A", "p2", accepted=5)])
+
+
+@pytest.mark.model
+def test_greedy_ab_records_are_each_prompts_own_decode():
+    """Issue 61's 'duplicated' figures (16/122, α 0.340, 1.50 on explanation0 and creative3): the A/B's
+    records are exactly each (arm, prompt)'s decode run alone, and equal figures come from different
+    texts — at T 0 with 48 new tokens α = kept ÷ checked and tokens/pass = 48 ÷ (48 − kept) follow
+    from the kept count, and a chain of 4 drafts ~4 a pass."""
+    from specdec_core import load_pair, stream_decode
+    pairs = [load_pair("smollm2-135m", draft=d, device="cpu") for d in ("distilled", "block")]
+    request = parse_request(k=4, tree="none", temperature=0.0, max_new_tokens=48, seed=0)
+    arms = [Arm("A", "distilled", request), Arm("B", "block", request)]
+    texts = {p["name"]: p["text"] for p in prompt_sets()["prose"]}
+    prompts = [(n, pairs[0].encode_prompt(texts[n], chat=True)) for n in ("explanation0", "creative3")]
+    raced = {(run["arm"], run["prompt"]): record(run["trace"], run["arm"], run["prompt"], 0)
+             for run in ab_runs(pairs, prompts, arms, [0]) if run["trace"].finished}
+    figures = lambda r: (r["accepted"], r["drafted"], r["overlap_sum"], r["overlap_n"], r["passes"], r["output_ids"])
+    for pair, arm in zip(pairs, arms):
+        for name, ids in prompts:
+            *_, alone = stream_decode(pair, ids, request)
+            assert figures(raced[arm.label, name]) == figures(record(alone, arm.label, name, 0)), (arm.label, name)
+    for r in raced.values():    # at T 0 the overlap is 0 or 1 a position: α counts matches
+        assert r["overlap_sum"] == r["accepted"] and r["new_tokens"] == 48 and r["passes"] == 48 - r["accepted"]
+    assert raced["A", "explanation0"]["output_ids"] != raced["A", "creative3"]["output_ids"]
+    rows = {r["prompt"]: r for r in ab_stats.summarise(list(raced.values()))["prompts"]}
+    assert (rows["explanation0"]["kept_A"], rows["creative3"]["kept_A"]) == (raced["A", "explanation0"]["accepted"],
+                                                                              raced["A", "creative3"]["accepted"])

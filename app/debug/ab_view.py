@@ -31,7 +31,11 @@ NOTE = ("**Timing-free** numbers come from decisions that never read the clock (
         "counts as not kept); α is the mean overlap Σ min(p, q) at the checked positions — a draft can keep "
         "more of its guesses yet overlap the target less; **tokens per target pass** is what pays. *Committed*: who "
         "proposed each token of the output — a kept guess, or the target itself (a correction or a bonus token). "
-        "*Rounds without a guess*: the shape rule switched drafting off, or nothing was left to draft.")
+        "*Rounds without a guess*: the shape rule switched drafting off, or nothing was left to draft. "
+        "**Greedy (temperature 0)**: p and q are one-hot, so α is the share of checked positions whose guess "
+        "matched, and tokens per pass is new tokens ÷ passes, where passes = new tokens − kept: for runs of one "
+        "length both follow from the count kept, and a chain drafts about k a pass — two prompts that keep the "
+        "same number of guesses show the same figures though their texts differ (each run is counted once).")
 
 
 def _fmt(x: Optional[float], digits: int = 3) -> str:

@@ -113,8 +113,13 @@ def summarise(records: Sequence[dict], labels: Sequence[str] = ("A", "B")) -> di
     """{"arms": {label: pooled numbers}, "differences": [{key, name, a, b, diff, low, high, verdict}],
     "prompts": [per-prompt rows], "speed_ratio": B ÷ A tokens/s of paired runs {median, min, max},
     "n_prompts", "runs"}. Differences and intervals use the prompts both arms finished (a stopped A/B
-    keeps what it has); with one prompt there is no interval and no call."""
+    keeps what it has); with one prompt there is no interval and no call. A run (arm, prompt, seed)
+    recorded twice is refused (ValueError): it would count twice and could pass for another prompt's."""
     records = list(records)
+    runs = [(r["arm"], r["prompt"], r["seed"]) for r in records]
+    if len(set(runs)) != len(runs):
+        twice = sorted({run for run in runs if runs.count(run) > 1})
+        raise ValueError(f"an A/B run recorded twice (arm, prompt, seed): {twice}: each run counts once")
     by_arm = {label: [r for r in records if r["arm"] == label] for label in labels}
     both = [p for p in dict.fromkeys(r["prompt"] for r in records)
             if all(any(r["prompt"] == p for r in by_arm[label]) for label in labels)]
