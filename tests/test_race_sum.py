@@ -83,3 +83,33 @@ def test_the_cli_and_the_page_show_the_sum():
     assert "Speculation lost this race" in verdict
     won = race.verdict_html(chain_race(10, 4, lambda i: 3, 0.06, 0.02), steady_plain(40))
     assert '<details class="sd-details" id="sd-sum">' in won and "Speculation lost" not in won
+
+
+def test_a_pass_cheaper_than_a_step_is_said_in_words_in_the_sentence_and_the_sum():
+    """Issue 61: a lost race's sentence said "its bigger passes 0.00 s" while its sum said "paid …
+    −0.06 s for bigger passes". 16 rounds of 4 guesses, 1 kept in every other round (24 tokens), each
+    pass 0.046 s (4 ms under plain's 0.05 s step: 16 · −0.004 = −0.064 s) and 0.03 s of guessing
+    (0.48 s): saved 8 · 0.05 = 0.40 s, net 0.40 − 0.48 + 0.064 = −0.016 s: lost."""
+    plain, spec = plain_of([STEP] * 24), chain_race(16, 4, lambda i: i % 2, 0.046, 0.03)
+    total = race_sum(spec, plain)
+    assert total.wider_s == pytest.approx(-0.064) and total.outcome == "lost"
+    said = "its passes with guesses ran 0.06 s faster than plain steps here"
+    words, summed = total.student(), total.lines()[2]
+    assert said in words and said in summed
+    assert "0.00 s" not in words and "-0.0" not in summed and "−0.0" not in summed
+    assert "net 0.02 s lost" in words and "net 0.02 s lost" in summed
+
+
+@pytest.mark.parametrize("target_s,draft_s,kept", [(0.046, 0.03, 1), (0.046, 0.01, 2), (0.08, 0.002, 3), (0.05, 0.04, 1),
+                                                   (0.051, 0.0, 0)])
+def test_the_sentence_and_the_sum_tell_one_story(target_s, draft_s, kept):
+    """The outcome, the net in the sentence and the net in the sum agree: a race is lost exactly when
+    its net is a loss; saved − paid + the rest adds up to plain − speculative."""
+    plain = plain_of([STEP] * 24)
+    total = race_sum(chain_race(24 // (kept + 1), 4, lambda i: kept, target_s, draft_s), plain)
+    net = total.plain_s - total.spec_s
+    assert (total.outcome == "lost") == (net < 0)
+    assert total.saved_s - total.guessing_s - total.wider_s + total.other_s == pytest.approx(net)
+    phrase = total.balance_words()
+    assert phrase in total.student() and phrase in total.lines()[2]
+    assert phrase.startswith(f"net {abs(net):.2f} s {'lost' if net < 0 else 'gained'}")
