@@ -83,7 +83,9 @@ def test_per_position_counts_wilson_intervals_and_paired_speed():
     pos = s["arms"]["A"]["positions"]
     assert [(r["kept"], r["drafted"]) for r in pos] == [(4, 6), (1, 5)]
     assert pos[0]["low"] < 4 / 6 < pos[0]["high"]
-    assert s["speed_ratio"] == {"median": 1.25, "min": 1.0, "max": 1.5, "pairs": 2}
+    ratio = s["speed_ratio"]      # B ÷ A per raced pair: 1.5 and 1.0, geometric mean √1.5, t interval over 2
+    assert (ratio.n, ratio.min, ratio.max) == (2, 1.0, 1.5) and ratio.value == pytest.approx(1.5 ** 0.5)
+    assert ratio.low < 1 < ratio.high and ratio.call() == "within noise"
     assert s["arms"]["A"]["tokens_per_s"] == {"median": 15.0, "min": 10.0, "max": 20.0}
 
 
@@ -110,7 +112,7 @@ def test_the_page_tables_chart_and_progress():
     assert first["kind"] == "timing-free"
     measures = " ".join(table["measure"])
     assert "rounds without a guess" in measures and "tokens/s" in measures and "kept model guesses" in measures
-    assert table.iloc[-1]["kind"] == "timing" and table.iloc[-1]["call"] == "timing: not called"
+    assert table.iloc[-1]["kind"] == "timing" and table.iloc[-1]["call"] == "within noise"     # every race 1.00×
     assert "4 of 16" in " ".join(table["A"])
     assert ab_view.summary_table(s, (True, False)).iloc[0]["kind"] == "timing-driven shape"
     assert ab_view.summary_table(s, (True, True), (True, False)).iloc[0]["kind"] == "timing-free; recalled guesses vary"
@@ -221,3 +223,64 @@ def test_greedy_ab_records_are_each_prompts_own_decode():
     rows = {r["prompt"]: r for r in ab_stats.summarise(list(raced.values()))["prompts"]}
     assert (rows["explanation0"]["kept_A"], rows["creative3"]["kept_A"]) == (raced["A", "explanation0"]["accepted"],
                                                                               raced["A", "creative3"]["accepted"])
+
+
+def test_speed_verdict_has_an_interval_and_says_within_noise_exactly_when_it_covers_one():
+    """The A/B's tokens/s row: B ÷ A per race (bench.speed), its interval and the call from it."""
+    steady = [rec(arm, f"p{i}", tps=10.0 * (1.3 if arm == "B" else 1.0) * (1 + i / 10)) for i in range(4) for arm in "AB"]
+    row = ab_view.summary_table(ab_stats.summarise(steady)).iloc[-1]
+    assert row["call"] == "B faster" and row["B − A (95 % interval)"].startswith("B ÷ A 1.30× [1.30, 1.30] over 4 races")
+    noisy = [rec(arm, f"p{i}", tps=10.0 * ((1.3, 0.8, 1.1, 0.9)[i] if arm == "B" else 1.0)) for i in range(4) for arm in "AB"]
+    ratio = ab_stats.summarise(noisy)["speed_ratio"]
+    row = ab_view.summary_table(ab_stats.summarise(noisy)).iloc[-1]
+    assert ratio.low < 1 < ratio.high and row["call"] == "within noise"
+    assert f"[{ratio.low:.2f}, {ratio.high:.2f}]" in row["B − A (95 % interval)"]
+
+
+def test_two_prompt_sets_compare_one_configuration_unpaired():
+    """Issue 61: one configuration on code (A) against prose (B): each arm's own prompts, resampled on
+    their own; the acceptance difference comes with its interval, called only when it excludes 0;
+    runs of one race pair up for speed although their prompts differ."""
+    code = [rec("A", f"code{i}", accepted=2 + i % 2, drafted=20, tps=9.0) for i in range(6)]
+    prose = [rec("B", f"prose{i}", accepted=6 + i % 2, drafted=20, tps=10.0) for i in range(6)]
+    for i, (a, b) in enumerate(zip(code, prose)):
+        a["race"] = b["race"] = i
+    s = ab_stats.summarise(code + prose)
+    assert s["paired"] is False and s["n_prompts"] == 6
+    d = s["differences"][0]
+    assert d["a"] == pytest.approx(15 / 120) and d["b"] == pytest.approx(39 / 120)
+    assert 0 < d["low"] < d["diff"] < d["high"] and d["verdict"] == "B higher"
+    assert s["speed_ratio"].n == 6 and s["speed_ratio"].value == pytest.approx(10 / 9)
+    # the same acceptance on both sets: the interval covers 0
+    same = code + [dict(r, accepted=2 + i % 2) for i, r in enumerate(prose)]
+    d = ab_stats.summarise(same)["differences"][0]
+    assert d["low"] < 0 < d["high"] and d["verdict"] == "no difference shown"
+    # an unpaired interval is wider than a paired one on the same numbers: it does not cancel the prompts
+    paired = code + [dict(r, prompt=f"code{i}") for i, r in enumerate(prose)]
+    wide, narrow = ab_stats.summarise(code + prose)["differences"][0], ab_stats.summarise(paired)["differences"][0]
+    assert ab_stats.summarise(paired)["paired"] is True and narrow["diff"] == pytest.approx(wide["diff"])
+    assert narrow["high"] - narrow["low"] < wide["high"] - wide["low"]
+    # one prompt on one side: no interval yet, and the reason names it
+    d = ab_stats.summarise(code + prose[:1])["differences"][0]
+    assert d["low"] is None and d["verdict"] == "no interval yet (needs 2 prompts per arm)"
+    table = ab_view.prompt_table(ab_stats.summarise(code + prose))
+    assert len(table) == 12 and table.iloc[0]["B kept"] == "–" and table.iloc[-1]["A kept"] == "–"
+
+
+def test_the_page_takes_a_second_prompt_set_for_b_and_shows_the_sets():
+    assert ab_tab.b_prompts_of(ab_tab.SAME, ["code"], "") is None
+    assert [p["name"] for p in ab_tab.b_prompts_of("prose", ["code"], "")] == [p["name"] for p in prompt_sets()["prose"]]
+    with pytest.raises(form_fields.UserError, match="list is empty"):
+        ab_tab.b_prompts_of(ab_tab.OWN, ["code"], "")
+    shown = ab_view.prompt_sets_html({"code": [{"name": "q1", "text": 'print("it\'s") < 3'}]})
+    assert "q1" in shown and "print(&quot;it&#x27;s&quot;) &lt; 3" in shown       # escaped once, as HTML
+
+
+def test_a_tree_against_a_chain_is_not_called_on_acceptance():
+    records = [rec(arm, f"p{i}", accepted=(3 if arm == "B" else 1) + i % 2, drafted=10) for i in range(4) for arm in "AB"]
+    s = ab_stats.summarise(records)
+    mixed = ab_view.summary_table(s, trees=(False, True)).iloc[0]
+    assert mixed["call"].startswith("not comparable: tree against chain") and mixed["B"].endswith("(tree)")
+    assert ab_view.summary_table(s).iloc[0]["call"] == "B higher"
+    passes = ab_view.summary_table(s, trees=(False, True))
+    assert passes[passes["measure"] == "tokens per target pass"].iloc[0]["call"] != ""
