@@ -98,7 +98,7 @@ def test_out_of_vocabulary_tokens_pool_over_the_set():
     voc = s["arms"]["A"]["vocabulary"]
     assert voc["written_outside"] == 5 and voc["written"] == 20 and voc["outside_tokens"][0] == (" pandas", 4)
     text = ab_view.vocab_markdown(s, ("distilled", "any"))
-    assert "8,192 of the target's 49,152" in text and "5/20 (25%)" in text and "`pandas` ×4" in text
+    assert "8,192 of the target's 49,152" in text and "5/20 (25%)" in text and "`␣pandas` ×4" in text
     assert "can propose any of the target's tokens" in text
 
 
@@ -284,3 +284,21 @@ def test_a_tree_against_a_chain_is_not_called_on_acceptance():
     assert ab_view.summary_table(s).iloc[0]["call"] == "B higher"
     passes = ab_view.summary_table(s, trees=(False, True))
     assert passes[passes["measure"] == "tokens per target pass"].iloc[0]["call"] != ""
+
+
+def test_vocabulary_lists_show_tokens_as_the_timeline_does_never_escaped(monkeypatch):
+    """Issue 61: the A/B's list showed `&#x27;\\n\\n &#x27;` and `&quot;$`; the Debugger's too. Tokens with
+    quotes, line breaks and backticks: shown with ␣ and ↵, in code spans that hold them whole."""
+    from app.debug import figures
+    tokens = [("'", 3), ('"$', 2), ("\n\n ", 2), ("`x", 1), (" &", 1)]
+    v = {"draft_vocab": 8192, "target_vocab": 49152, "written": 10, "written_outside": 4, "rejections": 4,
+         "rejections_outside": 1, "outside_tokens": tokens}
+    text = ab_view.vocab_markdown(ab_stats.summarise([rec("A", "p1", vocab=v), rec("B", "p1")]))
+    assert "`'` ×3" in text and '`"$` ×2' in text and "`↵↵␣` ×2" in text and "`` `x `` ×1" in text and "`␣&` ×1" in text
+    for escaped in ("&#x27;", "&quot;", "&amp;", "&#39;", "\\n"):
+        assert escaped not in text
+    cov = {"draft_vocab": 8192, "target_vocab": 49152, "written": 10, "written_outside": 4, "rejections": 0,
+           "rejections_outside": 0, "ranks": [], "outside_tokens": tokens}
+    monkeypatch.setattr(figures.mismatch, "vocab_coverage", lambda spec: cov)      # the Debugger's own list
+    single = figures.vocab_markdown(object())
+    assert "`'` ×3" in single and '`"$` ×2' in single and "`↵↵␣` ×2" in single and "&quot;" not in single

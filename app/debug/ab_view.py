@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from specdec_core.trace.decisions import DRAFT_COLOUR, MUTED_COLOUR, TARGET_COLOUR
 
-from ..charts import _empty, _layout
+from ..charts import _empty, _layout, token_code
 
 # The shapes an arm can take: the label the page shows -> parse_plan's (k, tree).
 SHAPES = {**{f"k = {k} (chain)": (k, None) for k in range(1, 9)},
@@ -185,7 +185,7 @@ def vocab_markdown(summary: Optional[dict], names: tuple[str, str] = ("A", "B"))
             lines.append(f"- **{label}** ({html.escape(name)}): the draft can propose any of the target's tokens.")
             continue
         share = lambda k, n: f"{k}/{n} ({k / n:.0%})" if n else "0"
-        common = ", ".join(f"`{html.escape(t.strip() or repr(t))}` ×{k}" for t, k in v["outside_tokens"]) or "none"
+        common = ", ".join(f"{token_code(t)} ×{k}" for t, k in v["outside_tokens"]) or "none"
         lines.append(f"- **{label}** ({html.escape(name)}): its draft vocabulary holds {v['draft_vocab']:,} of the "
                      f"target's {v['target_vocab']:,} tokens; outside it: {share(v['written_outside'], v['written'])} "
                      f"of the tokens the target wrote, {share(v['rejections_outside'], v['rejections'])} of the "

@@ -17,7 +17,7 @@ from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR,
                                           correction_decision, draft_decision)
 from specdec_core.trace.token_text import round_texts
 
-from ..charts import _empty, _label, _layout
+from ..charts import _empty, _label, _layout, token_code
 
 
 def basis_markdown(spec) -> str:
@@ -96,7 +96,7 @@ def vocab_markdown(spec) -> str:
                      + (("; at the others the target's token ranked in the draft's q: "
                          + ", ".join(f"{k} ×{v}" for k, v in ranked.items())) if ranked else "") + ".")
     if cov["outside_tokens"]:
-        lines.append("Most frequent outside it: " + ", ".join(f"`{_label(t)}` ×{k}" for t, k in cov["outside_tokens"]) + ".")
+        lines.append("Most frequent outside it: " + ", ".join(f"{token_code(t)} ×{k}" for t, k in cov["outside_tokens"]) + ".")
     return "\n\n".join(lines)
 
 
