@@ -44,7 +44,9 @@ FIRST_LOAD_NOTE = ("The first run loads the model pair: for the offline default 
 
 FIRST_PAINT_RACES = 5   # app/record_examples.py keeps the race with the median speedup of these
 RECORDED_BANNER = ("● **Recorded race** on **{machine}**: {target} + {draft}, {shape}, T = {temperature} (the "
-                   f"middle of {FIRST_PAINT_RACES} races of this prompt). Press **Run** to race on this machine.")
+                   f"middle of {FIRST_PAINT_RACES} races of this prompt). Its times are that machine's; this one is "
+                   "**{here}**. "
+                   "Press **Run** to race here.")
 # The races the page opens on (app/record_examples.py records them at the page's defaults): file stem, the
 # EXAMPLES entry raced, a short name. A task whose answer reuses its context — summarising notes, what
 # speculative decoding is deployed for — comes first (it is the prompt box's default); an everyday
@@ -58,7 +60,8 @@ RUN_WHY = ("**Your race:** the draft's kept guesses made **{kept} of {n}** token
            "**{kept_a} of {n_a}** for {name_a} and **{kept_b} of {n_b}** for {name_b} in the recorded races; "
            "each kept guess saves a pass of the big model.")
 RUN_BANNER = "▶ **Your run** on **{machine}**: {target} + {draft}, {shape}, T = {temperature}."
-UPLOAD_BANNER = "⤒ **Loaded from file** ({files}): recorded on **{machine}**, {target} + {draft}, {shape}."
+UPLOAD_BANNER = ("⤒ **Loaded from file** ({files}): recorded on **{machine}**, {target} + {draft}, {shape}; this "
+                 "machine is **{here}**.")
 
 RACE_HELP = ("Both lanes run the same model, device and sampler, after an uncounted warm-up, **taking turns a "
              "round at a time** (the lane behind in tokens goes next), so a busy machine slows both alike; each "
