@@ -7,6 +7,7 @@ import html
 from typing import Optional
 
 from specdec_core import Plan
+from specdec_core.bench.speed import STRETCH, race_ratio
 from specdec_core.trace.decisions import DECISIONS, NEUTRAL_COLOUR
 from specdec_core.trace import cost_ratios, measured_speedup, race_sum, recorded_reference
 from specdec_core.trace.compare import no_draft_reason, speedup_reasons, speedup_why, timings_unstable
@@ -128,6 +129,7 @@ def verdict_html(spec, plain) -> str:
         head = (f'<span class="sd-speedup" style="color:{colour}">{_fmt(s)}× speedup</span> '
                 f'<span class="sd-plain">{html.escape(plain_words(spec, plain))}</span>')
     why = speedup_why(spec, plain) if spec.stats["drafted"] else None
+    head += interval_html(spec, plain) if spec.stats["drafted"] else ""
     return (f'<div class="sd-verdict" id="sd-verdict">{head}<br>'
             f'<span id="sd-check">{html.escape(check_text)}</span>'
             + (sum_html(spec, plain) if spec.stats["drafted"] else "")
@@ -136,6 +138,18 @@ def verdict_html(spec, plain) -> str:
                f'<span class="sd-rates">{details}</span><br>'
                f'<span id="sd-why" class="sd-why">{html.escape(why)}</span></details>' if why else "")
             + '</div>')
+
+
+def interval_html(spec, plain) -> str:
+    """The race's speed with its 95 % interval (bench.speed.race_ratio: the race cut into stretches of
+    tokens, each raced side by side) and the call from it: "within noise" exactly when it covers 1."""
+    ratio = race_ratio(spec, plain)
+    if ratio.low is None:
+        return ""
+    call = {"within noise": "within noise: this race cannot tell speculation from plain",
+            "faster": "faster than plain", "slower": "slower than plain"}[ratio.call()]
+    return (f'<br><span id="sd-speed-interval">speculative ÷ plain per stretch of {STRETCH} tokens: '
+            f'{html.escape(ratio.text("stretches"))} (95 % interval) — {call}</span>')
 
 
 def stopped_verdict_html(spec, plain) -> str:

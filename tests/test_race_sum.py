@@ -113,3 +113,20 @@ def test_the_sentence_and_the_sum_tell_one_story(target_s, draft_s, kept):
     phrase = total.balance_words()
     assert phrase in total.student() and phrase in total.lines()[2]
     assert phrase.startswith(f"net {abs(net):.2f} s {'lost' if net < 0 else 'gained'}")
+
+
+def test_the_race_verdict_gives_its_speed_with_an_interval():
+    """Every speed verdict has an interval: the race's, over its stretches of 8 tokens, with the call
+    "within noise" exactly when the interval covers 1.0."""
+    from specdec_core.bench.speed import race_ratio
+    plain = plain_of([STEP] * 48)
+    steady = chain_race(16, 4, lambda i: 2, 0.06, 0.02)            # 3 tokens a round, every round alike
+    html = race.verdict_html(steady, plain)
+    ratio = race_ratio(steady, plain)
+    assert 'id="sd-speed-interval"' in html and f"[{ratio.low:.2f}, {ratio.high:.2f}]" in html
+    assert ratio.low > 1 and "faster than plain" in html and "within noise" not in html.split("sd-speed-interval")[1]
+    # one round in four keeps 3 guesses, the rest none: stretches of 8 tokens run 1.0× to 2.5×
+    noisy = chain_race(16, 4, lambda i: 3 if i % 4 == 2 else 0, 0.06, 0.02)
+    plain = plain_of([STEP] * len(noisy.output_ids))
+    ratio, html = race_ratio(noisy, plain), race.verdict_html(noisy, plain)
+    assert ratio.low < 1 < ratio.high and "within noise: this race cannot tell speculation from plain" in html

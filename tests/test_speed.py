@@ -40,3 +40,21 @@ def test_one_pair_has_no_interval_and_missing_sides_are_left_out():
     assert one.n == 1 and one.value == pytest.approx(1.2) and one.low is None and one.within_noise is None
     assert one.call() == "no interval (needs 2 raced pairs)" and one.text() == "1.20× over 1 raced repeat"
     assert speed_ratio([]).value is None and speed_ratio([]).text() == "–"
+
+
+def test_a_single_race_gets_an_interval_from_its_stretches():
+    """A 24-token race cut into 3 stretches of 8: plain's steps 0.05 s, speculative 3 tokens a round
+    at 0.1 s a round (0.1 s prefill in both): stretch 1 ends at the round reaching 8 (round 3: 0.4 s)
+    against plain's 0.1 + 8 · 0.05 = 0.5 s, stretch 2 at 16 (round 6, 0.7 s) against 0.9 s, stretch 3
+    at 24 (round 8, 0.9 s) against 1.3 s: ratios 1.25, 1.33, 2.0."""
+    from specdec_core.bench.speed import race_ratio
+    from tests.test_honest import plain_of, trace_of
+    plain = plain_of([0.05] * 24)
+    spec = trace_of([(4, 2, 0.1, 0.0, 0.5)] * 8, 4)
+    r = race_ratio(spec, plain)
+    expected = speed_ratio([(1 / 0.4, 1 / 0.5), (1 / 0.3, 1 / 0.4), (1 / 0.2, 1 / 0.4)])
+    assert (r.value, r.low, r.high) == pytest.approx((expected.value, expected.low, expected.high))
+    assert r.n == 3 and r.min == pytest.approx(1.25) and r.max == pytest.approx(2.0)
+    assert r.low < 1 < r.high and r.call() == "within noise"    # three stretches that disagree this much
+    steady = race_ratio(trace_of([(4, 2, 0.1, 0.0, 0.5)] * 16, 4), plain_of([0.05] * 48))
+    assert steady.n == 6 and steady.low > 1 and steady.call() == "faster"

@@ -64,3 +64,31 @@ def speed_ratio(pairs: Sequence[tuple[Optional[float], Optional[float]]]) -> Spe
         half = stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd / math.sqrt(n)
         low, high = math.exp(mean - half), math.exp(mean + half)
     return SpeedRatio(math.exp(mean), low, high, n, min(ratios), max(ratios))
+
+
+STRETCH = 8     # tokens per stretch of a single race (a 48-token race gives 6 pairs)
+
+
+def race_ratio(spec, plain, stretch: int = STRETCH) -> SpeedRatio:
+    """One race's speculative ÷ plain with an interval: its tokens cut into stretches of `stretch`
+    (the first holds the prompt reading), each stretch's time in both lanes (the end of the round
+    that reached its last token, bench.stats.time_to_tokens). Interleaved lanes stay level in tokens
+    (decoding.interleave), so a stretch ran at about the same moment in both: a raced pair. Up to the
+    shorter lane's length; below two stretches there is no interval."""
+    from .stats import time_to_tokens
+    n = min(len(spec.output_ids), len(plain.output_ids))
+    ends = list(range(stretch, n + 1, stretch))
+    if ends and n - ends[-1] >= stretch // 2:      # a last part stretch long enough to count
+        ends.append(n)
+    pairs, last = [], (0.0, 0.0)
+    for end in ends:
+        t = (time_to_tokens(spec, end), time_to_tokens(plain, end))
+        if None in t:
+            break
+        spec_s, plain_s = t[0] - last[0], t[1] - last[1]
+        # tokens/s of each lane over the stretch; a stretch spec crossed within one round has no time
+        # of its own (0 s) and is pooled into the next
+        if spec_s > 0 and plain_s > 0:
+            pairs.append((1 / spec_s, 1 / plain_s))
+            last = t
+    return speed_ratio(pairs)
