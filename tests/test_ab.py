@@ -108,7 +108,7 @@ def test_the_page_tables_chart_and_progress():
     table = ab_view.summary_table(s, (True, True))
     assert list(table.columns) == list(ab_view.SUMMARY_COLUMNS)
     first = table.iloc[0]
-    assert first["measure"].startswith("acceptance") and "(8/40)" in first["A"] and "[" in first["B − A (95 % interval)"]
+    assert first["measure"].startswith("acceptance") and "(8/40 in 16 rounds)" in first["A"] and "[" in first["B − A (95 % interval)"]
     assert first["kind"] == "timing-free"
     measures = " ".join(table["measure"])
     assert "rounds without a guess" in measures and "tokens/s" in measures and "kept model guesses" in measures

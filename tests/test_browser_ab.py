@@ -49,7 +49,7 @@ def test_ab_of_two_drafts_over_prose_and_code(page):
     assert measures[0].startswith("acceptance") and any(m.startswith("α") for m in measures)
     acceptance = first[measures[0]]
     assert acceptance[0] == "timing-free"
-    assert re.search(r"\(\d+/\d+\) \[0\.\d+, [01]\.\d+\]", acceptance[1]), acceptance    # counts and an interval
+    assert re.search(r"\(\d+/\d+ in \d+ rounds\) \[0\.\d+, [01]\.\d+\]", acceptance[1]), acceptance    # counts, rounds, interval
     assert re.search(r"[+-]\d\.\d+ \[-?\d\.\d+, -?\d\.\d+\]", acceptance[3]), acceptance
     assert acceptance[4] in ("A higher", "B higher", "no difference shown")
     assert any("rounds without a guess" in m for m in measures) and any(m.startswith("tokens/s") for m in measures)
@@ -110,7 +110,7 @@ def test_ab_of_one_configuration_on_code_against_prose(page):
     assert match, acceptance
     low, high = float(match[2]), float(match[3])
     assert acceptance[4] == ("no difference shown" if low <= 0 <= high else "B higher" if low > 0 else "A higher")
-    assert re.search(r"\(\d+/\d+\)", acceptance[1]) and re.search(r"\(\d+/\d+\)", acceptance[2])
+    assert all(re.search(r"\(\d+/\d+ in \d+ rounds\)", cell) for cell in acceptance[1:3]), acceptance
     speed = rows[next(m for m in rows if m.startswith("tokens/s"))]
     match = re.search(r"B ÷ A (\d\.\d+)× \[(\d\.\d+), (\d\.\d+)\] over 6 races", speed[3])
     assert match, speed

@@ -135,7 +135,8 @@ def test_two_drafts_side_by_side():
     tps = a.stats["tokens_per_s"]
     assert table["tok/s (median)"][0] == pytest.approx(tps, abs=0.01)
     assert table["tok/s min–max"][0] == f"{tps / 2:.1f}–{tps * 2:.1f}"
-    assert table["acceptance"][0] == round(a.stats["acceptance_rate"], 3)
+    assert table["acceptance"][0] == (f"{a.stats['acceptance_rate']:.3f} ({3 * a.stats['accepted']}/"
+                                      f"{3 * a.stats['drafted']} in {3 * len(a.rounds)} rounds)")
     plain_median = (plain.stats["tokens_per_s"] + plain.stats["tokens_per_s"] / 2) / 2
     assert table["tok/s (median)"][2] == pytest.approx(plain_median, abs=0.01)
     # ÷ plain pairs repeat r with plain's repeat r (they raced): a/plain and (a/2)/(plain/2), the same 1.x

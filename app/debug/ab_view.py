@@ -97,11 +97,12 @@ def summary_table(summary: Optional[dict], timing_free: tuple[bool, bool] = (Tru
     rows = []
     for d in summary["differences"]:
         a, b = A[d["key"]], B[d["key"]]
-        count = lambda m: f" ({int(m['num'])}/{int(m['den'])})" if d["key"] == "acceptance" else ""
+        count = lambda m, arm: (f" ({int(m['num'])}/{int(m['den'])} in {arm['passes']} rounds)"
+                                if d["key"] == "acceptance" else "")
         shape = lambda tree: " (tree)" if mixed and d["key"] == "acceptance" and tree else ""
         rows.append({"measure": d["name"], "kind": kind,
-                     "A": _fmt(a["value"]) + count(a) + _interval(a["low"], a["high"]) + shape(trees[0]),
-                     "B": _fmt(b["value"]) + count(b) + _interval(b["low"], b["high"]) + shape(trees[1]),
+                     "A": _fmt(a["value"]) + count(a, A) + _interval(a["low"], a["high"]) + shape(trees[0]),
+                     "B": _fmt(b["value"]) + count(b, B) + _interval(b["low"], b["high"]) + shape(trees[1]),
                      "B − A (95 % interval)": ("–" if d["diff"] is None else f"{d['diff']:+.3f}")
                      + _interval(d["low"], d["high"]),
                      "call": "not comparable: tree against chain — see tokens per pass"

@@ -199,8 +199,8 @@ def sweep_figure(summary: Optional[dict]) -> go.Figure:
     best = summary["best_measured"]
     if summary.get("within_noise"):
         # The ratio's interval covers 1.0: no star for a best k the noise cannot single out.
-        others = ", ".join("plain" if k == 0 else f"k = {k_label(k)}" for k in summary["within_noise"])
-        fig.add_annotation(text=f"within noise: k = {k_label(best)} ÷ {others}: the 95 % interval covers 1.0",
+        others = ", ".join(k_name(k) for k in summary["within_noise"])
+        fig.add_annotation(text=f"within noise: {k_name(best)} ÷ {others}: the 95 % interval covers 1.0",
                            showarrow=False, x=0, y=-0.3, xref="paper", yref="paper", xanchor="left",
                            font=dict(size=12, color=DECISIONS["rejected"].colour))
         fig.update_layout(margin=dict(b=90))
@@ -292,7 +292,8 @@ def _speed(runs: list) -> tuple:
 
 def compare_table(a, b, plain, names: tuple[str, str]) -> pd.DataFrame:
     """One row per draft, and one for plain decoding: counts pooled over each lane's repeats (a trace
-    or a list of traces) — acceptance, α, guesses and draft calls per drafting round (draft_calls), c
+    or a list of traces) — acceptance with its counts and the rounds it rests on, α, guesses and draft
+    calls per drafting round (draft_calls), c
     (costs.run_costs over all the repeats against all the plain ones) and the draft cost of such a
     round in target steps (c × draft calls), tokens per round — and the timings: median tokens/s with
     its min–max over the repeats (the k sweep's spread), and ÷ plain: each repeat's lanes raced each
@@ -305,13 +306,15 @@ def compare_table(a, b, plain, names: tuple[str, str]) -> pd.DataFrame:
     rows = []
     for runs, name in ((_runs(a), names[0]), (_runs(b), names[1])):
         drafted = sum(t.stats["drafted"] for t in runs)
+        new, n_rounds = sum(len(t.output["ids"]) for t in runs), sum(len(t.rounds) for t in runs)
         sums = sum((run_costs.round_sums(t.rounds) for t in runs), run_costs.RoundSums())
         drafting = draft_calls(runs)
         c = run_costs.measured(sums, plain_sums).c if plain_runs else None
         cost = c * drafting["calls"] if c is not None and drafting["calls"] is not None else None
         tps = _speed(runs)
-        new, n_rounds = sum(len(t.output["ids"]) for t in runs), sum(len(t.rounds) for t in runs)
-        rows.append({"draft": name, "acceptance": _round(sum(t.stats["accepted"] for t in runs) / drafted if drafted else None, 3),
+        kept = sum(t.stats["accepted"] for t in runs)
+        rows.append({"draft": name, "acceptance": f"{kept / drafted:.3f} ({kept}/{drafted} in {n_rounds} rounds)"
+                     if drafted else None,
                      "α": _round(run_costs.alpha(sums), 3),
                      "guesses / round": _round(drafting["guesses"], 2),
                      "draft calls / round": _round(drafting["calls"], 2), "c": _round(c, 3),
