@@ -268,10 +268,10 @@ def test_two_prompt_sets_compare_one_configuration_unpaired():
 
 
 def test_the_page_takes_a_second_prompt_set_for_b_and_shows_the_sets():
-    assert ab_tab.b_prompts_of(ab_tab.SAME, ["code"], "") is None
-    assert [p["name"] for p in ab_tab.b_prompts_of("prose", ["code"], "")] == [p["name"] for p in prompt_sets()["prose"]]
+    assert ab_tab.b_prompts_of(ab_tab.SAME, "") is None
+    assert [p["name"] for p in ab_tab.b_prompts_of("prose", "")] == [p["name"] for p in prompt_sets()["prose"]]
     with pytest.raises(form_fields.UserError, match="list is empty"):
-        ab_tab.b_prompts_of(ab_tab.OWN, ["code"], "")
+        ab_tab.b_prompts_of(ab_tab.OWN, "")
     shown = ab_view.prompt_sets_html({"code": [{"name": "q1", "text": 'print("it\'s") < 3'}]})
     assert "q1" in shown and "print(&quot;it&#x27;s&quot;) &lt; 3" in shown       # escaped once, as HTML
 

@@ -96,7 +96,7 @@ def prompts_of(sets, own: str) -> list[dict]:
     return prompts
 
 
-def b_prompts_of(choice, sets, own: str) -> Optional[list[dict]]:
+def b_prompts_of(choice, own: str) -> Optional[list[dict]]:
     """B's own prompts, or None when B runs A's (SAME)."""
     if not choice or choice == SAME:
         return None
@@ -123,7 +123,7 @@ def listeners(C: Page, queue: str) -> None:
         try:
             tokens = form_fields.whole_number(tokens, "new tokens per run", TOKENS_MIN, TOKENS_MAX)
             arms = arms_of(a_draft, a_shape, a_temperature, b_draft, b_shape, b_temperature, top_k, top_p, tokens)
-            prompts, b_prompts = prompts_of(sets, own), b_prompts_of(b_sets, sets, own)
+            prompts, b_prompts = prompts_of(sets, own), b_prompts_of(b_sets, own)
             paired = b_prompts is None
             on = (", ".join(x for x in sets if x in prompt_sets() or x == OWN), SAME if paired else b_sets)
             seeds = seeds_for(arms, 0, form_fields.whole_number(n_seeds, "seeds per prompt", 1, SEEDS_MAX))
