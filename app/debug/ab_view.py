@@ -78,7 +78,7 @@ def speed_words(ratio, labels=("A", "B")) -> str:
     if ratio.value is None:
         return ""
     call = ratio.call(f"{labels[1]} faster", f"{labels[0]} faster")
-    return f"{labels[1]} ÷ {labels[0]} {ratio.text('races')}: {call}"
+    return f"{labels[1]} ÷ {labels[0]} {ratio.text('races')}" + (f": {call}" if ratio.low is not None else "")
 
 
 def summary_table(summary: Optional[dict], timing_free: tuple[bool, bool] = (True, True),
