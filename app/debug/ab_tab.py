@@ -125,7 +125,8 @@ def listeners(C: Page, queue: str) -> None:
             arms = arms_of(a_draft, a_shape, a_temperature, b_draft, b_shape, b_temperature, top_k, top_p, tokens)
             prompts, b_prompts = prompts_of(sets, own), b_prompts_of(b_sets, own)
             paired = b_prompts is None
-            on = (", ".join(x for x in sets if x in prompt_sets() or x == OWN), SAME if paired else b_sets)
+            a_on = ", ".join(x for x in sets if x in prompt_sets() or x == OWN)
+            on = (a_on, a_on if paired else b_sets)         # what each arm runs on, named when they differ
             seeds = seeds_for(arms, 0, form_fields.whole_number(n_seeds, "seeds per prompt", 1, SEEDS_MAX))
             records, t0, due = [], None, pace.every()
             n_runs = (len(prompts) + len(b_prompts or prompts)) * len(seeds)
@@ -143,7 +144,7 @@ def listeners(C: Page, queue: str) -> None:
                 records.append(record(run["trace"], run["arm"], run["prompt"], run["seed"], run["race"]))
                 text = ab_view.progress_text(run["done"], run["total"], time.perf_counter() - t0,
                                              run["prompt"], run["seed"])
-                yield views(summarise_ab(records, paired=paired), arms, (on[0], on[0] if paired else on[1]), text, scale)
+                yield views(summarise_ab(records, paired=paired), arms, on, text, scale)
             yield {C.ab_text: f"✓ Done: {len(records)} runs. " + (
                 "Acceptance, α and tokens per pass are timing-free: run it again and they come out the same."
                 if all(a.repeatable for a in arms) else
