@@ -6,8 +6,7 @@ from __future__ import annotations
 import html
 from typing import Optional
 
-from specdec_core import Plan
-from specdec_core.bench.speed import STRETCH, race_ratio
+from specdec_core import STRETCH, Plan, race_ratio
 from specdec_core.trace.decisions import DECISIONS, NEUTRAL_COLOUR
 from specdec_core.trace import cost_ratios, measured_speedup, race_sum, recorded_reference
 from specdec_core.trace.compare import no_draft_reason, speedup_reasons, speedup_why, timings_unstable

@@ -13,8 +13,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from specdec_core import Plan, Trace, data
-from specdec_core.models.machine import describe as describe_machine
+from specdec_core import Plan, Trace, data, describe_machine
 from specdec_core.trace import measured_speedup
 from specdec_core.trace.decisions import DECISIONS, draft_decision
 from specdec_core.trace.token_text import round_labels

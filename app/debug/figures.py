@@ -9,8 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specdec_core import Plan, k_label, k_name, run_costs, theory
-from specdec_core.bench.speed import speed_ratio
+from specdec_core import Plan, k_label, k_name, run_costs, speed_ratio, theory
 from specdec_core.trace import mismatch
 from specdec_core.trace.stats import pool_positions
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
