@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from typing import Optional
 
-from specdec_core import STRETCH, Plan, race_ratio
+from specdec_core import Plan, race_ratio
 from specdec_core.trace.decisions import DECISIONS, NEUTRAL_COLOUR
 from specdec_core.trace import cost_ratios, measured_speedup, race_sum, recorded_reference
 from specdec_core.trace.compare import no_draft_reason, speedup_reasons, speedup_why, timings_unstable
@@ -140,15 +140,16 @@ def verdict_html(spec, plain) -> str:
 
 
 def interval_html(spec, plain) -> str:
-    """The race's speed with its 95 % interval (bench.speed.race_ratio: the race cut into stretches of
-    tokens, each raced side by side) and the call from it: "within noise" exactly when it covers 1."""
+    """The race's speedup with its 95 % interval (bench.speed.race_ratio: how far each lane's time could
+    have moved, from the spread of its round times) and the call from it: "within noise" exactly
+    when the interval covers 1."""
     ratio = race_ratio(spec, plain)
     if ratio.low is None:
         return ""
     call = {"within noise": "within noise: this race cannot tell speculation from plain",
             "faster": "faster than plain", "slower": "slower than plain"}[ratio.call()]
-    return (f'<br><span id="sd-speed-interval">speculative ÷ plain per stretch of {STRETCH} tokens: '
-            f'{html.escape(ratio.text("stretches"))} (95 % interval) — {call}</span>')
+    return (f'<br><span id="sd-speed-interval">{ratio.value:.2f}× [{ratio.low:.2f}, {ratio.high:.2f}] (95 % '
+            f'interval from the spread of the race\'s {ratio.n} rounds) — {call}</span>')
 
 
 def stopped_verdict_html(spec, plain) -> str:

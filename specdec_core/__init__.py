@@ -16,7 +16,7 @@ from .version import __version__
 from . import data, glossary
 from .bench.ab import Arm as ABArm, ab_runs, own_prompts, prompt_sets as ab_prompt_sets, record as ab_record, seeds_for
 from .bench.ab_stats import summarise as summarise_ab
-from .bench.speed import STRETCH, SpeedRatio, race_ratio, speed_ratio
+from .bench.speed import SpeedRatio, race_ratio, speed_ratio
 from .bench.sweep import K_VALUES, best_k_text, k_label, k_name, repeated_lanes, summarise as summarise_sweep, sweep_runs
 from .costs import run_costs, theory
 from .costs.machine_costs import cost_curve
@@ -47,7 +47,7 @@ __all__ = [
     # an A/B over a prompt set
     "ABArm", "ab_runs", "ab_record", "summarise_ab", "ab_prompt_sets", "own_prompts", "seeds_for",
     # speed with an interval (every speed verdict)
-    "SpeedRatio", "speed_ratio", "race_ratio", "STRETCH",
+    "SpeedRatio", "speed_ratio", "race_ratio",
     # the exactness lab's draws
     "first_token_distributions", "sample_plain", "sample_speculative", "sample_tree_first", "chi_square",
     "keeps_draft",

@@ -116,17 +116,23 @@ def test_the_sentence_and_the_sum_tell_one_story(target_s, draft_s, kept):
 
 
 def test_the_race_verdict_gives_its_speed_with_an_interval():
-    """Every speed verdict has an interval: the race's, over its stretches of 8 tokens, with the call
-    "within noise" exactly when the interval covers 1.0."""
+    """Every speed verdict has an interval: the race's, from the spread of its round times, with the
+    call "within noise" exactly when the interval covers 1.0."""
     from specdec_core.bench.speed import race_ratio
     plain = plain_of([STEP] * 48)
     steady = chain_race(16, 4, lambda i: 2, 0.06, 0.02)            # 3 tokens a round, every round alike
     html = race.verdict_html(steady, plain)
     ratio = race_ratio(steady, plain)
-    assert 'id="sd-speed-interval"' in html and f"[{ratio.low:.2f}, {ratio.high:.2f}]" in html
+    assert 'id="sd-speed-interval"' in html and f"{ratio.value:.2f}× [{ratio.low:.2f}, {ratio.high:.2f}]" in html
     assert ratio.low > 1 and "faster than plain" in html and "within noise" not in html.split("sd-speed-interval")[1]
-    # one round in four keeps 3 guesses, the rest none: stretches of 8 tokens run 1.0× to 2.5×
-    noisy = chain_race(16, 4, lambda i: 3 if i % 4 == 2 else 0, 0.06, 0.02)
-    plain = plain_of([STEP] * len(noisy.output_ids))
-    ratio, html = race_ratio(noisy, plain), race.verdict_html(noisy, plain)
-    assert ratio.low < 1 < ratio.high and "within noise: this race cannot tell speculation from plain" in html
+    # a jumpy machine: plain steps of 0.03 s and 0.07 s, speculative rounds of 0.03 s and 0.21 s (3
+    # tokens each): 0.1 + 16 · 0.12 s against 0.1 + 48 · 0.05 s, 1.24×, and the spread of the rounds
+    # (16 of them, ± 0.09 s) is wide enough to cover 1.0: [0.85, 1.80]
+    jumpy_plain = plain_of([0.03 if i % 2 else 0.07 for i in range(48)])
+    jumpy = chain_race(16, 4, lambda i: 2, 0.1, 0.02)
+    for i, r in enumerate(jumpy.rounds):      # alternate the round times around the same mean
+        shift = sum((-0.09 if j % 2 == 0 else 0.09) for j in range(i))
+        r.t_start, r.t_end = r.t_start + shift, r.t_end + shift + (-0.09 if i % 2 == 0 else 0.09)
+    ratio, html = race_ratio(jumpy, jumpy_plain), race.verdict_html(jumpy, jumpy_plain)
+    assert ratio.value == pytest.approx(2.5 / 2.02) and ratio.low < 1 < ratio.high
+    assert "within noise: this race cannot tell speculation from plain" in html

@@ -42,19 +42,24 @@ def test_one_pair_has_no_interval_and_missing_sides_are_left_out():
     assert speed_ratio([]).value is None and speed_ratio([]).text() == "–"
 
 
-def test_a_single_race_gets_an_interval_from_its_stretches():
-    """A 24-token race cut into 3 stretches of 8: plain's steps 0.05 s, speculative 3 tokens a round
-    at 0.1 s a round (0.1 s prefill in both): stretch 1 ends at the round reaching 8 (round 3: 0.4 s)
-    against plain's 0.1 + 8 · 0.05 = 0.5 s, stretch 2 at 16 (round 6, 0.7 s) against 0.9 s, stretch 3
-    at 24 (round 8, 0.9 s) against 1.3 s: ratios 1.25, 1.33, 2.0."""
+def test_a_single_race_gets_an_interval_from_its_round_times():
+    """A race of 8 speculative rounds (3 tokens each, 0.1 s, then 0.1 s ± 0.02 s alternating) against 24
+    plain steps of 0.05 s (± 0.01 s): the value is the verdict's speedup (prefill included); the
+    interval is ± 1.959964 · √(Σ rounds · var(round) ÷ wall²) on the log, worked out here by hand."""
+    import statistics
     from specdec_core.bench.speed import race_ratio
+    from specdec_core.trace import measured_speedup
     from tests.test_honest import plain_of, trace_of
-    plain = plain_of([0.05] * 24)
-    spec = trace_of([(4, 2, 0.1, 0.0, 0.5)] * 8, 4)
+    plain = plain_of([0.05 + (0.01 if i % 2 else -0.01) for i in range(24)])
+    spec = trace_of([(4, 2, 0.1 + (0.02 if i % 2 else -0.02), 0.0, 0.5) for i in range(8)], 4)
     r = race_ratio(spec, plain)
-    expected = speed_ratio([(1 / 0.4, 1 / 0.5), (1 / 0.3, 1 / 0.4), (1 / 0.2, 1 / 0.4)])
-    assert (r.value, r.low, r.high) == pytest.approx((expected.value, expected.low, expected.high))
-    assert r.n == 3 and r.min == pytest.approx(1.25) and r.max == pytest.approx(2.0)
-    assert r.low < 1 < r.high and r.call() == "within noise"    # three stretches that disagree this much
-    steady = race_ratio(trace_of([(4, 2, 0.1, 0.0, 0.5)] * 16, 4), plain_of([0.05] * 48))
-    assert steady.n == 6 and steady.low > 1 and steady.call() == "faster"
+    assert r.value == pytest.approx(measured_speedup(spec, plain)) and r.n == 32
+    walls = (0.1 + 0.8, 0.1 + 1.2)
+    rel = 8 * statistics.variance([0.08, 0.12] * 4) / walls[0] ** 2 + 24 * statistics.variance([0.04, 0.06] * 12) / walls[1] ** 2
+    half = 1.959964 * math.sqrt(rel)
+    assert (r.low, r.high) == pytest.approx((r.value * math.exp(-half), r.value * math.exp(half)), rel=1e-5)
+    assert r.value == pytest.approx((24 / 0.9) / (24 / 1.3)) and r.low > 1 and r.call() == "faster"
+    # steady clocks: no spread, a zero-width interval; one round a lane: no interval
+    steady = race_ratio(trace_of([(4, 2, 0.1, 0.0, 0.5)] * 8, 4), plain_of([0.05] * 24))
+    assert steady.low == pytest.approx(steady.high) == pytest.approx(steady.value)
+    assert race_ratio(trace_of([(4, 2, 0.1, 0.0, 0.5)], 4), plain_of([0.05] * 3)).low is None

@@ -1,5 +1,5 @@
 """Speed with an interval: one ratio of two lanes' tokens/s and its 95 % interval, the one source for
-every speed verdict (the k sweep, Compare, the A/B).
+every speed verdict (the k sweep, Compare, the A/B; a single race: race_ratio).
 
 The unit is a raced pair: two lanes that took turns a round at a time (decoding.interleave) in one
 repeat, or on one (prompt, seed), saw the same load, so their ratio cancels what the machine did
@@ -11,6 +11,7 @@ exactly when that interval covers 1.0; with one pair there is no interval and no
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -66,29 +67,22 @@ def speed_ratio(pairs: Sequence[tuple[Optional[float], Optional[float]]]) -> Spe
     return SpeedRatio(math.exp(mean), low, high, n, min(ratios), max(ratios))
 
 
-STRETCH = 8     # tokens per stretch of a single race (a 48-token race gives 6 pairs)
-
-
-def race_ratio(spec, plain, stretch: int = STRETCH) -> SpeedRatio:
-    """One race's speculative ÷ plain with an interval: its tokens cut into stretches of `stretch`
-    (the first holds the prompt reading), each stretch's time in both lanes (the end of the round
-    that reached its last token, bench.stats.time_to_tokens). Interleaved lanes stay level in tokens
-    (decoding.interleave), so a stretch ran at about the same moment in both: a raced pair. Up to the
-    shorter lane's length; below two stretches there is no interval."""
-    from .stats import time_to_tokens
-    n = min(len(spec.output_ids), len(plain.output_ids))
-    ends = list(range(stretch, n + 1, stretch))
-    if ends and n - ends[-1] >= stretch // 2:      # a last part stretch long enough to count
-        ends.append(n)
-    pairs, last = [], (0.0, 0.0)
-    for end in ends:
-        t = (time_to_tokens(spec, end), time_to_tokens(plain, end))
-        if None in t:
-            break
-        spec_s, plain_s = t[0] - last[0], t[1] - last[1]
-        # tokens/s of each lane over the stretch; a stretch spec crossed within one round has no time
-        # of its own (0 s) and is pooled into the next
-        if spec_s > 0 and plain_s > 0:
-            pairs.append((1 / spec_s, 1 / plain_s))
-            last = t
-    return speed_ratio(pairs)
+def race_ratio(spec, plain) -> SpeedRatio:
+    """One race's speculative ÷ plain tokens/s (the verdict's speedup, trace.measured_speedup) with a
+    95 % interval from its own clocks: each lane's time is its prefill plus its rounds, and the spread of
+    its round times says how far that sum could have moved with the machine's pace (Var Σ = rounds ×
+    the rounds' variance; the ratio's log has the two lanes' relative variances added, a normal
+    interval). Interleaved lanes share the machine's slow drifts, so adding them errs wide; a shape
+    that varies from round to round (trees, the shape rule) counts its own variety as noise too.
+    n: both lanes' rounds; no interval below two rounds a lane."""
+    rounds = [[r.t_end - r.t_start for r in t.rounds] for t in (spec, plain)]
+    walls = [t.stats["wall_s"] for t in (spec, plain)]          # the clock the verdict's tokens/s read
+    if not spec.stats["tokens_per_s"] or not plain.stats["tokens_per_s"]:
+        return SpeedRatio(None, None, None, 0)
+    value = spec.stats["tokens_per_s"] / plain.stats["tokens_per_s"]
+    n = sum(map(len, rounds))
+    if min(map(len, rounds)) < 2:
+        return SpeedRatio(value, None, None, n)
+    rel = sum(len(ds) * statistics.variance(ds) / wall ** 2 for ds, wall in zip(rounds, walls))
+    half = stats.norm.ppf(0.5 + CONFIDENCE / 2) * math.sqrt(rel)
+    return SpeedRatio(value, value * math.exp(-half), value * math.exp(half), n)
