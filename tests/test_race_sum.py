@@ -136,3 +136,16 @@ def test_the_race_verdict_gives_its_speed_with_an_interval():
     ratio, html = race_ratio(jumpy, jumpy_plain), race.verdict_html(jumpy, jumpy_plain)
     assert ratio.value == pytest.approx(2.5 / 2.02) and ratio.low < 1 < ratio.high
     assert "within noise: this race cannot tell speculation from plain" in html
+
+
+def test_a_race_won_on_reading_the_prompt_says_so():
+    """The net splits into what the passes and guessing did and what the rest of the sum did: plain
+    reading its prompt 0.4 s slower (0.5 s against 0.1 s) turns a race its passes lost into a win."""
+    plain, spec = plain_of([STEP] * 24), chain_race(16, 4, lambda i: i % 2, 0.065, 0.02)
+    plain.prefill_s += 0.4
+    for r in plain.rounds:
+        r.t_start, r.t_end = r.t_start + 0.4, r.t_end + 0.4
+    total = race_sum(spec, plain)
+    assert total.other_s == pytest.approx(0.4) and total.plain_s - total.spec_s == pytest.approx(0.24)
+    phrase = "net 0.24 s gained — the passes and guessing lost 0.16 s, reading the prompt and plain's own token count gained 0.40 s"
+    assert phrase in total.student() and phrase in total.lines()[2]

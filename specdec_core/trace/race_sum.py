@@ -101,10 +101,11 @@ class RaceSum:
 
     def balance_words(self) -> str:
         """Saved minus paid (and the rest of the sum when it counts): the net the outcome follows from."""
-        net = self.plain_s - self.spec_s
-        rest = (f", {abs(self.other_s):.2f} s {'gained' if self.other_s > 0 else 'lost'} on reading the prompt and "
-                f"plain's own token count" if abs(self.other_s) >= 0.005 else "")
-        return f"net {abs(net):.2f} s {'gained' if net >= 0 else 'lost'}{rest}"
+        net, other = self.plain_s - self.spec_s, self.other_s
+        way = lambda x: "gained" if x >= 0 else "lost"
+        rest = (f" — the passes and guessing {way(net - other)} {abs(net - other):.2f} s, reading the prompt and "
+                f"plain's own token count {way(other)} {abs(other):.2f} s" if abs(other) >= 0.005 else "")
+        return f"net {abs(net):.2f} s {way(net)}{rest}"
 
     def lines(self) -> list[str]:
         """The sum in three lines: plain, speculative, and saved against paid with the net."""
