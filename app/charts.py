@@ -56,6 +56,16 @@ def _label(text: str) -> str:
     return visible_whitespace(text) or "∅"
 
 
+def token_code(text: str) -> str:
+    """A token for a Markdown list, as the timeline shows it (␣, ↵: _label) in a code span: never
+    HTML-escaped (a code span shows `&quot;` literally); a token holding backticks gets a longer fence."""
+    shown, fence = _label(text), "`"
+    while fence in shown:
+        fence += "`"
+    pad = " " if shown.startswith("`") or shown.endswith("`") else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"
+
+
 # -- run-level charts ---------------------------------------------------------------------------
 def _varied_note(trace) -> Optional[str]:
     """What a fixed-k overlay hides in this run, or None: rounds under the shape rule drafted different

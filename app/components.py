@@ -143,6 +143,7 @@ class Page:
     ab_b_shape: gr.Dropdown
     ab_b_temperature: gr.Number
     ab_sets: gr.CheckboxGroup
+    ab_b_sets: gr.Dropdown
     ab_own: gr.Textbox
     ab_seeds: gr.Number
     ab_tokens: gr.Number

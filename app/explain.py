@@ -43,8 +43,9 @@ FIRST_LOAD_NOTE = ("The first run loads the model pair: for the offline default 
                    "Hub models download on their first use.")
 
 FIRST_PAINT_RACES = 5   # app/record_examples.py keeps the race with the median speedup of these
-RECORDED_BANNER = ("● **Recorded race** on **{machine}**: {target} + {draft}, {shape}, T = {temperature}. Press "
-                   "**Run** to race on this machine.")     # how the race shown was picked: RECORDED_LABEL
+RECORDED_BANNER = ("● **Recorded race** on **{machine}** (this machine: **{here}**; its times are the recording's): "
+                   "{target} + {draft}, {shape}, T = {temperature}. Press **Run** to race here.")
+                   # how the race shown was picked: RECORDED_LABEL
 # The races the page opens on (app/record_examples.py records them at the page's defaults): file stem, the
 # EXAMPLES entry raced, a short name. A task whose answer reuses its context — summarising notes, what
 # speculative decoding is deployed for — comes first (it is the prompt box's default); an everyday
@@ -59,7 +60,8 @@ RUN_WHY = ("**Your race:** the draft's kept guesses made **{kept} of {n}** token
            "**{kept_a} of {n_a}** for {name_a} and **{kept_b} of {n_b}** for {name_b} in the recorded races; "
            "each kept guess saves a pass of the big model.")
 RUN_BANNER = "▶ **Your run** on **{machine}**: {target} + {draft}, {shape}, T = {temperature}."
-UPLOAD_BANNER = "⤒ **Loaded from file** ({files}): recorded on **{machine}**, {target} + {draft}, {shape}."
+UPLOAD_BANNER = ("⤒ **Loaded from file** ({files}): recorded on **{machine}**, {target} + {draft}, {shape}; this "
+                 "machine is **{here}**.")
 
 RACE_HELP = ("Both lanes run the same model, device and sampler, after a warm-up run that is not timed, **taking turns a "
              "round at a time** (the lane behind in tokens goes next), so a busy machine slows both alike; each "

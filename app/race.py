@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from typing import Optional
 
-from specdec_core import Plan
+from specdec_core import Plan, race_ratio
 from specdec_core.trace.decisions import DECISIONS, NEUTRAL_COLOUR
 from specdec_core.trace import cost_ratios, measured_speedup, race_sum, recorded_reference
 from specdec_core.trace.compare import no_draft_reason, speedup_reasons, speedup_why, timings_unstable
@@ -128,6 +128,7 @@ def verdict_html(spec, plain) -> str:
         head = (f'<span class="sd-speedup" style="color:{colour}">{_fmt(s)}× speedup</span> '
                 f'<span class="sd-plain">{html.escape(plain_words(spec, plain))}</span>')
     why = speedup_why(spec, plain) if spec.stats["drafted"] else None
+    head += interval_html(spec, plain) if spec.stats["drafted"] else ""
     return (f'<div class="sd-verdict" id="sd-verdict">{head}<br>'
             f'<span id="sd-check">{html.escape(check_text)}</span>'
             + (sum_html(spec, plain) if spec.stats["drafted"] else "")
@@ -136,6 +137,19 @@ def verdict_html(spec, plain) -> str:
                f'<span class="sd-rates">{details}</span><br>'
                f'<span id="sd-why" class="sd-why">{html.escape(why)}</span></details>' if why else "")
             + '</div>')
+
+
+def interval_html(spec, plain) -> str:
+    """The race's speedup with its 95 % interval (bench.speed.race_ratio: how far each lane's time could
+    have moved, from the spread of its round times) and the call from it: "within noise" exactly
+    when the interval covers 1."""
+    ratio = race_ratio(spec, plain)
+    if ratio.low is None:
+        return ""
+    call = {"within noise": "within noise: this race cannot tell speculation from plain",
+            "faster": "faster than plain", "slower": "slower than plain"}[ratio.call()]
+    return (f'<br><span id="sd-speed-interval">{ratio.value:.2f}× [{ratio.low:.2f}, {ratio.high:.2f}] (95 % '
+            f'interval from the spread of the race\'s {ratio.n} rounds) — {call}</span>')
 
 
 def stopped_verdict_html(spec, plain) -> str:

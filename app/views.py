@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from specdec_core import Plan, Trace, data
+from specdec_core import Plan, Trace, data, describe_machine
 from specdec_core.trace import measured_speedup
 from specdec_core.trace.decisions import DECISIONS, draft_decision
 from specdec_core.trace.token_text import round_labels
@@ -120,6 +120,13 @@ def position_choices(trace, round_index: int) -> list[tuple[str, int]]:
     return out
 
 
+def this_machine() -> str:
+    """The machine a Run here would race on (a GPU when there is one), named as a trace's config names
+    the machine it was recorded on (models.machine.describe)."""
+    import torch
+    return describe_machine("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def banner(spec, plain, kind: str, files: str = "") -> str:
     t = spec or plain
     if t is None:
@@ -127,7 +134,7 @@ def banner(spec, plain, kind: str, files: str = "") -> str:
     cfg = t.config
     fields = dict(device=cfg.device or "?", machine=cfg.machine or cfg.device or "?", target=cfg.target, draft=(spec.config.draft if spec else "—"),
                   shape=(Plan.from_config(spec.config).label() if spec else "plain"),
-                  temperature=cfg.temperature, files=files)
+                  temperature=cfg.temperature, files=files, here=this_machine())
     # the expert's names in a student's words (app/names.py; the stats and Advanced keep the names)
     fields["draft"], fields["shape"] = names.drafter_words(fields["draft"]), names.shape_words(fields["shape"])
     template = {"example": explain.RECORDED_BANNER, "run": explain.RUN_BANNER, "upload": explain.UPLOAD_BANNER}[kind]

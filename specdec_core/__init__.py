@@ -16,6 +16,7 @@ from .version import __version__
 from . import data, glossary
 from .bench.ab import Arm as ABArm, ab_runs, own_prompts, prompt_sets as ab_prompt_sets, record as ab_record, seeds_for
 from .bench.ab_stats import summarise as summarise_ab
+from .bench.speed import SpeedRatio, race_ratio, speed_ratio
 from .bench.sweep import K_VALUES, best_k_text, k_label, k_name, repeated_lanes, summarise as summarise_sweep, sweep_runs
 from .costs import run_costs, theory
 from .costs.machine_costs import cost_curve
@@ -27,13 +28,14 @@ from .decoding.plan import Plan, Request, parse_plan, parse_request
 from .decoding.rule import keeps_draft
 from .errors import DecodeError, ModelLoadError
 from .models import PRESETS, DraftSpec, ModelPair, is_loaded, load_pair, parse_draft, ref_kind
+from .models.machine import describe as describe_machine
 from .settings import RANGES, SettingsError, check_k, check_prompt_text
 from .trace import Trace, TraceFormatError
 
 __all__ = [
     "__version__",
     # a pair and what drafts for it
-    "load_pair", "ModelPair", "PRESETS", "is_loaded", "DraftSpec", "parse_draft", "ref_kind",
+    "load_pair", "ModelPair", "PRESETS", "is_loaded", "DraftSpec", "parse_draft", "ref_kind", "describe_machine",
     # a request, checked once
     "Plan", "Request", "parse_plan", "parse_request", "RANGES", "SettingsError", "check_k",
     "check_prompt_text",
@@ -44,6 +46,8 @@ __all__ = [
     "K_VALUES", "sweep_runs", "summarise_sweep", "best_k_text", "k_label", "k_name", "repeated_lanes",
     # an A/B over a prompt set
     "ABArm", "ab_runs", "ab_record", "summarise_ab", "ab_prompt_sets", "own_prompts", "seeds_for",
+    # speed with an interval (every speed verdict)
+    "SpeedRatio", "speed_ratio", "race_ratio",
     # the exactness lab's draws
     "first_token_distributions", "sample_plain", "sample_speculative", "sample_tree_first", "chi_square",
     "keeps_draft",

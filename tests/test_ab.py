@@ -83,7 +83,9 @@ def test_per_position_counts_wilson_intervals_and_paired_speed():
     pos = s["arms"]["A"]["positions"]
     assert [(r["kept"], r["drafted"]) for r in pos] == [(4, 6), (1, 5)]
     assert pos[0]["low"] < 4 / 6 < pos[0]["high"]
-    assert s["speed_ratio"] == {"median": 1.25, "min": 1.0, "max": 1.5, "pairs": 2}
+    ratio = s["speed_ratio"]      # B ÷ A per raced pair: 1.5 and 1.0, geometric mean √1.5, t interval over 2
+    assert (ratio.n, ratio.min, ratio.max) == (2, 1.0, 1.5) and ratio.value == pytest.approx(1.5 ** 0.5)
+    assert ratio.low < 1 < ratio.high and ratio.call() == "within noise"
     assert s["arms"]["A"]["tokens_per_s"] == {"median": 15.0, "min": 10.0, "max": 20.0}
 
 
@@ -96,7 +98,7 @@ def test_out_of_vocabulary_tokens_pool_over_the_set():
     voc = s["arms"]["A"]["vocabulary"]
     assert voc["written_outside"] == 5 and voc["written"] == 20 and voc["outside_tokens"][0] == (" pandas", 4)
     text = ab_view.vocab_markdown(s, ("distilled", "any"))
-    assert "8,192 of the target's 49,152" in text and "5/20 (25%)" in text and "`pandas` ×4" in text
+    assert "8,192 of the target's 49,152" in text and "5/20 (25%)" in text and "`␣pandas` ×4" in text
     assert "can propose any of the target's tokens" in text
 
 
@@ -106,11 +108,11 @@ def test_the_page_tables_chart_and_progress():
     table = ab_view.summary_table(s, (True, True))
     assert list(table.columns) == list(ab_view.SUMMARY_COLUMNS)
     first = table.iloc[0]
-    assert first["measure"].startswith("acceptance") and "(8/40)" in first["A"] and "[" in first["B − A (95 % interval)"]
+    assert first["measure"].startswith("acceptance") and "(8/40 in 16 rounds)" in first["A"] and "[" in first["B − A (95 % interval)"]
     assert first["kind"] == "timing-free"
     measures = " ".join(table["measure"])
     assert "rounds without a guess" in measures and "tokens/s" in measures and "kept model guesses" in measures
-    assert table.iloc[-1]["kind"] == "timing" and table.iloc[-1]["call"] == "timing: not called"
+    assert table.iloc[-1]["kind"] == "timing" and table.iloc[-1]["call"] == "within noise"     # every race 1.00×
     assert "4 of 16" in " ".join(table["A"])
     assert ab_view.summary_table(s, (True, False)).iloc[0]["kind"] == "timing-driven shape"
     assert ab_view.summary_table(s, (True, True), (True, False)).iloc[0]["kind"] == "timing-free; recalled guesses vary"
@@ -185,3 +187,118 @@ def test_counts_on_the_page_are_checked_with_their_range():
         form_fields.whole_number("many", "new tokens per run", 8, 128)
     with pytest.raises(form_fields.UserError, match="repeats must be a whole number"):
         form_fields.whole_number(None, "repeats", 3, 10)
+
+
+def test_a_run_recorded_twice_is_refused():
+    """Issue 61: a greedy A/B showed identical figures for two prompts; a record counted twice (or
+    under another prompt's name) must never pass silently into the pooled numbers."""
+    records = [rec("A", "p1"), rec("B", "p1"), rec("A", "p2"), rec("B", "p2")]
+    ab_stats.summarise(records)
+    with pytest.raises(ValueError, match=r"recorded twice .*\('A', 'p2', 0\)"):
+        ab_stats.summarise(records + [rec("A", "p2", accepted=5)])
+
+
+@pytest.mark.model
+def test_greedy_ab_records_are_each_prompts_own_decode():
+    """Issue 61's 'duplicated' figures (16/122, α 0.340, 1.50 on explanation0 and creative3): the A/B's
+    records are exactly each (arm, prompt)'s decode run alone, and equal figures come from different
+    texts — at T 0 with 48 new tokens α = kept ÷ checked and tokens/pass = 48 ÷ (48 − kept) follow
+    from the kept count, and a chain of 4 drafts ~4 a pass."""
+    from specdec_core import load_pair, stream_decode
+    pairs = [load_pair("smollm2-135m", draft=d, device="cpu") for d in ("distilled", "block")]
+    request = parse_request(k=4, tree="none", temperature=0.0, max_new_tokens=48, seed=0)
+    arms = [Arm("A", "distilled", request), Arm("B", "block", request)]
+    texts = {p["name"]: p["text"] for p in prompt_sets()["prose"]}
+    prompts = [(n, pairs[0].encode_prompt(texts[n], chat=True)) for n in ("explanation0", "creative3")]
+    raced = {(run["arm"], run["prompt"]): record(run["trace"], run["arm"], run["prompt"], 0)
+             for run in ab_runs(pairs, prompts, arms, [0]) if run["trace"].finished}
+    figures = lambda r: (r["accepted"], r["drafted"], r["overlap_sum"], r["overlap_n"], r["passes"], r["output_ids"])
+    for pair, arm in zip(pairs, arms):
+        for name, ids in prompts:
+            *_, alone = stream_decode(pair, ids, request)
+            assert figures(raced[arm.label, name]) == figures(record(alone, arm.label, name, 0)), (arm.label, name)
+    for r in raced.values():    # at T 0 the overlap is 0 or 1 a position: α counts matches
+        assert r["overlap_sum"] == r["accepted"] and r["new_tokens"] == 48 and r["passes"] == 48 - r["accepted"]
+    assert raced["A", "explanation0"]["output_ids"] != raced["A", "creative3"]["output_ids"]
+    rows = {r["prompt"]: r for r in ab_stats.summarise(list(raced.values()))["prompts"]}
+    assert (rows["explanation0"]["kept_A"], rows["creative3"]["kept_A"]) == (raced["A", "explanation0"]["accepted"],
+                                                                              raced["A", "creative3"]["accepted"])
+
+
+def test_speed_verdict_has_an_interval_and_says_within_noise_exactly_when_it_covers_one():
+    """The A/B's tokens/s row: B ÷ A per race (bench.speed), its interval and the call from it."""
+    steady = [rec(arm, f"p{i}", tps=10.0 * (1.3 if arm == "B" else 1.0) * (1 + i / 10)) for i in range(4) for arm in "AB"]
+    row = ab_view.summary_table(ab_stats.summarise(steady)).iloc[-1]
+    assert row["call"] == "B faster" and row["B − A (95 % interval)"].startswith("B ÷ A 1.30× [1.30, 1.30] over 4 races")
+    noisy = [rec(arm, f"p{i}", tps=10.0 * ((1.3, 0.8, 1.1, 0.9)[i] if arm == "B" else 1.0)) for i in range(4) for arm in "AB"]
+    ratio = ab_stats.summarise(noisy)["speed_ratio"]
+    row = ab_view.summary_table(ab_stats.summarise(noisy)).iloc[-1]
+    assert ratio.low < 1 < ratio.high and row["call"] == "within noise"
+    assert f"[{ratio.low:.2f}, {ratio.high:.2f}]" in row["B − A (95 % interval)"]
+
+
+def test_two_prompt_sets_compare_one_configuration_unpaired():
+    """Issue 61: one configuration on code (A) against prose (B): each arm's own prompts, resampled on
+    their own; the acceptance difference comes with its interval, called only when it excludes 0;
+    runs of one race pair up for speed although their prompts differ."""
+    code = [rec("A", f"code{i}", accepted=2 + i % 2, drafted=20, tps=9.0) for i in range(6)]
+    prose = [rec("B", f"prose{i}", accepted=6 + i % 2, drafted=20, tps=10.0) for i in range(6)]
+    for i, (a, b) in enumerate(zip(code, prose)):
+        a["race"] = b["race"] = i
+    s = ab_stats.summarise(code + prose)
+    assert s["paired"] is False and s["n_prompts"] == 6
+    d = s["differences"][0]
+    assert d["a"] == pytest.approx(15 / 120) and d["b"] == pytest.approx(39 / 120)
+    assert 0 < d["low"] < d["diff"] < d["high"] and d["verdict"] == "B higher"
+    assert s["speed_ratio"].n == 6 and s["speed_ratio"].value == pytest.approx(10 / 9)
+    # the same acceptance on both sets: the interval covers 0
+    same = code + [dict(r, accepted=2 + i % 2) for i, r in enumerate(prose)]
+    d = ab_stats.summarise(same)["differences"][0]
+    assert d["low"] < 0 < d["high"] and d["verdict"] == "no difference shown"
+    # an unpaired interval is wider than a paired one on the same numbers: it does not cancel the prompts
+    paired = code + [dict(r, prompt=f"code{i}") for i, r in enumerate(prose)]
+    wide, narrow = ab_stats.summarise(code + prose)["differences"][0], ab_stats.summarise(paired)["differences"][0]
+    assert ab_stats.summarise(paired)["paired"] is True and narrow["diff"] == pytest.approx(wide["diff"])
+    assert narrow["high"] - narrow["low"] < wide["high"] - wide["low"]
+    # one prompt on one side: no interval yet, and the reason names it
+    d = ab_stats.summarise(code + prose[:1])["differences"][0]
+    assert d["low"] is None and d["verdict"] == "no interval yet (needs 2 prompts per arm)"
+    table = ab_view.prompt_table(ab_stats.summarise(code + prose))
+    assert len(table) == 12 and table.iloc[0]["B kept"] == "–" and table.iloc[-1]["A kept"] == "–"
+
+
+def test_the_page_takes_a_second_prompt_set_for_b_and_shows_the_sets():
+    assert ab_tab.b_prompts_of(ab_tab.SAME, "") is None
+    assert [p["name"] for p in ab_tab.b_prompts_of("prose", "")] == [p["name"] for p in prompt_sets()["prose"]]
+    with pytest.raises(form_fields.UserError, match="list is empty"):
+        ab_tab.b_prompts_of(ab_tab.OWN, "")
+    shown = ab_view.prompt_sets_html({"code": [{"name": "q1", "text": 'print("it\'s") < 3'}]})
+    assert "q1" in shown and "print(&quot;it&#x27;s&quot;) &lt; 3" in shown       # escaped once, as HTML
+
+
+def test_a_tree_against_a_chain_is_not_called_on_acceptance():
+    records = [rec(arm, f"p{i}", accepted=(3 if arm == "B" else 1) + i % 2, drafted=10) for i in range(4) for arm in "AB"]
+    s = ab_stats.summarise(records)
+    mixed = ab_view.summary_table(s, trees=(False, True)).iloc[0]
+    assert mixed["call"].startswith("not comparable: tree against chain") and mixed["B"].endswith("(tree)")
+    assert ab_view.summary_table(s).iloc[0]["call"] == "B higher"
+    passes = ab_view.summary_table(s, trees=(False, True))
+    assert passes[passes["measure"] == "tokens per target pass"].iloc[0]["call"] != ""
+
+
+def test_vocabulary_lists_show_tokens_as_the_timeline_does_never_escaped(monkeypatch):
+    """Issue 61: the A/B's list showed `&#x27;\\n\\n &#x27;` and `&quot;$`; the Debugger's too. Tokens with
+    quotes, line breaks and backticks: shown with ␣ and ↵, in code spans that hold them whole."""
+    from app.debug import figures
+    tokens = [("'", 3), ('"$', 2), ("\n\n ", 2), ("`x", 1), (" &", 1)]
+    v = {"draft_vocab": 8192, "target_vocab": 49152, "written": 10, "written_outside": 4, "rejections": 4,
+         "rejections_outside": 1, "outside_tokens": tokens}
+    text = ab_view.vocab_markdown(ab_stats.summarise([rec("A", "p1", vocab=v), rec("B", "p1")]))
+    assert "`'` ×3" in text and '`"$` ×2' in text and "`↵↵␣` ×2" in text and "`` `x `` ×1" in text and "`␣&` ×1" in text
+    for escaped in ("&#x27;", "&quot;", "&amp;", "&#39;", "\\n"):
+        assert escaped not in text
+    cov = {"draft_vocab": 8192, "target_vocab": 49152, "written": 10, "written_outside": 4, "rejections": 0,
+           "rejections_outside": 0, "ranks": [], "outside_tokens": tokens}
+    monkeypatch.setattr(figures.mismatch, "vocab_coverage", lambda spec: cov)      # the Debugger's own list
+    single = figures.vocab_markdown(object())
+    assert "`'` ×3" in single and '`"$` ×2' in single and "`↵↵␣` ×2" in single and "&quot;" not in single

@@ -300,6 +300,15 @@ def test_a_race_that_cannot_win_explains_itself_with_its_sum(page):
         assert "Speculation lost this race" in text or "Speculation barely won this race" in text, text
         said = page.locator("#sd-sum b").inner_text()
         assert "The biggest reason:" in said and any(words in said for words in REASON_WORDS.values()), said
+        # issue 61: one story — the sentence's net is the sum's, and no negative price in numbers
+        net = re.search(r"net \d+\.\d\d s (gained|lost)", said)
+        assert net and net[0] in lines, (said, lines)
+        assert not re.search(r"[-−]\d+\.\d\d s for bigger passes", lines), lines
+    # the speed with its interval, "within noise" exactly when it covers 1.0
+    interval = page.locator("#sd-speed-interval").inner_text()
+    match = re.search(r"(\d+\.\d\d)× \[(\d+\.\d\d), (\d+\.\d\d)\]", interval)
+    assert match, interval
+    assert ("within noise" in interval) == (float(match[2]) <= 1.0 <= float(match[3])), interval
     page.screenshot(path=str(ARTIFACTS / "lost-race.png"), full_page=False)
 
 

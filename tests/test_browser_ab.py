@@ -49,7 +49,7 @@ def test_ab_of_two_drafts_over_prose_and_code(page):
     assert measures[0].startswith("acceptance") and any(m.startswith("α") for m in measures)
     acceptance = first[measures[0]]
     assert acceptance[0] == "timing-free"
-    assert re.search(r"\(\d+/\d+\) \[0\.\d+, [01]\.\d+\]", acceptance[1]), acceptance    # counts and an interval
+    assert re.search(r"\(\d+/\d+ in \d+ rounds\) \[0\.\d+, [01]\.\d+\]", acceptance[1]), acceptance    # counts, rounds, interval
     assert re.search(r"[+-]\d\.\d+ \[-?\d\.\d+, -?\d\.\d+\]", acceptance[3]), acceptance
     assert acceptance[4] in ("A higher", "B higher", "no difference shown")
     assert any("rounds without a guess" in m for m in measures) and any(m.startswith("tokens/s") for m in measures)
@@ -85,3 +85,50 @@ def test_ab_of_two_drafts_over_prose_and_code(page):
     page.locator("#sd-ab-table").scroll_into_view_if_needed()
     page.wait_for_timeout(500)
     page.screenshot(path=str(ARTIFACTS / "ab-1024.png"), full_page=False)
+
+
+def test_ab_of_one_configuration_on_code_against_prose(page):
+    """Issue 61's first complaint, with the page only: "the default draft is accepted far less on code
+    than on prose". One configuration (the A/B's defaults, greedy) on the code set (A) against the prose
+    set (B): the acceptance difference comes with its interval and a call from it, the speed verdict
+    with its interval says "within noise" exactly when that covers 1.0, the vocabulary list shows no
+    escaped markup, and the built-in prompts can be read."""
+    page.get_by_role("tab", name="Debugger").click()
+    page.wait_for_selector("#sd-ab-run")
+    b_draft = page.locator("#sd-ab-b-draft textarea")
+    b_draft.fill(page.locator("#sd-ab-a-draft textarea").input_value())           # the same configuration
+    b_draft.blur()
+    fill_number(page, "#sd-ab-tokens", 24)
+    page.locator("#sd-ab-sets").get_by_label("prose").uncheck()                  # A: code
+    page.locator("#sd-ab-b-sets input").click()
+    page.get_by_role("option", name="prose", exact=True).click()                 # B: prose
+    page.locator("#sd-ab-run").click()
+    page.wait_for_function("document.querySelector('#sd-ab-text').innerText.includes('Done: 12 runs')", timeout=600_000)
+    rows = _rows(page)
+    acceptance = rows[next(m for m in rows if m.startswith("acceptance"))]
+    match = re.fullmatch(r"([+-]\d\.\d+) \[(-?\d\.\d+), (-?\d\.\d+)\]", acceptance[3])
+    assert match, acceptance
+    low, high = float(match[2]), float(match[3])
+    assert acceptance[4] == ("no difference shown" if low <= 0 <= high else "B higher" if low > 0 else "A higher")
+    assert all(re.search(r"\(\d+/\d+ in \d+ rounds\)", cell) for cell in acceptance[1:3]), acceptance
+    speed = rows[next(m for m in rows if m.startswith("tokens/s"))]
+    match = re.search(r"B ÷ A (\d\.\d+)× \[(\d\.\d+), (\d\.\d+)\] over 6 races", speed[3])
+    assert match, speed
+    covers = float(match[2]) <= 1.0 <= float(match[3])
+    assert (speed[4] == "within noise") == covers and speed[4] in ("within noise", "A faster", "B faster")
+    plot = page.locator("#sd-ab-plot").inner_text()
+    assert "on code" in plot and "on prose" in plot
+    page.wait_for_function("document.querySelectorAll('#sd-ab-prompts .virtual-body [role=row]').length === 12")
+    vocab = page.locator("#sd-ab-vocab").inner_text()
+    assert "Most frequent outside" in vocab
+    for escaped in ("&#x27;", "&quot;", "&amp;", "&#39;", "&lt;"):
+        assert escaped not in vocab, vocab
+    page.locator("#sd-ab-set-texts").get_by_text("Read the built-in prompt sets").click()
+    texts = page.locator("#sd-ab-set-list")
+    texts.wait_for(state="visible")
+    from specdec_core.bench.ab import prompt_sets
+    first_code = prompt_sets()["code"][0]["text"]
+    assert "code0" in texts.inner_text() and " ".join(first_code.split())[:40] in " ".join(texts.inner_text().split())
+    page.locator("#sd-ab-table").scroll_into_view_if_needed()
+    _no_toasts(page)
+    page.screenshot(path=str(ARTIFACTS / "ab-code-vs-prose.png"), full_page=False)

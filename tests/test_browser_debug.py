@@ -40,20 +40,34 @@ def test_debugger_after_a_run(page):
         "distilled", "block"]
     # before Compare the table shows its own headers, not a placeholder "1 2 3" (issue 47)
     before = page.locator("#sd-cmp-table").inner_text()
-    assert "draft calls / round" in before and "speedup vs plain" in before
+    assert "draft calls / round" in before and "÷ plain [95 %]" in before
     page.locator("#sd-cmp-run").click()
     page.wait_for_selector("#sd-cmp-align table", timeout=300_000)
     assert page.locator("#sd-cmp-align tr").count() == 2
     cmp_table = page.locator("#sd-cmp-table").inner_text()
-    assert all(c in cmp_table for c in ("speedup vs plain", "draft calls / round", "draft cost / round", "block"))
+    assert all(c in cmp_table for c in ("÷ plain [95 %]", "draft calls / round", "draft cost / round", "block"))
+    assert any(call in cmp_table for call in ("within noise", "faster", "slower"))     # a call from the interval
 
     page.get_by_role("tab", name="Race").click()     # the sweep decodes the Race tab's prompt and settings
     _set_number(page, "#sd-max-new", 8)
     page.get_by_role("tab", name="Debugger").click()
+    # every text the sweep line shows while it runs, kept by the page itself (issue 61: "Best on this
+    # machine: k = 5" was announced mid-run and the sweep ended "Within noise")
+    page.evaluate("""() => { window.sweepTexts = [];
+        new MutationObserver(() => window.sweepTexts.push(document.querySelector('#sd-sweep-text').innerText))
+            .observe(document.querySelector('#sd-sweep-text'), {childList: true, subtree: true, characterData: true}); }""")
     page.locator("#sd-sweep-run").click()
-    # a best k, or "within noise" when the ranges overlap (a busy machine): tests/test_debugger.py
+    # a best k, or "within noise" when the interval covers 1.0 (a busy machine): tests/test_debugger.py
     page.wait_for_function("['Best on this machine', 'Within noise'].some("
                            "s => document.querySelector('#sd-sweep-text').innerText.startsWith(s))", timeout=600_000)
+    texts = [t for t in page.evaluate("window.sweepTexts") if t.strip()]
+    final = page.locator("#sd-sweep-text").inner_text()
+    assert any("runs…" in t for t in texts), texts                             # it did report progress
+    assert not any(("Best on" in t or "Within noise" in t) for t in texts if "runs…" in t), texts
+    assert "raced repeats" in final and "× [" in final                           # the speed with its interval
+    assert final.startswith("Within noise") == ("covers 1.0" in final)
+    sweep_rows = page.locator("#sd-sweep-table").inner_text()
+    assert "÷ plain [95 %]" in sweep_rows and "rounds" in sweep_rows and "tokens / pass" in sweep_rows
     assert "measured, fixed k (median)" in page.locator("#sd-sweep-plot").inner_text()
     assert "measured, shape rule (median)" in page.locator("#sd-sweep-plot").inner_text()
     cells = page.locator("#sd-sweep-table").inner_text().split()

@@ -195,3 +195,15 @@ def test_example_assets_load_and_render():
     assert mine.startswith("**Your race:**") and f"**{kept[0]} of {len(spec_e.output_ids)}** tokens" in mine
     with pytest.raises(form_fields.UserError):
         handlers.show_recorded("no-such-race")
+
+
+def test_a_recorded_race_names_its_machine_beside_this_one(monkeypatch):
+    """Issue 61: recorded races quoted 21–37 tok/s where this machine gave 6–13, without saying where
+    they were recorded: the banner names the recording machine and this one."""
+    from specdec_core import Trace, data
+    from app import views
+    plain = Trace.load(data.file("examples", "example_plain.trace.json"))
+    monkeypatch.setattr(views, "describe_machine", lambda device: "8-core test CPU")
+    for kind in ("example", "upload"):
+        text = views.banner(None, plain, kind, "x.json")
+        assert f"**{plain.config.machine}**" in text and "**8-core test CPU**" in text, text

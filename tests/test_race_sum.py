@@ -83,3 +83,69 @@ def test_the_cli_and_the_page_show_the_sum():
     assert "Speculation lost this race" in verdict
     won = race.verdict_html(chain_race(10, 4, lambda i: 3, 0.06, 0.02), steady_plain(40))
     assert '<details class="sd-details" id="sd-sum">' in won and "Speculation lost" not in won
+
+
+def test_a_pass_cheaper_than_a_step_is_said_in_words_in_the_sentence_and_the_sum():
+    """Issue 61: a lost race's sentence said "its bigger passes 0.00 s" while its sum said "paid …
+    −0.06 s for bigger passes". 16 rounds of 4 guesses, 1 kept in every other round (24 tokens), each
+    pass 0.046 s (4 ms under plain's 0.05 s step: 16 · −0.004 = −0.064 s) and 0.03 s of guessing
+    (0.48 s): saved 8 · 0.05 = 0.40 s, net 0.40 − 0.48 + 0.064 = −0.016 s: lost."""
+    plain, spec = plain_of([STEP] * 24), chain_race(16, 4, lambda i: i % 2, 0.046, 0.03)
+    total = race_sum(spec, plain)
+    assert total.wider_s == pytest.approx(-0.064) and total.outcome == "lost"
+    said = "its passes with guesses ran 0.06 s faster than plain steps here"
+    words, summed = total.student(), total.lines()[2]
+    assert said in words and said in summed
+    assert "0.00 s" not in words and "-0.0" not in summed and "−0.0" not in summed
+    assert "net 0.02 s lost" in words and "net 0.02 s lost" in summed
+
+
+@pytest.mark.parametrize("target_s,draft_s,kept", [(0.046, 0.03, 1), (0.046, 0.01, 2), (0.08, 0.002, 3), (0.05, 0.04, 1),
+                                                   (0.051, 0.0, 0)])
+def test_the_sentence_and_the_sum_tell_one_story(target_s, draft_s, kept):
+    """The outcome, the net in the sentence and the net in the sum agree: a race is lost exactly when
+    its net is a loss; saved − paid + the rest adds up to plain − speculative."""
+    plain = plain_of([STEP] * 24)
+    total = race_sum(chain_race(24 // (kept + 1), 4, lambda i: kept, target_s, draft_s), plain)
+    net = total.plain_s - total.spec_s
+    assert (total.outcome == "lost") == (net < 0)
+    assert total.saved_s - total.guessing_s - total.wider_s + total.other_s == pytest.approx(net)
+    phrase = total.balance_words()
+    assert phrase in total.student() and phrase in total.lines()[2]
+    assert phrase.startswith(f"net {abs(net):.2f} s {'lost' if net < 0 else 'gained'}")
+
+
+def test_the_race_verdict_gives_its_speed_with_an_interval():
+    """Every speed verdict has an interval: the race's, from the spread of its round times, with the
+    call "within noise" exactly when the interval covers 1.0."""
+    from specdec_core.bench.speed import race_ratio
+    plain = plain_of([STEP] * 48)
+    steady = chain_race(16, 4, lambda i: 2, 0.06, 0.02)            # 3 tokens a round, every round alike
+    html = race.verdict_html(steady, plain)
+    ratio = race_ratio(steady, plain)
+    assert 'id="sd-speed-interval"' in html and f"{ratio.value:.2f}× [{ratio.low:.2f}, {ratio.high:.2f}]" in html
+    assert ratio.low > 1 and "faster than plain" in html and "within noise" not in html.split("sd-speed-interval")[1]
+    # a jumpy machine: plain steps of 0.03 s and 0.07 s, speculative rounds of 0.03 s and 0.21 s (3
+    # tokens each): 0.1 + 16 · 0.12 s against 0.1 + 48 · 0.05 s, 1.24×, and the spread of the rounds
+    # (16 of them, ± 0.09 s) is wide enough to cover 1.0: [0.85, 1.80]
+    jumpy_plain = plain_of([0.03 if i % 2 else 0.07 for i in range(48)])
+    jumpy = chain_race(16, 4, lambda i: 2, 0.1, 0.02)
+    for i, r in enumerate(jumpy.rounds):      # alternate the round times around the same mean
+        shift = sum((-0.09 if j % 2 == 0 else 0.09) for j in range(i))
+        r.t_start, r.t_end = r.t_start + shift, r.t_end + shift + (-0.09 if i % 2 == 0 else 0.09)
+    ratio, html = race_ratio(jumpy, jumpy_plain), race.verdict_html(jumpy, jumpy_plain)
+    assert ratio.value == pytest.approx(2.5 / 2.02) and ratio.low < 1 < ratio.high
+    assert "within noise: this race cannot tell speculation from plain" in html
+
+
+def test_a_race_won_on_reading_the_prompt_says_so():
+    """The net splits into what the passes and guessing did and what the rest of the sum did: plain
+    reading its prompt 0.4 s slower (0.5 s against 0.1 s) turns a race its passes lost into a win."""
+    plain, spec = plain_of([STEP] * 24), chain_race(16, 4, lambda i: i % 2, 0.065, 0.02)
+    plain.prefill_s += 0.4
+    for r in plain.rounds:
+        r.t_start, r.t_end = r.t_start + 0.4, r.t_end + 0.4
+    total = race_sum(spec, plain)
+    assert total.other_s == pytest.approx(0.4) and total.plain_s - total.spec_s == pytest.approx(0.24)
+    phrase = "net 0.24 s gained — the passes and guessing lost 0.16 s, reading the prompt and plain's own token count gained 0.40 s"
+    assert phrase in total.student() and phrase in total.lines()[2]

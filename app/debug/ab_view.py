@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from specdec_core.trace.decisions import DRAFT_COLOUR, MUTED_COLOUR, TARGET_COLOUR
 
-from ..charts import _empty, _layout
+from ..charts import _empty, _layout, token_code
 
 # The shapes an arm can take: the label the page shows -> parse_plan's (k, tree).
 SHAPES = {**{f"k = {k} (chain)": (k, None) for k in range(1, 9)},
@@ -25,13 +25,21 @@ PROMPT_COLUMNS = ("prompt", "A kept", "A acceptance", "A α", "A tokens/pass",
                   "B kept", "B acceptance", "B α", "B tokens/pass")
 NOTE = ("**Timing-free** numbers come from decisions that never read the clock (a fixed k or a tree budget, "
         "the seeds): an A/B run twice gives them exactly again. **Timings** (tok/s) move with the machine: "
-        "each prompt's two runs race each other (a round each in turn), and the spread is shown. Intervals: 95 %, "
-        "resampling whole prompts (a percentile bootstrap, paired for B − A); a difference is called only "
-        "when its interval excludes 0. Acceptance counts every drafted guess (a guess after a rejection "
+        "each race's two runs (a prompt of each arm, one seed) take turns a round at a time, so B ÷ A is "
+        "taken per race and given with its 95 % interval over the races (on the ratios' logarithms); "
+        "“within noise” when it covers 1.0. Intervals of the timing-free measures: 95 %, resampling whole "
+        "prompts (a percentile bootstrap, paired for B − A when the arms share their prompts, each arm's "
+        "prompts on their own when they run different sets); a difference is called only "
+        "when its interval excludes 0. A **tree**'s acceptance counts guesses on rival branches (one at most "
+        "kept per depth), so it is not set against a chain's: tokens per pass compares them. Acceptance counts every drafted guess (a guess after a rejection "
         "counts as not kept); α is the mean overlap Σ min(p, q) at the checked positions — a draft can keep "
         "more of its guesses yet overlap the target less; **tokens per target pass** is what pays. *Committed*: who "
         "proposed each token of the output — a kept guess, or the target itself (a correction or a bonus token). "
-        "*Rounds without a guess*: the shape rule switched drafting off, or nothing was left to draft.")
+        "*Rounds without a guess*: the shape rule switched drafting off, or nothing was left to draft. "
+        "**Greedy (temperature 0)**: p and q are one-hot, so α is the share of checked positions whose guess "
+        "matched, and tokens per pass is new tokens ÷ passes, where passes = new tokens − kept: for runs of one "
+        "length both follow from the count kept, and a chain drafts about k a pass — two prompts that keep the "
+        "same number of guesses show the same figures though their texts differ (each run is counted once).")
 
 
 def _fmt(x: Optional[float], digits: int = 3) -> str:
@@ -40,6 +48,18 @@ def _fmt(x: Optional[float], digits: int = 3) -> str:
 
 def _interval(lo, hi, digits: int = 3) -> str:
     return "" if lo is None or hi is None else f" [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def prompt_sets_html(sets: dict) -> str:
+    """Every built-in set with its prompts' names and full texts, escaped once as HTML (a prompt's
+    quotes, code and line breaks shown as written; "my own list" is the editable box above)."""
+    out = ['<div class="sd-ab-set-list">']
+    for name, prompts in sets.items():
+        out.append(f"<p><b>{html.escape(name)}</b></p><ul>")
+        out += [f'<li><code>{html.escape(p["name"])}</code>: <span style="white-space: pre-wrap">'
+                f'{html.escape(p["text"])}</span></li>' for p in prompts]
+        out.append("</ul>")
+    return "".join(out) + "</div>"
 
 
 def progress_text(done: int, total: int, elapsed_s: float, prompt: str = "", seed: Optional[int] = None) -> str:
@@ -53,25 +73,40 @@ def progress_text(done: int, total: int, elapsed_s: float, prompt: str = "", see
             + " left")
 
 
+def speed_words(ratio, labels=("A", "B")) -> str:
+    """B ÷ A tokens/s with its interval over the races and its call (bench.speed)."""
+    if ratio.value is None:
+        return ""
+    call = ratio.call(f"{labels[1]} faster", f"{labels[0]} faster")
+    return f"{labels[1]} ÷ {labels[0]} {ratio.text('races')}" + (f": {call}" if ratio.low is not None else "")
+
+
 def summary_table(summary: Optional[dict], timing_free: tuple[bool, bool] = (True, True),
-                  repeatable: tuple[bool, bool] = (True, True)) -> pd.DataFrame:
+                  repeatable: tuple[bool, bool] = (True, True), trees: tuple[bool, bool] = (False, False)) -> pd.DataFrame:
     """One row per measure: both arms' pooled values with their intervals, B − A with its interval
-    and the call; the committed tokens' sources, rounds without a guess, and tok/s (timings)."""
+    and the call; the committed tokens' sources, rounds without a guess, and tok/s (timings: B ÷ A
+    of the raced runs with its interval and call). A tree against a chain: acceptance is not called
+    (a tree's guesses include rival branches); tokens per pass compares them."""
     if not summary:
         return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
     a_label, b_label = summary["labels"]
     A, B = summary["arms"][a_label], summary["arms"][b_label]
     kind = ("timing-driven shape" if not all(timing_free) else "timing-free" if all(repeatable)
             else "timing-free; recalled guesses vary")
+    mixed = trees[0] != trees[1]
     rows = []
     for d in summary["differences"]:
         a, b = A[d["key"]], B[d["key"]]
-        count = lambda m: f" ({int(m['num'])}/{int(m['den'])})" if d["key"] == "acceptance" else ""
+        count = lambda m, arm: (f" ({int(m['num'])}/{int(m['den'])} in {arm['passes']} rounds)"
+                                if d["key"] == "acceptance" else "")
+        shape = lambda tree: " (tree)" if mixed and d["key"] == "acceptance" and tree else ""
         rows.append({"measure": d["name"], "kind": kind,
-                     "A": _fmt(a["value"]) + count(a) + _interval(a["low"], a["high"]),
-                     "B": _fmt(b["value"]) + count(b) + _interval(b["low"], b["high"]),
+                     "A": _fmt(a["value"]) + count(a, A) + _interval(a["low"], a["high"]) + shape(trees[0]),
+                     "B": _fmt(b["value"]) + count(b, B) + _interval(b["low"], b["high"]) + shape(trees[1]),
                      "B − A (95 % interval)": ("–" if d["diff"] is None else f"{d['diff']:+.3f}")
-                     + _interval(d["low"], d["high"]), "call": d["verdict"]})
+                     + _interval(d["low"], d["high"]),
+                     "call": "not comparable: tree against chain — see tokens per pass"
+                     if mixed and d["key"] == "acceptance" else d["verdict"]})
     sources = sorted(set(A["by_source"]) | set(B["by_source"]), key=lambda s: (s == "target", s))
     for src in sources:
         share = lambda arm: (f"{arm['by_source'][src]['share']:.0%} ({arm['by_source'][src]['tokens']})"
@@ -86,9 +121,8 @@ def summary_table(summary: Optional[dict], timing_free: tuple[bool, bool] = (Tru
                        f"max {arm['tokens_per_s']['max']:.1f})") if arm["tokens_per_s"]["median"] else "–"
     ratio = summary["speed_ratio"]
     rows.append({"measure": "tokens/s (median of runs)", "kind": "timing", "A": tps(A), "B": tps(B),
-                 "B − A (95 % interval)": (f"B ÷ A {ratio['median']:.2f} (min {ratio['min']:.2f}, max {ratio['max']:.2f}, "
-                                           f"{ratio['pairs']} raced pairs)") if ratio["median"] else "",
-                 "call": "timing: not called"})
+                 "B − A (95 % interval)": speed_words(ratio, (a_label, b_label)),
+                 "call": ratio.call(f"{b_label} faster", f"{a_label} faster") if ratio.value else ""})
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
 
@@ -101,6 +135,9 @@ def prompt_table(summary: Optional[dict]) -> pd.DataFrame:
     for r in summary["prompts"]:
         row = {"prompt": r["prompt"]}
         for side, label in zip("AB", summary["labels"]):
+            if not r[f"runs_{label}"]:          # this arm did not run this prompt (its own set, or stopped)
+                row.update({f"{side} {col}": "–" for col in ("kept", "acceptance", "α", "tokens/pass")})
+                continue
             row.update({f"{side} kept": f"{r[f'kept_{label}']}/{r[f'drafted_{label}']}",
                         f"{side} acceptance": _fmt(r[f"acceptance_{label}"]) + _interval(*r[f"acceptance_interval_{label}"], 2),
                         f"{side} α": _fmt(r[f"alpha_{label}"]), f"{side} tokens/pass": _fmt(r[f"tokens_per_pass_{label}"], 2)})
@@ -149,7 +186,7 @@ def vocab_markdown(summary: Optional[dict], names: tuple[str, str] = ("A", "B"))
             lines.append(f"- **{label}** ({html.escape(name)}): the draft can propose any of the target's tokens.")
             continue
         share = lambda k, n: f"{k}/{n} ({k / n:.0%})" if n else "0"
-        common = ", ".join(f"`{html.escape(t.strip() or repr(t))}` ×{k}" for t, k in v["outside_tokens"]) or "none"
+        common = ", ".join(f"{token_code(t)} ×{k}" for t, k in v["outside_tokens"]) or "none"
         lines.append(f"- **{label}** ({html.escape(name)}): its draft vocabulary holds {v['draft_vocab']:,} of the "
                      f"target's {v['target_vocab']:,} tokens; outside it: {share(v['written_outside'], v['written'])} "
                      f"of the tokens the target wrote, {share(v['rejections_outside'], v['rejections'])} of the "

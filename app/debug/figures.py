@@ -9,14 +9,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from specdec_core import Plan, k_label, k_name, run_costs, theory
+from specdec_core import Plan, k_label, k_name, run_costs, speed_ratio, theory
 from specdec_core.trace import mismatch
 from specdec_core.trace.stats import pool_positions
 from specdec_core.trace.decisions import (DECISIONS, DRAFT_COLOUR, PLAIN_COLOUR, TARGET_COLOUR, THEORY_COLOUR,
                                           correction_decision, draft_decision)
 from specdec_core.trace.token_text import round_texts
 
-from ..charts import _empty, _label, _layout
+from ..charts import _empty, _label, _layout, token_code
 
 
 def basis_markdown(spec) -> str:
@@ -95,7 +95,7 @@ def vocab_markdown(spec) -> str:
                      + (("; at the others the target's token ranked in the draft's q: "
                          + ", ".join(f"{k} ×{v}" for k, v in ranked.items())) if ranked else "") + ".")
     if cov["outside_tokens"]:
-        lines.append("Most frequent outside it: " + ", ".join(f"`{_label(t)}` ×{k}" for t, k in cov["outside_tokens"]) + ".")
+        lines.append("Most frequent outside it: " + ", ".join(f"{token_code(t)} ×{k}" for t, k in cov["outside_tokens"]) + ".")
     return "\n\n".join(lines)
 
 
@@ -189,14 +189,18 @@ def sweep_figure(summary: Optional[dict]) -> go.Figure:
     if summary["plain_tokens_per_s"]:
         fig.add_hline(y=summary["plain_tokens_per_s"], line=dict(color=PLAIN_COLOUR, dash="dot"),
                       annotation_text=f"plain {summary['plain_tokens_per_s']:.1f} tok/s")
-    fig.add_scatter(x=xs, y=[r["acceptance"] for r in rows], mode="markers", name="acceptance rate (right)",
-                    marker=dict(color=DRAFT_COLOUR, symbol="diamond", size=10), secondary_y=True)
+    # A tree's acceptance counts guesses on rival branches (at most one can be kept per depth): not a
+    # chain's rate, so it is left off this axis (the table gives it apart, with tokens per pass).
+    chains = [r for r in rows if r["k"] != "tree"]
+    fig.add_scatter(x=[k_label(r["k"]) for r in chains], y=[r["acceptance"] for r in chains], mode="markers",
+                    name="acceptance rate, chains (right)", marker=dict(color=DRAFT_COLOUR, symbol="diamond", size=10),
+                    secondary_y=True)
     best = summary["best_measured"]
     if summary.get("within_noise"):
-        # Min–max ranges overlap: no star for a best k the noise cannot single out.
-        others = ", ".join("plain" if k == 0 else f"k = {k_label(k)}" for k in summary["within_noise"])
-        fig.add_annotation(text=f"within noise: k = {k_label(best)}'s min–max overlaps {others}'s", showarrow=False,
-                           x=0, y=-0.3, xref="paper", yref="paper", xanchor="left",
+        # The ratio's interval covers 1.0: no star for a best k the noise cannot single out.
+        others = ", ".join(k_name(k) for k in summary["within_noise"])
+        fig.add_annotation(text=f"within noise: {k_name(best)} ÷ {others}: the 95 % interval covers 1.0",
+                           showarrow=False, x=0, y=-0.3, xref="paper", yref="paper", xanchor="left",
                            font=dict(size=12, color=DECISIONS["rejected"].colour))
         fig.update_layout(margin=dict(b=90))
     elif best not in (None, 0):
@@ -210,13 +214,25 @@ def sweep_figure(summary: Optional[dict]) -> go.Figure:
     return fig
 
 
+SWEEP_COLUMNS = ("k", "runs", "tok/s (median)", "min", "max", "÷ plain [95 %]", "call", "acceptance (kept/drafted)",
+                 "rounds", "tokens / pass")
+
+
 def sweep_table(summary: Optional[dict]) -> pd.DataFrame:
+    """One row per k: tok/s (median, min, max over the repeats), the speedup over plain with its
+    interval and call (bench.speed), acceptance with its counts and the rounds it rests on (a tree's
+    marked: its guesses include rival branches), and tokens per pass, comparable across shapes."""
     rows = (summary or {}).get("rows", [])
+    speed = lambda r: ("1.00" if r["k"] == 0 else "–" if r["speed"].value is None else
+                       f"{r['speed'].value:.2f}" + (f" [{r['speed'].low:.2f}, {r['speed'].high:.2f}]"
+                                                    if r["speed"].low is not None else ""))
+    kept = lambda r: "–" if not r["drafted"] else ("tree, not a chain's rate: " if r["k"] == "tree" else "") + \
+        f"{r['acceptance']:.3f} ({r['kept']}/{r['drafted']})"
     return pd.DataFrame([{"k": k_label(r["k"]), "runs": r["runs"], "tok/s (median)": round(r["tokens_per_s"], 2),
-                          "min": round(r["min"], 2), "max": round(r["max"], 2),
-                          "speedup": None if r["speedup"] is None else round(r["speedup"], 2),
-                          "acceptance": None if r["acceptance"] is None else round(r["acceptance"], 3)}
-                         for r in rows], columns=["k", "runs", "tok/s (median)", "min", "max", "speedup", "acceptance"])
+                          "min": round(r["min"], 2), "max": round(r["max"], 2), "÷ plain [95 %]": speed(r),
+                          "call": "" if r["k"] == 0 else r["speed"].call(), "acceptance (kept/drafted)": kept(r),
+                          "rounds": r["rounds"], "tokens / pass": round(r["tokens_per_pass"], 2)}
+                         for r in rows], columns=list(SWEEP_COLUMNS))
 
 
 # -- two drafts side by side -------------------------------------------------------------------
@@ -255,7 +271,16 @@ def draft_calls(trace) -> dict:
 
 
 COMPARE_COLUMNS = ("draft", "acceptance", "α", "guesses / round", "draft calls / round", "c", "draft cost / round",
-                   "tokens / round", "tok/s (median)", "tok/s min–max", "speedup vs plain")
+                   "tokens / round", "tok/s (median)", "tok/s min–max", "÷ plain [95 %]")
+
+
+def ratio_cell(ratio) -> Optional[str]:
+    """A speed ratio with its interval and call (bench.speed): '1.20 [0.97, 1.47] within noise'."""
+    if ratio.value is None:
+        return None
+    if ratio.low is None:
+        return f"{ratio.value:.2f} ({ratio.call()})"
+    return f"{ratio.value:.2f} [{ratio.low:.2f}, {ratio.high:.2f}] {ratio.call()}"
 
 
 def _speed(runs: list) -> tuple:
@@ -266,10 +291,13 @@ def _speed(runs: list) -> tuple:
 
 def compare_table(a, b, plain, names: tuple[str, str]) -> pd.DataFrame:
     """One row per draft, and one for plain decoding: counts pooled over each lane's repeats (a trace
-    or a list of traces) — acceptance, α, guesses and draft calls per drafting round (draft_calls), c
+    or a list of traces) — acceptance with its counts and the rounds it rests on, α, guesses and draft
+    calls per drafting round (draft_calls), c
     (costs.run_costs over all the repeats against all the plain ones) and the draft cost of such a
     round in target steps (c × draft calls), tokens per round — and the timings: median tokens/s with
-    its min–max over the repeats (the k sweep's spread), the speedup as the ratio of medians."""
+    its min–max over the repeats (the k sweep's spread), and ÷ plain: each repeat's lanes raced each
+    other, so a draft's repeat r against plain's repeat r is one pair (bench.speed: the ratio with its
+    95 % interval over the repeats, "within noise" when it covers 1.0)."""
     plain_runs = _runs(plain)
     plain_sums = sum((run_costs.round_sums(t.rounds) for t in plain_runs), run_costs.RoundSums())
     plain_tps = _speed(plain_runs)
@@ -277,23 +305,26 @@ def compare_table(a, b, plain, names: tuple[str, str]) -> pd.DataFrame:
     rows = []
     for runs, name in ((_runs(a), names[0]), (_runs(b), names[1])):
         drafted = sum(t.stats["drafted"] for t in runs)
+        new, n_rounds = sum(len(t.output["ids"]) for t in runs), sum(len(t.rounds) for t in runs)
         sums = sum((run_costs.round_sums(t.rounds) for t in runs), run_costs.RoundSums())
         drafting = draft_calls(runs)
         c = run_costs.measured(sums, plain_sums).c if plain_runs else None
         cost = c * drafting["calls"] if c is not None and drafting["calls"] is not None else None
         tps = _speed(runs)
-        new, n_rounds = sum(len(t.output["ids"]) for t in runs), sum(len(t.rounds) for t in runs)
-        rows.append({"draft": name, "acceptance": _round(sum(t.stats["accepted"] for t in runs) / drafted if drafted else None, 3),
+        kept = sum(t.stats["accepted"] for t in runs)
+        rows.append({"draft": name, "acceptance": f"{kept / drafted:.3f} ({kept}/{drafted} in {n_rounds} rounds)"
+                     if drafted else None,
                      "α": _round(run_costs.alpha(sums), 3),
                      "guesses / round": _round(drafting["guesses"], 2),
                      "draft calls / round": _round(drafting["calls"], 2), "c": _round(c, 3),
                      "draft cost / round": _round(cost, 3),
                      "tokens / round": _round(new / n_rounds if n_rounds else None, 2),
                      "tok/s (median)": _round(tps[0], 2), "tok/s min–max": span(tps),
-                     "speedup vs plain": _round(tps[0] / plain_tps[0], 2) if tps[0] and plain_tps[0] else None})
+                     "÷ plain [95 %]": ratio_cell(speed_ratio([(t.stats["tokens_per_s"], p.stats["tokens_per_s"])
+                                                               for t, p in zip(runs, plain_runs)]))})
     if plain_runs:
         rows.append({"draft": "plain (no draft)", "tokens / round": 1.0, "tok/s (median)": _round(plain_tps[0], 2),
-                     "tok/s min–max": span(plain_tps), "speedup vs plain": 1.0})
+                     "tok/s min–max": span(plain_tps), "÷ plain [95 %]": "1.00"})
     return pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
 
 

@@ -4,7 +4,7 @@ A/B over a prompt set. All run through the app's model queue (never while a lane
 from __future__ import annotations
 
 from functools import partial
-from typing import Iterator, Sequence
+from typing import Iterator, Sequence, Union
 
 from specdec_core import (K_VALUES, ABArm as Arm, DraftSpec, Request, ab_runs, repeated_lanes, stream_decode,
                           sweep_runs, warm_up)
@@ -43,10 +43,12 @@ def two_drafts(target_ref: str, drafts: tuple[str, str], device: str, prompt: st
 
 
 @gpu
-def ab(target_ref: str, arms: Sequence[Arm], device: str, prompts: list[dict], chat: bool, seeds: list[int],
-       progress, notify) -> Iterator[dict]:
-    """The A/B over a prompt set (specdec_core.bench.ab): each arm's pair loaded (the target shared),
-    the prompts encoded once; yields one round at a time, so Stop ends it after the current round."""
+def ab(target_ref: str, arms: Sequence[Arm], device: str, prompts: Union[list[dict], dict], chat: bool,
+       seeds: list[int], progress, notify) -> Iterator[dict]:
+    """The A/B over prompt sets (specdec_core.bench.ab): each arm's pair loaded (the target shared),
+    the prompts (one list for both arms, or {arm label: its list}) encoded once; yields one round at
+    a time, so Stop ends it after the current round."""
     pairs = [handlers.load(target_ref, arm.draft, device, progress, notify) for arm in arms]
-    encoded = [(p["name"], pairs[0].encode_prompt(p["text"], chat=chat)) for p in prompts]
+    encode = lambda ps: [(p["name"], pairs[0].encode_prompt(p["text"], chat=chat)) for p in ps]
+    encoded = {label: encode(ps) for label, ps in prompts.items()} if isinstance(prompts, dict) else encode(prompts)
     yield from ab_runs(pairs, encoded, arms, seeds)

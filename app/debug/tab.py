@@ -101,7 +101,10 @@ def layout(C: Page) -> None:
     ab_tab.layout(C)
 
     gr.Markdown("### Which k is best on this machine?\nThe speculative lane on the current prompt and settings "
-                "for k = 1…8 and auto, each repeated, with plain runs between (medians; bars: min–max).")
+                "for k = 1…8 and auto, each repeated, with plain runs between (medians; bars: min–max). Each repeat "
+                "races every k and plain a round at a time, so the speedup over plain comes with a 95 % interval "
+                "over the repeats; the best k is named only when the sweep ends, and only when its interval "
+                "against plain and the runner-up excludes 1.0.")
     with gr.Row():
         C.sweep_repeats = gr.Number(runs.REPEATS_DEFAULT, precision=0, label=f"repeats ({runs.REPEATS_MIN}–{runs.REPEATS_MAX})",
                                        elem_id="sd-sweep-repeats")
@@ -186,10 +189,13 @@ def listeners(C: Page, queue: str) -> None:
                     # tok/s on 2 cores (tests/measure_debugger_agreement.py).
                     yield {C.sweep_text: f"{run['done']} of {run['total']} runs…"}
                     continue
-                summary = summarise(done)
-                yield {C.sweep_text: f"{run['done']} of {run['total']} runs… " + (best_k_text(summary) or ""),
+                summary = summarise(done, final=False)      # no best k named before the sweep ends
+                yield {C.sweep_text: f"{run['done']} of {run['total']} runs… the best k is named when every k "
+                                     f"has run its {repeats} repeats.",
                        C.sweep_plot: scale_figure(figures.sweep_figure(summary)), C.sweep_table: figures.sweep_table(summary)}
-            yield {C.sweep_text: best_k_text(summarise(done)) or ""}
+            final = summarise(done)
+            yield {C.sweep_text: best_k_text(final) or "", C.sweep_plot: scale_figure(figures.sweep_figure(final)),
+                   C.sweep_table: figures.sweep_table(final)}
         except Exception as e:
             raise gr.Error(str(form_fields.user_error(e, target_ref))) from None
     sweep_event = C.sweep_run.click(on_sweep, race_in + [C.sweep_repeats],

@@ -1,5 +1,6 @@
-"""A/B over a prompt set: two configurations (drafter, shape, sampler) decode the same prompts with
-the same seeds, the two lanes of each (prompt, seed) taking turns a round at a time
+"""A/B over prompt sets: two configurations (drafter, shape, sampler) decode the same prompts with
+the same seeds — or each arm its own prompt set (one configuration on code against prose) — the two
+lanes of each race (a prompt of each arm, one seed) taking turns a round at a time
 (decoding.interleave), so timings see the same machine; every finished run is kept as a compact
 record of counts (record()), which ab_stats.summarise pools with intervals. Used by the app's
 Debugger ("is this draft really worse on code?"). A generator: the caller can stop after any round
@@ -16,7 +17,7 @@ from contextlib import closing
 from dataclasses import dataclass, replace
 from functools import partial
 from importlib import resources
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Optional, Sequence, Union
 
 from ..costs import run_costs
 from ..decoding.interleave import interleave
@@ -81,33 +82,40 @@ def seeds_for(arms: Sequence[Arm], first: int, n: int) -> list[int]:
     return [first + i for i in range(n)]
 
 
-def ab_runs(pairs: Sequence, prompts: Sequence[tuple[str, object]], arms: Sequence[Arm],
-            seeds: Sequence[int]) -> Iterator[dict]:
-    """pairs[i] decodes arms[i]; prompts: [(name, prompt ids [n])]. Yields {"arm": label, "prompt",
-    "seed", "trace", "done", "total"} after every round of every run; "done" counts the finished
-    runs (total = arms × prompts × seeds). For each (prompt, seed) the arms' lanes take turns a
-    round at a time, the arm that starts alternating. Each pair is warmed up first (not counted).
-    Closing the generator ends the lanes after their current round."""
+def ab_runs(pairs: Sequence, prompts: Union[Sequence[tuple[str, object]], Mapping[str, Sequence[tuple[str, object]]]],
+            arms: Sequence[Arm], seeds: Sequence[int]) -> Iterator[dict]:
+    """pairs[i] decodes arms[i]; prompts: [(name, prompt ids [n])] shared by the arms, or {arm label:
+    its own list} (two prompt sets: "is the draft worse on code than on prose?"). Yields {"arm":
+    label, "prompt", "seed", "race", "trace", "done", "total"} after every round of every run; "done"
+    counts the finished runs (total: every arm's prompts × seeds). A race is the i-th prompt of every
+    arm with one seed: its lanes take turns a round at a time, the arm that starts alternating
+    between races, so each race's runs saw the same machine ("race" numbers it: their tokens/s pair
+    up). An arm whose list is shorter sits out the later races. Each pair is warmed up first (not
+    counted). Closing the generator ends the lanes after their current round."""
+    own = {arm.label: list(prompts[arm.label] if isinstance(prompts, Mapping) else prompts) for arm in arms}
     for pair, arm in zip(pairs, arms):
-        warm_up(pair, prompts[0][1], arm.request)
-    total, done, unit = len(arms) * len(prompts) * len(seeds), 0, 0
-    for name, ids in prompts:
+        warm_up(pair, own[arm.label][0][1], arm.request)
+    total, done, race = sum(len(ps) for ps in own.values()) * len(seeds), 0, 0
+    for i in range(max(len(ps) for ps in own.values())):
         for seed in seeds:
-            order = list(range(len(arms)))
-            order = order[unit % len(order):] + order[:unit % len(order)]
-            unit += 1
-            lanes = {arms[i].label: partial(stream_decode, pairs[i], ids, replace(arms[i].request, seed=seed))
-                     for i in order}
+            order = [j for j in range(len(arms)) if i < len(own[arms[j].label])]
+            order = order[race % len(order):] + order[:race % len(order)]
+            names = {arms[j].label: own[arms[j].label][i][0] for j in order}
+            lanes = {arms[j].label: partial(stream_decode, pairs[j], own[arms[j].label][i][1],
+                                            replace(arms[j].request, seed=seed)) for j in order}
             with closing(interleave(lanes)) as turns:
                 for label, trace in turns:
                     done += trace.finished
-                    yield {"arm": label, "prompt": name, "seed": seed, "trace": trace, "done": done, "total": total}
+                    yield {"arm": label, "prompt": names[label], "seed": seed, "race": race, "trace": trace,
+                           "done": done, "total": total}
+            race += 1
 
 
-def record(trace, arm: str, prompt: str, seed: int) -> dict:
+def record(trace, arm: str, prompt: str, seed: int, race: Optional[int] = None) -> dict:
     """A finished run as counts: kept/drafted guesses overall and by draft position, Σ min(p, q) and
     the positions it sums over (α), committed tokens by who proposed them (lookup, model, target),
-    verify passes, rounds without a guess, out-of-vocabulary counts; and its tokens/s (a timing)."""
+    verify passes, rounds without a guess, out-of-vocabulary counts; and its tokens/s (a timing) with
+    the race it ran in (ab_runs: the runs of one race pair up for speed)."""
     s = trace.stats
     by_source = {TARGET: 0}
     for rnd in trace.rounds:
@@ -118,7 +126,7 @@ def record(trace, arm: str, prompt: str, seed: int) -> dict:
     new_tokens = s["new_tokens"]
     by_source[TARGET] = new_tokens - sum(n for k, n in by_source.items() if k != TARGET)
     vocab = vocab_coverage(trace, n=10**6)
-    return {"arm": arm, "prompt": prompt, "seed": seed, "new_tokens": new_tokens, "passes": s["rounds"],
+    return {"arm": arm, "prompt": prompt, "seed": seed, "race": race, "new_tokens": new_tokens, "passes": s["rounds"],
             "accepted": s["accepted"], "drafted": s["drafted"], "overlap_sum": sums.overlap_sum, "overlap_n": sums.overlap_n,
             "kept_by_position": list(s["kept_by_position"]), "drafted_by_position": list(s["drafted_by_position"]),
             "no_guess_rounds": s["no_guess_rounds"] or 0, "by_source": by_source,

@@ -17,6 +17,7 @@ from ..decoding.interleave import interleave
 from ..decoding.plan import Request, parse_plan
 from ..decoding.speculative import stream_decode
 from ..decoding.warmup import warm_up
+from .speed import speed_ratio
 
 K_VALUES: tuple = (*range(1, theory.K_HORIZON + 1), "auto", "tree")
 SHAPED = ("auto", "tree")        # the sweep's entries whose rounds vary in shape (after the ints)
@@ -58,25 +59,37 @@ def _median(xs):
     return statistics.median(xs) if xs else None
 
 
-def summarise(runs: list[dict]) -> dict:
-    """Per k: median / min / max tokens per second, median acceptance rate, α and measured speedup
-    (÷ plain's median); the theory's predicted tokens/s for k = 1..K_HORIZON from α, c and v(k)
-    (costs.run_costs, pooled over every speculative run against the plain runs, on the one smooth
-    theory costs.theory.fit); the best k measured and predicted, and the ks whose min–max overlaps the
-    best's (the runner-up, plain). {"rows": [...], "theory": {k: tok/s}, "best_measured",
-    "within_noise": [k, ...], "best_theory", "alpha", "c", "slope"}."""
+def summarise(runs: list[dict], final: bool = True) -> dict:
+    """Per k: median / min / max tokens per second; the speedup over plain as a ratio with its 95 %
+    interval over the repeats (bench.speed: each repeat's lanes raced each other, so a repeat is a
+    pair); acceptance pooled as Σ kept ÷ Σ drafted with its counts and the rounds it rests on; tokens
+    per pass (comparable between chains and trees, whose acceptance counts rival branches); α.
+    The theory's predicted tokens/s for k = 1..K_HORIZON from α, c and v(k) (costs.run_costs, pooled
+    over every speculative run against the plain runs, on the one smooth theory costs.theory.fit).
+    Once `final` (the sweep ended), the fastest k and the ks its speed cannot be told from — plain
+    when its speedup's interval covers 1.0, the runner-up when the fastest ÷ runner-up's does — are
+    named; mid-sweep nothing is ("best_measured" None). {"rows": [...], "theory": {k: tok/s},
+    "best_measured", "within_noise": [k, ...], "versus": {k: SpeedRatio}, "best_theory", "alpha",
+    "c", "slope"}."""
     by_k: dict = {}
+    by_rep: dict = {}
     for r in runs:
         by_k.setdefault(r["k"], []).append(r["trace"])
+        by_rep.setdefault(r["k"], {})[r.get("rep", 0)] = r["trace"].stats["tokens_per_s"]
     plain = by_k.get(0, [])
     plain_tps = _median([t.stats["tokens_per_s"] for t in plain])
+    raced = lambda k, other: speed_ratio([(tps, by_rep.get(other, {}).get(rep)) for rep, tps in by_rep[k].items()])
     rows = []
     for k, traces in by_k.items():
         tps = [t.stats["tokens_per_s"] for t in traces]
+        kept, drafted = sum(t.stats["accepted"] for t in traces), sum(t.stats["drafted"] for t in traces)
+        speed = raced(k, 0) if k != 0 else None
         rows.append({"k": k, "runs": len(traces), "tokens_per_s": _median(tps), "min": min(tps), "max": max(tps),
-                     "acceptance": _median([t.stats["acceptance_rate"] for t in traces]),
+                     "acceptance": kept / drafted if drafted else None, "kept": kept, "drafted": drafted,
+                     "rounds": sum(len(t.rounds) for t in traces),
+                     "tokens_per_pass": sum(len(t.output_ids) for t in traces) / max(1, sum(len(t.rounds) for t in traces)),
                      "alpha": _median([t.stats["alpha"] for t in traces]),
-                     "speedup": (_median(tps) / plain_tps) if plain_tps and k != 0 else (1.0 if k == 0 else None)})
+                     "speed": speed, "speedup": 1.0 if k == 0 else speed.value})
     rows.sort(key=lambda r: (SHAPED.index(r["k"]) + 1 if r["k"] in SHAPED else 0,
                              r["k"] if r["k"] not in SHAPED else 0))
     # The chain theory rests on the chain runs: a tree's tokens per pass are not E[τ].
@@ -90,22 +103,18 @@ def summarise(runs: list[dict]) -> dict:
     if model is not None and plain_tps:
         predicted = {k: plain_tps * model.speedup(k) for k in range(1, theory.K_HORIZON + 1)}
     timed = sorted((r for r in rows if r["tokens_per_s"] is not None), key=lambda r: -r["tokens_per_s"])
-    best = timed[0] if timed else None
+    best = timed[0] if timed and final else None
+    versus = {}
+    if best is not None and best["k"] != 0:
+        versus[0] = best["speed"]
+        runner_up = next((r for r in timed[1:] if r["k"] != 0), None)
+        if runner_up is not None:
+            versus[runner_up["k"]] = raced(best["k"], runner_up["k"])
     return {"rows": rows, "theory": predicted, "alpha": m.alpha, "c": m.c,
             "slope": model.slope if model is not None else None, "plain_tokens_per_s": plain_tps,
-            "best_measured": best["k"] if best else None,
-            "within_noise": _overlapping(best, timed[1] if len(timed) > 1 else None,
-                                         next((r for r in rows if r["k"] == 0), None)),
+            "best_measured": best["k"] if best else None, "versus": versus,
+            "within_noise": [k for k, ratio in versus.items() if ratio.within_noise is not False],
             "best_theory": max(predicted, key=predicted.get) if predicted else None}
-
-
-def _overlapping(best: Optional[dict], runner_up: Optional[dict], plain: Optional[dict]) -> list:
-    """The ks (0: plain) of the runner-up and plain rows whose min–max tokens/s overlaps the best
-    row's: this machine's noise does not tell the best k apart from them."""
-    if best is None:
-        return []
-    others = [r for r in (runner_up, plain) if r is not None and r is not best]
-    return list(dict.fromkeys(r["k"] for r in others if r["max"] >= best["min"]))
 
 
 def k_label(k) -> str:
@@ -118,20 +127,25 @@ def k_name(k) -> str:
 
 
 def best_k_text(summary: dict) -> Optional[str]:
-    """One line: the best k measured here, or that the best is within noise (its min–max tokens/s
-    overlaps the runner-up's or plain's), and what the theory predicts from α, c, v(k)."""
+    """One line, once the sweep has ended: the best k measured here with its speedup and interval, or
+    that the best is within noise (the interval of its ratio to plain or to the runner-up covers
+    1.0), and what the theory predicts from α, c, v(k). None mid-sweep (summarise(final=False))."""
     if summary["best_measured"] is None:
         return None
-    row = next(r for r in summary["rows"] if r["k"] == summary["best_measured"])
-    rows = {r["k"]: r for r in summary["rows"]}
-    span = lambda r: f"{r['min']:.1f}–{r['max']:.1f} tok/s"
-    if summary.get("within_noise"):
-        others = " and ".join(f"{k_name(k)}'s ({span(rows[k])})" for k in summary["within_noise"])
-        text = (f"Within noise: no best k on this machine: the fastest, {k_name(row['k'])} "
-                f"({span(row)} over its runs), overlaps {others}")
+    best = summary["best_measured"]
+    row = next(r for r in summary["rows"] if r["k"] == best)
+    versus = summary["versus"]
+    ratio = lambda k: versus[k].text("raced repeats") + (" (no interval)" if versus[k].low is None else "")
+    against = lambda k: "plain" if k == 0 else k_name(k)
+    if best == 0:
+        text = f"Best on this machine: plain ({row['tokens_per_s']:.1f} tok/s): no k beat it"
+    elif summary["within_noise"]:
+        others = " and ".join(f"{against(k)} ({k_name(best)} ÷ {against(k)} = {ratio(k)})" for k in summary["within_noise"])
+        text = (f"Within noise: no best k on this machine: the fastest, {k_name(best)} ({row['tokens_per_s']:.1f} "
+                f"tok/s, median), cannot be told from {others}: the 95 % interval covers 1.0")
     else:
-        text = (f"Best on this machine: {k_name(row['k'])} ({row['tokens_per_s']:.1f} tok/s"
-                + (f", {row['speedup']:.2f}× plain" if row["speedup"] is not None else "") + ")")
+        text = (f"Best on this machine: {k_name(best)} ({row['tokens_per_s']:.1f} tok/s, {ratio(0)} plain"
+                + "".join(f"; {ratio(k)} {k_name(k)}" for k in versus if k != 0) + ")")
     if summary["best_theory"] is not None:
         text += (f"; theory from α = {summary['alpha']:.2f}, c = {summary['c']:.3f} and v(k) = 1 + "
                  f"{summary['slope']:.3f}·k fitted to the measured passes predicts k = {summary['best_theory']}")

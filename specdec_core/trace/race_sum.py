@@ -84,8 +84,31 @@ class RaceSum:
         s = self.speedup or 0.0
         return "lost" if s < 1 else "barely won" if s < BARELY else "won"
 
+    @property
+    def other_s(self) -> float:
+        """What the sum holds beyond saved and paid: plain's extra (or fewer) passes for its own token
+        count and the two prompt readings (plain_s − spec_s = saved − guessing − wider + other)."""
+        return self.plain_s - self.spec_s - (self.saved_s - self.guessing_s - self.wider_s)
+
+    def paid_words(self) -> str:
+        """What speculation paid, one phrase for the sentence and the sum alike: guessing, and the
+        passes' extra width — said in words when the passes with guesses ran faster than plain steps
+        here (a negative price: the machine's pace moved, or the wider pass used the cores better)."""
+        wider = (f"its bigger passes {self.wider_s:.2f} s" if self.wider_s >= 0.005 else
+                 "its passes with guesses as much as plain steps" if self.wider_s > -0.005 else
+                 f"its passes with guesses ran {-self.wider_s:.2f} s faster than plain steps here")
+        return f"guessing cost {self.guessing_s:.2f} s and {wider}"
+
+    def balance_words(self) -> str:
+        """Saved minus paid (and the rest of the sum when it counts): the net the outcome follows from."""
+        net, other = self.plain_s - self.spec_s, self.other_s
+        way = lambda x: "gained" if x >= 0 else "lost"
+        rest = (f" — the passes and guessing {way(net - other)} {abs(net - other):.2f} s, reading the prompt and "
+                f"plain's own token count {way(other)} {abs(other):.2f} s" if abs(other) >= 0.005 else "")
+        return f"net {abs(net):.2f} s {way(net)}{rest}"
+
     def lines(self) -> list[str]:
-        """The sum in three lines: plain, speculative, and saved against paid."""
+        """The sum in three lines: plain, speculative, and saved against paid with the net."""
         ms = lambda x: f"{x * 1000:.0f} ms"
         return [
             f"plain        = {self.plain_passes} passes × {ms(self.plain_step_s)} = "
@@ -94,23 +117,22 @@ class RaceSum:
             f"speculative  = {self.spec_passes} passes × {ms(self.spec_pass_s)} + {self.draft_calls} guessing "
             f"steps × {ms(self.draft_call_s)} = {self.spec_passes * self.spec_pass_s:.2f} s + {self.guessing_s:.2f} s "
             f"(+ {self.spec_prefill_s:.2f} s reading the prompt) for {self.spec_tokens} tokens",
-            f"saved {self.saved_s:.2f} s by running {self.spec_tokens - self.spec_passes} fewer passes; paid "
-            f"{self.guessing_s:.2f} s guessing and {self.wider_s:.2f} s for bigger passes; per token "
+            f"saved {self.saved_s:.2f} s by running {self.spec_tokens - self.spec_passes} fewer passes; "
+            f"{self.paid_words()}; {self.balance_words()}; per token "
             f"{ms(self.plain_s / max(1, self.plain_tokens))} plain, {ms(self.spec_s / max(1, self.spec_tokens))} speculative",
         ]
 
     def student(self) -> str:
-        """The outcome and its biggest reason, in words, with the numbers that add up."""
+        """The outcome and its biggest reason, in words, with the numbers of the sum (lines())."""
         verb = {"lost": "Speculation lost this race", "barely won": "Speculation barely won this race",
                 "won": "Speculation won this race"}[self.outcome]
         if self.reason == "none":
             return (f"{verb}: the draft made no guesses, so both lanes ran one pass per token and the "
                     "difference is timing noise.")
-        paid = f"guessing cost {self.guessing_s:.2f} s and its bigger passes {max(0.0, self.wider_s):.2f} s"
         head = "The biggest reason" if self.outcome != "won" else "What held it back most"
         text = (f"{verb}: it ran {self.spec_passes} passes of the big model instead of {self.spec_tokens}, which "
-                f"saved {self.saved_s:.2f} s, {'but ' if self.outcome != 'won' else 'while '}{paid}. "
-                f"{head}: {REASON_WORDS[self.reason]}")
+                f"saved {self.saved_s:.2f} s, {'but ' if self.outcome != 'won' else 'while '}{self.paid_words()} "
+                f"({self.balance_words()}). {head}: {REASON_WORDS[self.reason]}")
         if self.reason == "acceptance":
             text += f" (only {self.kept} of {self.spec_tokens} tokens were kept guesses)"
         if self.machine_ratio is not None and self.reason != "machine" and abs_ratio(self.machine_ratio) > MACHINE_RATIO:
