@@ -127,7 +127,9 @@ def banner(spec, plain, kind: str, files: str = "") -> str:
                   shape=(Plan.from_config(spec.config).label() if spec else "plain"),
                   temperature=cfg.temperature, files=files)
     template = {"example": explain.RECORDED_BANNER, "run": explain.RUN_BANNER, "upload": explain.UPLOAD_BANNER}[kind]
-    return template.format(**fields)
+    runs = spec.config.recalled_runs if spec is not None else None
+    recalled = "" if runs is None else explain.RECALLED_NOTE.format(runs=runs, s="" if runs == 1 else "s")
+    return template.format(**fields) + recalled
 
 
 def trace_dir() -> Path:

@@ -53,16 +53,14 @@ def progress_text(done: int, total: int, elapsed_s: float, prompt: str = "", see
             + " left")
 
 
-def summary_table(summary: Optional[dict], timing_free: tuple[bool, bool] = (True, True),
-                  repeatable: tuple[bool, bool] = (True, True)) -> pd.DataFrame:
+def summary_table(summary: Optional[dict], timing_free: tuple[bool, bool] = (True, True)) -> pd.DataFrame:
     """One row per measure: both arms' pooled values with their intervals, B − A with its interval
     and the call; the committed tokens' sources, rounds without a guess, and tok/s (timings)."""
     if not summary:
         return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
     a_label, b_label = summary["labels"]
     A, B = summary["arms"][a_label], summary["arms"][b_label]
-    kind = ("timing-driven shape" if not all(timing_free) else "timing-free" if all(repeatable)
-            else "timing-free; recalled guesses vary")
+    kind = "timing-free" if all(timing_free) else "timing-driven shape"
     rows = []
     for d in summary["differences"]:
         a, b = A[d["key"]], B[d["key"]]

@@ -42,12 +42,6 @@ class Arm:
         """Its rounds never read the clock: a fixed shape (the shape rule reads measured costs)."""
         return not self.request.plan.auto
 
-    @property
-    def repeatable(self) -> bool:
-        """Run again, it gives the same counts: timing-free, and no recalled guesses (the recycle
-        table keeps what earlier runs left in it: drafters/recycle.py)."""
-        return self.timing_free and "recycle" not in self.draft
-
     def describe(self) -> str:
         cfg = self.request.sampling
         sampler = "greedy" if cfg.greedy else f"T {cfg.temperature:g}" + (f", top-p {cfg.top_p:g}" if cfg.top_p < 1 else "") \
@@ -87,7 +81,9 @@ def ab_runs(pairs: Sequence, prompts: Sequence[tuple[str, object]], arms: Sequen
     "seed", "trace", "done", "total"} after every round of every run; "done" counts the finished
     runs (total = arms × prompts × seeds). For each (prompt, seed) the arms' lanes take turns a
     round at a time, the arm that starts alternating. Each pair is warmed up first (not counted).
-    Closing the generator ends the lanes after their current round."""
+    Every run recalls from a table of its own, empty (stream_decode's default): an arm with recalled
+    guesses gives the same counts run after run, as a timing-free one does. Closing the generator ends
+    the lanes after their current round."""
     for pair, arm in zip(pairs, arms):
         warm_up(pair, prompts[0][1], arm.request)
     total, done, unit = len(arms) * len(prompts) * len(seeds), 0, 0

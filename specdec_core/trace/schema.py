@@ -88,6 +88,7 @@ class TraceConfig:
     k_schedule: Optional[tuple] = None    # replayed rounds: ints (a chain's k) and RoundPlans
     interleaved: Optional[tuple] = None   # the lanes it was timed beside, a round each in turn
     draft_slots: Optional[int] = None     # a block drafter: one draft call fills up to this many
+    recalled_runs: Optional[int] = None   # recalled guesses: earlier runs that had warmed the recycle table (0: empty)
     draft_vocab: Optional[dict] = None    # the ids a truncated draft vocabulary can propose (trace.tokens)
     extra: dict = field(default_factory=dict)
 
@@ -134,7 +135,7 @@ class TraceConfig:
 # Config keys written only when set (schema.json: optional, not nullable). draft, seed and tree are
 # always written (nullable).
 _OPTIONAL_CONFIG = ("mode", "device", "dtype", "machine", "eos_ids", "versions", "kernels", "k_schedule",
-                    "interleaved", "draft_slots", "draft_vocab")
+                    "interleaved", "draft_slots", "recalled_runs", "draft_vocab")
 
 
 @dataclass
