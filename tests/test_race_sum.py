@@ -44,7 +44,7 @@ def test_a_race_lost_to_few_kept_guesses_says_so_with_its_numbers():
     assert words.startswith("Speculation lost this race") and "few guesses kept" in words
     assert "only 8 of 24 tokens were kept guesses" in words
     assert f"saved {total.saved_s:.2f} s" in words and f"guessing cost {total.guessing_s:.2f} s" in words
-    assert "16 passes × 65 ms + 64 guessing steps × 5 ms" in total.lines()[1]
+    assert "16 passes × 65 ms + 64 model calls × 5 ms" in total.lines()[1]
 
 
 def test_a_race_lost_to_its_price_names_the_larger_price():
@@ -83,3 +83,24 @@ def test_the_cli_and_the_page_show_the_sum():
     assert "Speculation lost this race" in verdict
     won = race.verdict_html(chain_race(10, 4, lambda i: 3, 0.06, 0.02), steady_plain(40))
     assert '<details class="sd-details" id="sd-sum">' in won and "Speculation lost" not in won
+
+
+def test_a_lookup_only_round_makes_no_model_call_and_its_copy_is_free():
+    """Issue 60: prompt lookup's copy is no model call. A decode of prompt lookup alone records 0
+    model calls for every round (grow counted a copy as one call, so c and the race sum's calls
+    were diluted); its draft time is the sum's free guessing, and the sum still adds up."""
+    from specdec_core import ModelPair, autoregressive_generate, speculative_generate
+    from specdec_core.costs import run_costs
+
+    from .conftest import tiny_llama
+    pair = ModelPair.from_models(tiny_llama(seed=0), "ngram")
+    prompt = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3]
+    spec = speculative_generate(pair, prompt, 3, temperature=0.0, max_new_tokens=12)
+    plain = autoregressive_generate(pair, prompt, temperature=0.0, max_new_tokens=12)
+    assert spec.stats["drafted"] > 0 and all(r.levels == 0 for r in spec.rounds)
+    total = race_sum(spec, plain)
+    assert total.draft_calls == 0 and total.free_s == pytest.approx(sum(r.draft_s for r in spec.rounds))
+    # the sum is the lane's clock: its rounds and prefill (a real decode's bookkeeping between rounds aside)
+    assert total.spec_s == pytest.approx(spec.prefill_s + sum(r.t_end - r.t_start for r in spec.rounds), rel=1e-9)
+    assert " 0 model calls × 0 ms + " in total.lines()[1] and "free guessing (copies, recalls)" in total.lines()[1]
+    assert run_costs.c(run_costs.round_sums(spec.rounds), 0.01) is None       # no model call: no c

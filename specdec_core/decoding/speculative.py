@@ -128,8 +128,8 @@ def decode_round(st: DecodeState, order: RoundOrder) -> Round:
     # 1. Draft: a token tree rooted after the last committed token (a chain: width 1), its nodes
     #    with the q they came from, over the target's vocabulary, grown level by level while the
     #    rule (or a replayed round's level count) says a level pays; the rule keeps the nodes that pay.
-    # `grown`: the draft calls made, counted where they happen (grow.py): one per model level, one
-    # for prompt lookup's whole copy, one for a block drafter's; none for a plain step.
+    # `grown`: the model calls made, counted where they happen (grow.py): one per model level, one
+    # for a block drafter's; none for prompt lookup's copy, a recalled walk or a plain step.
     tree, depth, grown = _draft(st, shape, decider)
     keep, decision = decider.choose(tree, grown) if decider is not None else (None, None)
     if keep is not None:
@@ -184,8 +184,8 @@ def decode_round(st: DecodeState, order: RoundOrder) -> Round:
     st.done = stop_reason is not None
 
     # 6. Record the round (top-N of every distribution, moved to the host once), built once. Its
-    #    plan is recorded for a tree budget or a rule's round, and whenever its draft calls differ
-    #    from its depth (a block drafter's one call, a lookup's copy), so a replay grows it alike.
+    #    plan is recorded for a tree budget or a rule's round, and whenever its model calls differ
+    #    from its depth (a block drafter's one call, a lookup's copy: none), so a replay grows it alike.
     plan = None
     if order.recorded or grown != max(tree.depths, default=0):
         plan = RoundPlan(depth, shape.width, shape.frontier, shape.nodes, None if keep is None else tuple(keep), grown)

@@ -1,11 +1,12 @@
 """The race's sum, from its own clocks: why speculation won or lost, in seconds a student can add up.
 
     plain        = prefill + passes × its step time
-    speculative  = prefill + passes × its (bigger) pass time + draft calls × their cost
+    speculative  = prefill + passes × its (bigger) pass time + model calls × their cost + free guessing
 
 Both sums are exact: each lane's clock is its prefill plus its rounds, a plain round is one target
-step, and a speculative round is its draft calls plus the rest (one target pass over the guesses and
-the bookkeeping around it). What speculation saved is the passes it did not run; what it paid is the
+step, and a speculative round is its draft time plus the rest (one target pass over the guesses and
+the bookkeeping around it); draft time is counted per model call (Round.levels), and a round that
+made none — prompt lookup's copy, recalled guesses — spent free guessing time. What speculation saved is the passes it did not run; what it paid is the
 guessing and the extra width of each pass. The biggest reason is read off the same sum (few guesses
 kept, else the larger price), and a machine more than MACHINE_RATIO slower per plain step than a
 reference race's (the recorded races the page opens on) is said to be slower or busier.
@@ -49,12 +50,13 @@ class RaceSum:
     spec_prefill_s: float
     spec_passes: int
     spec_pass_s: float           # mean speculative round minus its draft calls (the pass and bookkeeping)
-    draft_calls: int
-    draft_call_s: float          # mean draft call
+    draft_calls: int             # model calls (a copy or a recall is none)
+    draft_call_s: float          # mean model call (the draft time of the rounds that made one ÷ their calls)
     kept: int                    # tokens that were kept guesses
     reason: str                  # a REASON_WORDS key
     machine_ratio: Optional[float] = None    # this plain step ÷ the reference race's
     reference_step_s: Optional[float] = None
+    free_s: float = 0.0          # draft time of the rounds that made no model call (copies, recalls)
 
     @property
     def plain_s(self) -> float:
@@ -62,7 +64,7 @@ class RaceSum:
 
     @property
     def spec_s(self) -> float:
-        return self.spec_prefill_s + self.spec_passes * self.spec_pass_s + self.draft_calls * self.draft_call_s
+        return self.spec_prefill_s + self.spec_passes * self.spec_pass_s + self.guessing_s
 
     @property
     def saved_s(self) -> float:
@@ -71,7 +73,7 @@ class RaceSum:
 
     @property
     def guessing_s(self) -> float:
-        return self.draft_calls * self.draft_call_s
+        return self.draft_calls * self.draft_call_s + self.free_s
 
     @property
     def wider_s(self) -> float:
@@ -91,8 +93,9 @@ class RaceSum:
             f"plain        = {self.plain_passes} passes × {ms(self.plain_step_s)} = "
             f"{self.plain_passes * self.plain_step_s:.2f} s (+ {self.plain_prefill_s:.2f} s reading the prompt) "
             f"for {self.plain_tokens} tokens",
-            f"speculative  = {self.spec_passes} passes × {ms(self.spec_pass_s)} + {self.draft_calls} guessing "
-            f"steps × {ms(self.draft_call_s)} = {self.spec_passes * self.spec_pass_s:.2f} s + {self.guessing_s:.2f} s "
+            f"speculative  = {self.spec_passes} passes × {ms(self.spec_pass_s)} + {self.draft_calls} model "
+            f"calls × {ms(self.draft_call_s)}" + (f" + {ms(self.free_s)} free guessing (copies, recalls)" if self.free_s else "")
+            + f" = {self.spec_passes * self.spec_pass_s:.2f} s + {self.guessing_s:.2f} s "
             f"(+ {self.spec_prefill_s:.2f} s reading the prompt) for {self.spec_tokens} tokens",
             f"saved {self.saved_s:.2f} s by running {self.spec_tokens - self.spec_passes} fewer passes; paid "
             f"{self.guessing_s:.2f} s guessing and {self.wider_s:.2f} s for bigger passes; per token "
@@ -142,7 +145,8 @@ def race_sum(spec, plain, reference=None) -> Optional[RaceSum]:
     of the same target recorded elsewhere (the page's recorded race) to compare step times with."""
     if spec is None or plain is None or not spec.rounds or not plain.rounds:
         return None
-    calls = sum(r.levels for r in spec.rounds)
+    calls = sum(r.levels for r in spec.rounds)                       # model calls
+    called_s = sum(r.draft_s for r in spec.rounds if r.levels)         # their draft time; the rest was free
     plain_step = _mean_round_s(plain)
     ref_step = None
     if reference is not None and reference.rounds and reference.config.target == plain.config.target:
@@ -152,7 +156,8 @@ def race_sum(spec, plain, reference=None) -> Optional[RaceSum]:
                     plain_passes=len(plain.rounds), plain_step_s=plain_step,
                     spec_tokens=len(spec.output_ids), spec_prefill_s=spec.prefill_s, spec_passes=len(spec.rounds),
                     spec_pass_s=sum(round_target_s(r) for r in spec.rounds) / len(spec.rounds),
-                    draft_calls=calls, draft_call_s=sum(r.draft_s for r in spec.rounds) / calls if calls else 0.0,
+                    draft_calls=calls, draft_call_s=called_s / calls if calls else 0.0,
+                    free_s=sum(r.draft_s for r in spec.rounds) - called_s,
                     kept=sum(r.n_accepted for r in spec.rounds), reason="none",
                     machine_ratio=plain_step / ref_step if ref_step else None, reference_step_s=ref_step)
     return dataclasses.replace(total, reason=_biggest_reason(spec, plain, total))
