@@ -277,7 +277,7 @@ def stream_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Draft
             decode_round(st, order)
             t_pause = time.perf_counter()
             sync_output(st)
-            yield st.trace
+            yield st.trace.snapshot()        # the decode goes on with its own: readers get this round's state
             st.paused_s += time.perf_counter() - t_pause
 
 

@@ -6,6 +6,7 @@ form; "specdec.trace/1" files, written before token trees, still load). Top-N li
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
@@ -326,6 +327,14 @@ class Trace:
         if self.__dict__.get("_stats_key") != key:
             self.__dict__["_stats"], self.__dict__["_stats_key"] = compute_stats(self), key
         return self.__dict__["_stats"]
+
+    def snapshot(self) -> "Trace":
+        """A copy that the rest of its decode leaves as it is: what a streaming decode hands out, so
+        a reader on another thread (the page's, the race pump's) never sees a round appended before
+        its output text. Rounds are shared (never changed once appended), the containers copied."""
+        copied = lambda d: None if d is None else {k: list(v) if isinstance(v, list) else v for k, v in d.items()}
+        return dataclasses.replace(self, rounds=list(self.rounds), output=copied(self.output),
+                                   wall_clock=copied(self.wall_clock), token_bytes=copied(self.token_bytes))
 
     def to_dict(self) -> dict:
         """The trace as JSON data (the one place the typed trace becomes dicts)."""
