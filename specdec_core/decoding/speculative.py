@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 import torch
 from transformers import DynamicCache
 
+from ..costs import machine_load
 from ..costs.machine_costs import pass_costs
 from ..drafters.base import Drafter, TokenTree, fit_vocab, tapped
 from ..drafters.recycle import RecycleTable
@@ -266,6 +267,7 @@ def stream_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Draft
         rule = (ShapeRule.for_decode(pair, chain=not plan.branches, slots=st.drafter.slots)
                 if plan.auto else None)
         fixed = None if plan.auto else RoundOrder.fixed(plan.fixed_shape())
+        load_at_start = machine_load.reading()   # what else runs meanwhile, said in the finished trace
         while not st.done:
             # Each round's order: a recorded schedule's entry, the shape rule's round, or the fixed plan's.
             if schedule is not None and len(st.trace.rounds) < len(schedule):
@@ -277,6 +279,8 @@ def stream_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Draft
             decode_round(st, order)
             t_pause = time.perf_counter()
             sync_output(st)
+            if st.done:
+                st.trace.machine_load = machine_load.between(load_at_start, machine_load.reading())
             yield st.trace.snapshot()        # the decode goes on with its own: readers get this round's state
             st.paused_s += time.perf_counter() - t_pause
 

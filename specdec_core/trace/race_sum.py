@@ -31,6 +31,11 @@ MACHINE_RATIO = 1.5    # plain steps this much slower (or faster) than the refer
 # speculative pass with its guessing costs about 1.1-1.5 plain steps, and the recorded everyday race
 # (a third of its tokens kept) barely won while the copy-heavy one (seven in ten) won 1.8x.
 KEPT_FEW = 0.4
+# A race is said to have run on a busy machine when other processes kept at least this share of its
+# cores busy on average, or the hypervisor stole at least STEAL_BUSY of its time (trace.machine_load).
+# A quarter: on 2 cores, half a core of other work moves a race's clocks visibly (issue 60: median
+# 21 %, max 39 % under the race test's switching load). Not tuned further.
+BUSY_SHARE, STEAL_BUSY = 0.25, 0.05
 # Each reason (RaceSum.reason) in a student's words.
 REASON_WORDS = {"acceptance": "few guesses kept", "draft": "the cost of guessing",
                 "verify": "the bigger passes that check the guesses", "none": "no guesses at all",
@@ -57,6 +62,7 @@ class RaceSum:
     machine_ratio: Optional[float] = None    # this plain step ÷ the reference race's
     reference_step_s: Optional[float] = None
     free_s: float = 0.0          # draft time of the rounds that made no model call (copies, recalls)
+    load: Optional[dict] = None  # what else ran during the race (Trace.machine_load of its longer lane)
 
     @property
     def plain_s(self) -> float:
@@ -120,7 +126,24 @@ class RaceSum:
             text += "; " + self.machine_words()
         elif self.reason == "machine":
             text += ": " + self.machine_words()
+        if self.busy:
+            text += "; " + self.busy_words()
         return text + "."
+
+    @property
+    def busy(self) -> bool:
+        """Other processes (or the hypervisor's steal) took a noticeable share of the machine during the race."""
+        load = self.load or {}
+        return (load.get("others_cores", 0.0) >= BUSY_SHARE * load.get("cores", 1)
+                or load.get("steal_share", 0.0) >= STEAL_BUSY)
+
+    def busy_words(self) -> str:
+        load = self.load
+        words = (f"the machine was busy: other programs kept {load['others_cores']:.1f} of its "
+                 f"{load.get('cores', '?')} cores working during the race")
+        if load.get("steal_share", 0.0) >= STEAL_BUSY:
+            words += f", and the host took {load['steal_share']:.0%} of its time"
+        return words
 
     def machine_words(self) -> str:
         slower = self.machine_ratio >= 1
@@ -158,6 +181,8 @@ def race_sum(spec, plain, reference=None) -> Optional[RaceSum]:
                     spec_pass_s=sum(round_target_s(r) for r in spec.rounds) / len(spec.rounds),
                     draft_calls=calls, draft_call_s=called_s / calls if calls else 0.0,
                     free_s=sum(r.draft_s for r in spec.rounds) - called_s,
+                    load=max((t.machine_load for t in (spec, plain) if t.machine_load),
+                             key=lambda x: x.get("wall_s", 0.0), default=None),
                     kept=sum(r.n_accepted for r in spec.rounds), reason="none",
                     machine_ratio=plain_step / ref_step if ref_step else None, reference_step_s=ref_step)
     return dataclasses.replace(total, reason=_biggest_reason(spec, plain, total))

@@ -297,6 +297,7 @@ class Trace:
     stop_reason: Optional[str] = None  # "eos" | "max_new_tokens"
     wall_clock: Optional[dict] = None  # optional: {"start", "end"} Unix seconds of the decode (lanes never overlap)
     token_bytes: Optional[dict] = None  # optional: {"id": "D983D9"} raw bytes of tokens whose text alone is not whole characters
+    machine_load: Optional[dict] = None  # optional: what else ran meanwhile (costs/machine_load.py): others_cores, steal_share
 
     @property
     def output_ids(self) -> list[int]:
@@ -341,7 +342,8 @@ class Trace:
         return {"schema": SCHEMA_ID, "config": self.config.to_dict(), "prompt": self.prompt,
                 "rounds": [r.to_dict() for r in self.rounds], "output": self.output,
                 "prefill_s": self.prefill_s, "finished": self.finished, "stop_reason": self.stop_reason,
-                "wall_clock": self.wall_clock, "token_bytes": self.token_bytes, "stats": self.stats}
+                "wall_clock": self.wall_clock, "token_bytes": self.token_bytes, "stats": self.stats,
+                **({"machine_load": self.machine_load} if self.machine_load is not None else {})}
 
     def to_json(self, indent: Optional[int] = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, allow_nan=False)
@@ -352,7 +354,7 @@ class Trace:
         trace = cls(config=TraceConfig.from_dict(d["config"]), prompt=d["prompt"],
                     rounds=[Round.from_dict(r) for r in d["rounds"]], output=d["output"],
                     prefill_s=d["prefill_s"], finished=d["finished"], stop_reason=d.get("stop_reason"),
-                    wall_clock=d.get("wall_clock"), token_bytes=d.get("token_bytes"))
+                    wall_clock=d.get("wall_clock"), token_bytes=d.get("token_bytes"), machine_load=d.get("machine_load"))
         # A trace written before the rule recorded its tests gets them derived, once, here.
         from .trees import derive_tests
         for rnd in trace.rounds:
