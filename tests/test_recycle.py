@@ -70,6 +70,19 @@ def test_a_table_belongs_to_its_owner_and_counts_the_runs_that_warmed_it():
 
 
 TREE = (8, 4)      # a fixed budget: tree = "auto" decides from timings, so only a fixed shape repeats
+def test_a_drafter_reused_for_a_second_decode_starts_afresh():
+    """Each part owns its per-decode state and resets it in start (the lookup's copy, the recalled
+    walk's frontier; the table is the decode's own unless its owner hands one over): one drafter
+    object decoding the same request twice gives the same rounds as two fresh ones."""
+    from specdec_core.drafters.combined import combined_factory
+    pair = ModelPair.from_models(tiny_llama(seed=0, vocab_size=12), combined_factory(None, recycle=True))
+    drafter = pair.new_drafter()
+    runs = [speculative_generate(pair, [1, 2, 3, 1, 2], tree=(6, 3), temperature=0.0, max_new_tokens=12, drafter=d)
+            for d in (drafter, drafter, pair.new_drafter())]
+    assert {n.source for r in runs[0].rounds for n in r.tree or []} >= {Source.RECYCLE}
+    assert _timing_free(runs[0]) == _timing_free(runs[1]) == _timing_free(runs[2])
+
+
 WIZARD = "Repeat this sentence exactly: The wizard Zorbunkle lives in Quexton."
 
 
