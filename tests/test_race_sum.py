@@ -103,7 +103,8 @@ def test_a_lookup_only_round_makes_no_model_call_and_its_copy_is_free():
     # the sum is the lane's clock: its rounds and prefill (a real decode's bookkeeping between rounds aside)
     assert total.spec_s == pytest.approx(spec.prefill_s + sum(r.t_end - r.t_start for r in spec.rounds), rel=1e-9)
     assert " 0 model calls × 0 ms + " in total.lines()[1] and "free guessing (copies, recalls)" in total.lines()[1]
-    assert run_costs.c(run_costs.round_sums(spec.rounds), 0.01) is None       # no model call: no c
+    assert run_costs.c(run_costs.round_sums(spec.rounds), 0.01) == 0.0        # no model call to pay for
+    assert run_costs.c(run_costs.round_sums(plain.rounds), 0.01) is None     # no guess at all: no c
 
 
 def test_the_verdict_names_a_busy_machine_and_by_how_much(tmp_path):

@@ -60,6 +60,7 @@ class RoundSums:
     draft_steps: int = 0        # their model calls
     overlap_sum: float = 0.0
     overlap_n: int = 0
+    free_rounds: int = 0        # rounds that verified guesses made with no model call (a copy, a recall)
 
     def __add__(self, other: "RoundSums") -> "RoundSums":
         by_m = dict(self.target_by_m)
@@ -67,7 +68,8 @@ class RoundSums:
             t0, n0 = by_m.get(m, (0.0, 0))
             by_m[m] = (t0 + t, n0 + n)
         return RoundSums(by_m, self.draft_s + other.draft_s, self.draft_steps + other.draft_steps,
-                         self.overlap_sum + other.overlap_sum, self.overlap_n + other.overlap_n)
+                         self.overlap_sum + other.overlap_sum, self.overlap_n + other.overlap_n,
+                         self.free_rounds + other.free_rounds)
 
 
 def round_sums(rounds: Iterable) -> RoundSums:
@@ -80,6 +82,8 @@ def round_sums(rounds: Iterable) -> RoundSums:
         if r.levels:            # a round of free guesses only (a copy, a recall) spent no model call
             s.draft_s += r.draft_s
             s.draft_steps += r.levels
+        elif m:
+            s.free_rounds += 1
         for d in r.drafted:
             if d.evaluated and d.overlap is not None:
                 s.overlap_sum += d.overlap
@@ -98,8 +102,11 @@ def alpha(s: RoundSums) -> Optional[float]:
 
 
 def c(s: RoundSums, step: Optional[float]) -> Optional[float]:
-    """Draft seconds per model call ÷ step (None without a model call or a step)."""
-    return s.draft_s / s.draft_steps / step if s.draft_steps and step else None
+    """Draft seconds per model call ÷ step; 0 when every guess was free (a copy, a recall: no model
+    call to pay for); None without a guess or a step."""
+    if not step:
+        return None
+    return s.draft_s / s.draft_steps / step if s.draft_steps else 0.0 if s.free_rounds else None
 
 
 def v(s: RoundSums, step: Optional[float]) -> dict:
