@@ -22,6 +22,7 @@ class Page:
     in_two_steps: gr.State       # True: the page's Run (the race, then the views)
     in_one_step: gr.State        # False: the API's /run (every view from one call)
     scale: gr.State              # classroom mode's chart scale
+    recalled: gr.State           # this page session's RecycleTable: its recalled guesses come from its own runs only
     tabs: gr.Tabs
     # Controls above the tabs (teach/tab.py): classroom mode, the share link.
     classroom: gr.Checkbox

@@ -60,6 +60,9 @@ RUN_WHY = ("**Your race:** the draft's kept guesses made **{kept} of {n}** token
            "**{kept_a} of {n_a}** for {name_a} and **{kept_b} of {n_b}** for {name_b} in the recorded races; "
            "each kept guess saves a pass of the big model.")
 RUN_BANNER = "▶ **Your run** on **{machine}**: {target} + {draft}, {shape}, T = {temperature}."
+# After the banner of a race whose draft recalls guesses (config.recalled_runs): where they came from.
+RECALLED_NOTE = (" Recalled guesses ⟲ came from this page's own table, warmed by **{runs}** earlier "
+                 "run{s} (a new page or a share link starts it empty).")
 UPLOAD_BANNER = ("⤒ **Loaded from file** ({files}): recorded on **{machine}**, {target} + {draft}, {shape}; this "
                  "machine is **{here}**.")
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Iterator, Optional
 
-from specdec_core import (DraftSpec, Request, SettingsError, TraceFormatError, check_prompt_text, interleave,
-                          is_loaded, load_pair, parse_draft, stream_decode, warm_up)
+from specdec_core import (DraftSpec, RecycleTable, Request, SettingsError, TraceFormatError, check_prompt_text,
+                          interleave, is_loaded, load_pair, parse_draft, stream_decode, warm_up)
 
 from . import deploy, explain, race, views
 from .form_fields import UserError, pair_args, parse_settings, user_error
@@ -152,18 +152,20 @@ class RacePump:
 
 @gpu
 def decode_race(target_ref: str, draft_ref: DraftSpec, device: str, prompt: str, chat: bool, request: Request,
-                run_number: int, progress, notify) -> Iterator[tuple]:
+                run_number: int, progress, notify, recalled: Optional[RecycleTable] = None) -> Iterator[tuple]:
     """All the model work of one Run, and nothing else (on a ZeroGPU Space `spaces.GPU` holds a
     GPU for exactly this): load, encode, warm up, then both lanes interleaved a round at a time
     (specdec_core.interleave: the lane behind in tokens moves; who moves first alternates by run
     number). Yields ("racing", None, None) once ready, then (lane, status, trace) after every
     round of either lane. Closing this generator (Stop, a closed tab) ends both decodes at that
-    yield: within one round."""
+    yield: within one round. recalled: the page session's recycle table, read and written by the
+    speculative lane only (the warm-up decodes with a fresh one: it writes into no one's)."""
     pair = load(target_ref, draft_ref, device, progress, notify)
     ids = pair.encode_prompt(prompt, chat=chat)
     warm_up(pair, ids, request)
     yield ("racing", None, None)
-    streams = {lane: partial(stream_decode, pair, ids, request.plain() if lane == "plain" else request)
+    streams = {lane: partial(stream_decode, pair, ids, request.plain()) if lane == "plain"
+               else partial(stream_decode, pair, ids, request, recalled=recalled)
                for lane in race.lane_order(run_number)}
     with closing(interleave(streams)) as turns:
         for lane, trace in turns:
@@ -190,10 +192,12 @@ class RunForm:
     tree: object = "auto"
 
 
-def run(form: RunForm, run_number: int, progress, notify, should_stop=lambda: False) -> Iterator[dict]:
+def run(form: RunForm, run_number: int, progress, notify, should_stop=lambda: False,
+        recalled: Optional[RecycleTable] = None) -> Iterator[dict]:
     """The Run button: validate the form, then render what decode_race streams (progress while
     loading). `should_stop()` is asked after every round: once it says yes the decode ends there and
-    the last update is the stopped race (`after_stop`), so no later update can overwrite it."""
+    the last update is the stopped race (`after_stop`), so no later update can overwrite it.
+    recalled: the page session's recycle table (None: a fresh one for this run)."""
     prompt = form.prompt
     if not prompt or not prompt.strip():
         raise UserError(explain.ERRORS["empty_prompt"])
@@ -209,7 +213,7 @@ def run(form: RunForm, run_number: int, progress, notify, should_stop=lambda: Fa
     # previous results on the page (see `refused`).
     yield {"banner": f"▶ **Loading {target_ref} + {draft_ref}** and warming up (not timed)…"}
     race_steps = decode_race(target_ref, draft_ref, device or "auto", prompt, bool(chat), request, run_number,
-                             progress, notify)
+                             progress, notify, recalled)
     pump = RacePump(race_steps, should_stop)
     try:
         # Loading and warm-up: nothing to draw until the race starts (the banner says loading).

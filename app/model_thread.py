@@ -40,7 +40,10 @@ class ModelThread:
         self.name = name
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
+        # Held to check `_closing` and queue a job (call), and to set `_closing` (close): a job is
+        # queued before the closing flag is set, or refused; never after close's end-of-queue mark,
+        # where it would wait forever.
+        self._lock = threading.Lock()
         self._busy = threading.Lock()      # held while a job runs
         self._closing = False
 
@@ -68,7 +71,8 @@ class ModelThread:
     def close(self, timeout: float = 30.0) -> bool:
         """Take no new job and wait up to `timeout` s for the running one to finish; True when none
         is running any more. Registered with atexit for MODEL_THREAD."""
-        self._closing = True
+        with self._lock:
+            self._closing = True
         idle = self._busy.acquire(timeout=timeout)
         if idle:
             self._busy.release()
@@ -79,15 +83,15 @@ class ModelThread:
         """fn(*args, **kwargs) run on the model thread; the caller waits for its value."""
         if threading.current_thread() is self._thread:
             return fn(*args, **kwargs)
-        if self._closing:
-            raise RuntimeError(CLOSED)
-        with self._start_lock:
+        box: dict = {}
+        done = threading.Event()
+        with self._lock:
+            if self._closing:
+                raise RuntimeError(CLOSED)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
                 self._thread.start()
-        box: dict = {}
-        done = threading.Event()
-        self._jobs.put((contextvars.copy_context(), fn, args, kwargs, box, done))
+            self._jobs.put((contextvars.copy_context(), fn, args, kwargs, box, done))
         done.wait()
         if "error" in box:
             raise box.pop("error")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from specdec_core import PRESETS
+from specdec_core import PRESETS, RecycleTable
 
 from . import deploy, explain, form_fields, handlers, player, views
 from .wiring import MODEL_QUEUE, listeners
@@ -74,6 +74,10 @@ def layout(init: dict, init_files, default: dict, spec0, plain0, bundled: dict, 
     C.views_due = gr.State(None)
     C.in_two_steps, C.in_one_step = gr.State(True), gr.State(False)
     C.scale = gr.State(1.0)          # classroom mode's chart scale (the page's CSS scales the rest)
+    # Recalled guesses (token recycling) come from a table per page session: Gradio gives every
+    # session its own copy of this empty one, so no visitor's run recalls another's text; a new page
+    # (a share link) starts empty. Deleted with the session.
+    C.recalled = gr.State(RecycleTable())
     gr.Markdown(explain.INTRO, elem_id="sd-intro")
     teach_tab.layout_controls(C)
     _layout_banner(C, init, recorded)

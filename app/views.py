@@ -138,7 +138,9 @@ def banner(spec, plain, kind: str, files: str = "") -> str:
     # the expert's names in a student's words (app/names.py; the stats and Advanced keep the names)
     fields["draft"], fields["shape"] = names.drafter_words(fields["draft"]), names.shape_words(fields["shape"])
     template = {"example": explain.RECORDED_BANNER, "run": explain.RUN_BANNER, "upload": explain.UPLOAD_BANNER}[kind]
-    return template.format(**fields)
+    runs = spec.config.recalled_runs if spec is not None else None
+    recalled = "" if runs is None else explain.RECALLED_NOTE.format(runs=runs, s="" if runs == 1 else "s")
+    return template.format(**fields) + recalled
 
 
 def trace_dir() -> Path:

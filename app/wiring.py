@@ -70,7 +70,7 @@ def listeners(C: Page) -> None:
 
 def _race_listeners(C: Page, view_outputs: list) -> None:
     # The Run inputs are the form's fields, in its order (the API's /run arguments), then the page's state.
-    run_inputs = [C[n] for n in RUN_FIELDS] + [C[n] for n in ("run_number", "traces", "scale", "player_round")]
+    run_inputs = [C[n] for n in RUN_FIELDS] + [C[n] for n in ("run_number", "traces", "scale", "player_round", "recalled")]
 
     race_outputs = [C[name] for name in RACE_OUTPUTS]
     streamed = set(race_outputs)
@@ -82,7 +82,7 @@ def _race_listeners(C: Page, view_outputs: list) -> None:
     # A refused action never raises to Gradio (that leaves "Error" badges on the views until some
     # later event happens to clear them): the banner says why and the previous results stay.
     def on_run(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p,
-               max_new_tokens, seed, tree, run_number, traces, scale, player_round, in_two_steps,
+               max_new_tokens, seed, tree, run_number, traces, scale, player_round, recalled, in_two_steps,
                request: gr.Request, progress=gr.Progress()):
         values = locals()
         form = handlers.RunForm(**{name: values[name] for name in RUN_FIELDS})
@@ -91,7 +91,7 @@ def _race_listeners(C: Page, view_outputs: list) -> None:
         step = (lambda u: u if u.keys() <= streamed else {C.views_due: u}) if in_two_steps else (lambda u: u)
         try:
             for vals in handlers.run(form, run_number, progress, gr.Info,
-                                     should_stop=lambda: C.sessions.should_stop(session)):
+                                     should_stop=lambda: C.sessions.should_stop(session), recalled=recalled):
                 if "player" in vals and player_round is not None:    # a shared link's round, or the last one
                     t = vals["traces"]
                     vals["player"] = player.player_html(t["spec"], t["plain"], start_round=player_round)

@@ -25,6 +25,7 @@ from .decoding import (autoregressive_generate, interleave, speculative_generate
 from .decoding.exactness import (chi_square, first_token_distributions, sample_plain, sample_speculative,
                                  sample_tree_first)
 from .decoding.plan import Plan, Request, parse_plan, parse_request
+from .drafters.recycle import RecycleTable
 from .decoding.rule import keeps_draft
 from .errors import DecodeError, ModelLoadError
 from .models import PRESETS, DraftSpec, ModelPair, is_loaded, load_pair, parse_draft, ref_kind
@@ -41,7 +42,7 @@ __all__ = [
     "check_prompt_text",
     # decoding: one lane, and lanes taking turns
     "speculative_generate", "stream_speculative", "autoregressive_generate", "stream_autoregressive",
-    "stream_decode", "interleave", "warm_up",
+    "stream_decode", "interleave", "warm_up", "RecycleTable",
     # the k sweep
     "K_VALUES", "sweep_runs", "summarise_sweep", "best_k_text", "k_label", "k_name", "repeated_lanes",
     # an A/B over a prompt set

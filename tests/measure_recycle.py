@@ -1,14 +1,14 @@
 """Printed measurement (not a test): what recycled guesses add at the defaults' shape.
 
-    .venv/bin/python -m tests.measure_recycle [--prompts N] [--max-new N] [--seed] [--out DIR]
+    .venv/bin/python -m tests.measure_recycle [--prompts N] [--max-new N] [--width N] [--out DIR]
 
 Greedy decodes (tree = auto) of the held-out prompts (data/heldout_prompts.json, never used for
 training), the drafts taking turns prompt by prompt in one process: lookup + distilled (the
 defaults) against lookup + distilled + recycle, and prompt lookup alone (ngram) against lookup +
-recycle (training-free). With --seed: each recycling draft against itself seeded from the prompt's
-prefill instead. Every recycling draft has a table of its own, empty at the start and kept across
-the prompts, as the app keeps the target's (drafts sharing one table would recall each other's
-answer to the same prompt). Prints per draft: tokens per target pass, the share of committed tokens
+recycle (training-free). Every recycling draft has a table of its own (`recalled=`), empty at the
+start and kept across the prompts, as a page session keeps its own (drafts sharing one table would
+recall each other's answer to the same prompt). Seeding the table from the prompt's prefill was
+measured here once (no gain) and removed (issue 60). Prints per draft: tokens per target pass, the share of committed tokens
 each source proposed, tok/s (a timing: compare within one run only) and the prefill's seconds;
 checks greedy identity with plain decoding. Writes report.md into --out.
 """
@@ -21,23 +21,14 @@ from collections import Counter
 from pathlib import Path
 
 DRAFTS = ("lookup+distilled", "lookup+distilled+recycle", "ngram", "lookup+recycle")
-SEEDED = " (seeded)"
-
-
-def drafts(seed: bool) -> tuple:
-    """The labels compared: a draft name, or a recycling draft's name + SEEDED."""
-    if not seed:
-        return DRAFTS
-    return tuple(x for d in DRAFTS if "recycle" in d for x in (d, d + SEEDED))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=int, default=20)
     ap.add_argument("--max-new", type=int, default=48)
-    ap.add_argument("--seed", action="store_true", help="recycling unseeded against seeded from the prompt")
     ap.add_argument("--width", type=int, help="children per expanded node of every recalled tree (default: "
-                    "recycle.WIDTH_BESIDE_MODEL beside a model, WIDTH_ALONE alone)")
+                    "recycle.WIDTH)")
     ap.add_argument("--out", default="docs/bench/recycle")
     args = ap.parse_args()
     from specdec_core import autoregressive_generate, load_pair, speculative_generate
@@ -45,18 +36,15 @@ def main() -> None:
     from specdec_core.trace.trees import drafted_sources
     texts = json.loads(Path("specdec_core/data/heldout_prompts.json").read_text())["prompts"][::70 // args.prompts or 1]
     texts = texts[:args.prompts]
-    labels = drafts(args.seed)
-    pairs = {d: load_pair("smollm2-135m", draft=d.removesuffix(SEEDED), device="cpu") for d in labels}
-    V = pairs[labels[0]].vocab_size
-    tables = {d: RecycleTable.empty(V) for d in labels if "recycle" in d}
+    labels = DRAFTS
+    pairs = {d: load_pair("smollm2-135m", draft=d, device="cpu") for d in labels}
+    tables = {d: RecycleTable() for d in labels if "recycle" in d}
 
     def drafter(d):
-        """The pair's drafter with this label's own table (and seeding)."""
+        """The pair's drafter, its recalled part at --width."""
         made = pairs[d].new_drafter()
-        # the recycling part: the third part beside a model, the model part of lookup + recycle
-        for part in (getattr(made, "recycle", None), getattr(made, "model", None)):
+        for part in getattr(made, "members", [made]):      # the recycling part: the last, whatever its company
             if isinstance(part, RecycleDrafter):
-                part.table, part.wants_prompt_logits = tables[d], d.endswith(SEEDED)
                 part.width = args.width or part.width
         return made
     rows = {d: {"tokens": 0, "passes": 0, "tps": [], "prefill": [], "sources": Counter(), "same": 0} for d in labels}
@@ -66,7 +54,7 @@ def main() -> None:
         order = labels if i % 2 == 0 else labels[::-1]
         for d in order:
             t = speculative_generate(pairs[d], ids, tree="auto", temperature=0.0, max_new_tokens=args.max_new,
-                                     drafter=drafter(d))
+                                     drafter=drafter(d), recalled=tables.get(d))
             r = rows[d]
             r["tokens"] += len(t.output_ids)
             r["passes"] += len(t.rounds)

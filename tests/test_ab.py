@@ -115,7 +115,6 @@ def test_the_page_tables_chart_and_progress():
     assert table.iloc[-1]["kind"] == "timing" and table.iloc[-1]["call"] == "within noise"     # every race 1.00×
     assert "4 of 16" in " ".join(table["A"])
     assert ab_view.summary_table(s, (True, False)).iloc[0]["kind"] == "timing-driven shape"
-    assert ab_view.summary_table(s, (True, True), (True, False)).iloc[0]["kind"] == "timing-free; recalled guesses vary"
     fig = ab_view.position_figure(s, ("distilled", "block"))
     assert len(fig.data) == 2 and list(fig.layout.xaxis.ticktext) == ["1<br>40 / 40"]
     assert fig.data[0].error_y.array is not None
@@ -137,7 +136,6 @@ def test_prompt_sets_seeds_and_the_pages_checks():
     assert seeds_for([Arm("A", "x", greedy), Arm("B", "y", greedy)], 0, 3) == [0]     # greedy reads no seed
     assert seeds_for([Arm("A", "x", greedy), Arm("B", "y", sampled)], 0, 3) == [0, 1, 2]
     assert Arm("A", "x", greedy).timing_free and not Arm("A", "x", parse_request(tree="auto")).timing_free
-    assert Arm("A", "x", greedy).repeatable and not Arm("A", "lookup+distilled+recycle", greedy).repeatable
     arms = ab_tab.arms_of("distilled", "tree: 12 guesses, depth 4", 0.7, "block", "k = 4 (chain)", 0, 0, 1.0, 16)
     assert arms[0].request.plan.label() == "tree = 12,4" and arms[1].request.plan.label() == "chain k = 4"
     assert "T 0.7" in arms[0].describe() and "greedy" in arms[1].describe()
@@ -302,3 +300,22 @@ def test_vocabulary_lists_show_tokens_as_the_timeline_does_never_escaped(monkeyp
     monkeypatch.setattr(figures.mismatch, "vocab_coverage", lambda spec: cov)      # the Debugger's own list
     single = figures.vocab_markdown(object())
     assert "`'` ×3" in single and '`"$` ×2' in single and "`↵↵␣` ×2" in single and "&quot;" not in single
+
+
+def test_an_arm_with_recalled_guesses_repeats():
+    """Issue 60: every A/B run recalls from an empty table of its own, so a fixed-shape arm with
+    recalled guesses gives the same guesses and tokens run after run (the table lived on the target
+    and kept what earlier runs left)."""
+    from specdec_core import ModelPair
+    from specdec_core.drafters.recycle import RecycleDrafter
+
+    from .conftest import tiny_llama
+    pair = ModelPair.from_models(tiny_llama(seed=0, vocab_size=12), lambda p: RecycleDrafter(p.vocab_size))
+    arm = Arm("A", "recycle", parse_request(k=2, temperature=0.0, max_new_tokens=16))
+
+    def guesses(prompt):
+        runs = [x["trace"] for x in ab_runs([pair], [("p", prompt)], [arm], [0]) if x["trace"].finished]
+        return [[(d.id, d.accepted) for d in r.drafted] for r in runs[-1].rounds], runs[-1].output_ids
+    first = guesses([1, 2, 3, 1, 2])
+    guesses([5, 4, 7, 9])                                   # another prompt in between
+    assert guesses([1, 2, 3, 1, 2]) == first and any(first[0])

@@ -275,7 +275,7 @@ def test_a_race_that_cannot_win_explains_itself_with_its_sum(page):
     """Issue 44: a fixed tree of 24 guesses in 6 levels on an everyday question, greedy. On this
     project's 2-core machines each pass over 24 guesses costs ~1.8 plain steps and few are kept, so
     speculation loses (0.82-0.83x measured): the verdict says so in words, names the biggest reason
-    and shows the sum — plain = passes × step, speculative = passes × pass + guessing steps × their
+    and shows the sum — plain = passes × step, speculative = passes × pass + model calls × their
     cost — from this run's clocks. A machine whose wide passes are cheap enough to win clearly gets
     the same sum folded behind "the sum" (both renderings are also tested on fixed traces:
     tests/test_race_sum.py). The round-by-round views are drawn once the race is over."""
@@ -293,7 +293,7 @@ def test_a_race_that_cannot_win_explains_itself_with_its_sum(page):
     total = page.locator("#sd-sum")
     assert total.count() == 1, text
     lines = page.locator("#sd-sum .sd-sum-lines").text_content()
-    assert re.search(r"plain += \d+ passes × \d+ ms", lines) and re.search(r"\d+ guessing steps × \d+ ms", lines), lines
+    assert re.search(r"plain += \d+ passes × \d+ ms", lines) and re.search(r"\d+ model calls × \d+ ms", lines), lines
     if total.evaluate("e => e.tagName") == "DETAILS":          # a clear win: the sum behind a click
         assert "Speculation lost" not in text and "barely won" not in text
     else:                                                       # lost or barely won: said, with its reason

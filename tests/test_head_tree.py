@@ -11,6 +11,7 @@ from specdec_core.decoding.exactness import chi_square
 from .conftest import draft_tree, samples_for_power, tree_generate_ids
 from specdec_core.drafters.head_tree import score_logprobs
 from specdec_core.sampling import SamplingConfig, raw_probs
+from specdec_core.trace import decisions
 from specdec_core.trace.compare import greedy_check
 
 from .test_devices import decodes_clean
@@ -181,7 +182,7 @@ def test_expanded_tree_sampling_matches_the_target(monkeypatch):
     exact = exact_two_token_distribution(pair.target, PROMPT, cfg, 8)
     result = chi_square(expanded_counts(pair, cfg, samples_for_power(8 * 8)), exact)   # the stated power target
     assert result.impossible == 0 and result.p_value > 1e-3
-    monkeypatch.setattr(rule, "reject_child", lambda removed, token, r_x: None)
+    monkeypatch.setattr(decisions, "reject_child", lambda removed, token, r_x: None)
     assert chi_square(expanded_counts(pair, cfg, 500), exact).p_value < 1e-3
 
 

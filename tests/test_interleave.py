@@ -272,3 +272,19 @@ def test_repeated_lanes_run_every_lane_each_repeat_and_rotate_who_starts():
     assert first == ["speculative", "plain", "speculative"]
     outputs = {(rep, name): ids for rep, name, done, ids in turns if done}
     assert all(outputs[(r, n)] == outputs[(0, n)] for r in range(3) for n in ("plain", "speculative"))   # greedy
+
+
+def test_a_stream_hands_out_snapshots_that_the_decode_leaves_alone():
+    """Issue 60: a stream yielded its live Trace, which the decoder goes on appending to while the
+    page's and the race pump's threads read it (one reader met a round without its output text and
+    was patched). Every yielded trace now stays as it was: its rounds and its output agree, and
+    the last one is the whole decode."""
+    seen = []
+    for trace in stream_speculative(tiny_pair(), PROMPT, 2, tree=None, temperature=0.0, max_new_tokens=10):
+        seen.append((trace, len(trace.rounds), list(trace.output_ids)))
+    assert len(seen) > 2
+    for i, (trace, n_rounds, ids) in enumerate(seen):
+        assert len(trace.rounds) == n_rounds == i + 1 and trace.output_ids == ids
+        assert sum(len(r.committed) for r in trace.rounds) == len(trace.output_ids)
+        assert len(trace.output["spans"]) == len(trace.output_ids)
+    assert seen[-1][0].finished and not seen[0][0].finished

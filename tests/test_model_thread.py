@@ -6,13 +6,14 @@ import contextvars
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
 from app.gpu import gpu
-from app.model_thread import MODEL_THREAD, ModelThread
+from app.model_thread import CLOSED, MODEL_THREAD, ModelThread
 
 
 def test_steps_run_on_one_thread_whoever_resumes_them():
@@ -126,6 +127,44 @@ def test_close_waits_for_the_running_job_and_refuses_new_ones():
     assert worker.close(timeout=1)
     with pytest.raises(RuntimeError, match="closed"):
         worker.call(lambda: 1)
+
+
+def test_a_job_queued_while_closing_is_refused_or_run_never_lost():
+    """Issue 60: `call` checked `_closing` without the lock `close` uses, so a job could pass the
+    check, then land behind close's end-of-queue mark and wait forever. Here the caller is held
+    between its check and its queueing (its thread start is held up), close runs meanwhile: the
+    call must still return (its value or CLOSED), never hang."""
+    worker = ModelThread("test-close-race")
+    held = threading.Lock()
+    real_thread = threading.Thread
+
+    class SlowStart(real_thread):                # the model thread's start waits for `held`
+        def start(self):
+            with held:
+                super().start()
+    out = []
+
+    def caller():
+        try:
+            out.append(worker.call(lambda: "ran"))
+        except RuntimeError as e:
+            out.append(str(e))
+    held.acquire()
+    threading.Thread = SlowStart
+    try:
+        t = real_thread(target=caller)
+        t.start()
+        time.sleep(0.3)                          # the caller passed its check and waits to start the thread
+        closer = real_thread(target=lambda: worker.close(timeout=2))
+        closer.start()
+        time.sleep(0.3)
+    finally:
+        threading.Thread = real_thread
+        held.release()
+    t.join(5)
+    closer.join(5)
+    assert not t.is_alive(), "the call waits forever behind close's end-of-queue mark"
+    assert out in (["ran"], [CLOSED])
 
 
 EXIT_WHILE_DECODING = """

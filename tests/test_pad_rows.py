@@ -93,3 +93,30 @@ def test_a_model_padded_everywhere_decodes_as_unpadded():
         assert min(seen) >= PAD_TO if padded else min(seen) == 1
     assert runs[True][0] == runs[False][0] == runs[True][1] == runs[False][1]
     assert float((runs[True][2] - runs[False][2]).abs().max()) < 1e-5
+
+
+def test_the_choice_is_made_once_per_machine_and_kept(monkeypatch, tmp_path):
+    """Issue 60: padding was timed at every load, so a shape whose gain sits near MARGIN could flip
+    between two loads on one machine (logits then differed by ~5e-5). `decided` measures a shape
+    once per CPU model and torch version, keeps it in the cache file, and every later load (fresh
+    packs of the same shapes) reads it: the same choice, no timing."""
+    monkeypatch.setenv(rows.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(rows, "last_level_cache_bytes", lambda: 20_000)
+    timed = []
+    real = rows.measure
+
+    def measure(packs):
+        timed.append(len(packs))
+        return real(packs)
+    monkeypatch.setattr(rows, "measure", measure)
+    load = lambda: [Pack([torch.randn(64, 32)]) for _ in range(3)] + [Pack([torch.randn(32, 64)])]
+    first = rows.decided(load())
+    assert timed == [4] and rows.machine_key() in rows.cache_file().read_text()
+    flips = iter([frozenset({1, 2, 3}), frozenset()])          # what a re-timing could now say
+    big = (32, 64, torch.float32)                              # the shape over the (patched) cache size
+    monkeypatch.setattr(rows, "measure", lambda packs: {big: next(flips)} if big in rows.shapes(packs) else {})
+    assert rows.decided(load()) == first and rows.decided(load()) == first       # read back, never re-timed
+    monkeypatch.setattr(rows, "machine_key", lambda: "another CPU | torch 9")   # another machine decides afresh
+    assert rows.decided(load()) == {(32, 64, torch.float32): frozenset({1, 2, 3})}
+    monkeypatch.setenv(rows.ENV, "0")
+    assert rows.decided(load()) == {}

@@ -44,7 +44,7 @@ def test_a_race_lost_to_few_kept_guesses_says_so_with_its_numbers():
     assert words.startswith("Speculation lost this race") and "few guesses kept" in words
     assert "only 8 of 24 tokens were kept guesses" in words
     assert f"saved {total.saved_s:.2f} s" in words and f"guessing cost {total.guessing_s:.2f} s" in words
-    assert "16 passes × 65 ms + 64 guessing steps × 5 ms" in total.lines()[1]
+    assert "16 passes × 65 ms + 64 model calls × 5 ms" in total.lines()[1]
 
 
 def test_a_race_lost_to_its_price_names_the_larger_price():
@@ -149,3 +149,80 @@ def test_a_race_won_on_reading_the_prompt_says_so():
     assert total.other_s == pytest.approx(0.4) and total.plain_s - total.spec_s == pytest.approx(0.24)
     phrase = "net 0.24 s gained — the passes and guessing lost 0.16 s, reading the prompt and plain's own token count gained 0.40 s"
     assert phrase in total.student() and phrase in total.lines()[2]
+
+
+def test_a_lookup_only_round_makes_no_model_call_and_its_copy_is_free():
+    """Issue 60: prompt lookup's copy is no model call. A decode of prompt lookup alone records 0
+    model calls for every round (grow counted a copy as one call, so c and the race sum's calls
+    were diluted); its draft time is the sum's free guessing, and the sum still adds up."""
+    from specdec_core import ModelPair, autoregressive_generate, speculative_generate
+    from specdec_core.costs import run_costs
+
+    from .conftest import tiny_llama
+    pair = ModelPair.from_models(tiny_llama(seed=0), "ngram")
+    prompt = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3]
+    spec = speculative_generate(pair, prompt, 3, temperature=0.0, max_new_tokens=12)
+    plain = autoregressive_generate(pair, prompt, temperature=0.0, max_new_tokens=12)
+    assert spec.stats["drafted"] > 0 and all(r.levels == 0 for r in spec.rounds)
+    total = race_sum(spec, plain)
+    assert total.draft_calls == 0 and total.free_s == pytest.approx(sum(r.draft_s for r in spec.rounds))
+    # the sum is the lane's clock: its rounds and prefill (a real decode's bookkeeping between rounds aside)
+    assert total.spec_s == pytest.approx(spec.prefill_s + sum(r.t_end - r.t_start for r in spec.rounds), rel=1e-9)
+    assert " 0 model calls × 0 ms + " in total.lines()[1] and "free guessing (copies, recalls)" in total.lines()[1]
+    assert run_costs.c(run_costs.round_sums(spec.rounds), 0.01) == 0.0        # no model call to pay for
+    assert run_costs.c(run_costs.round_sums(plain.rounds), 0.01) is None     # no guess at all: no c
+
+
+def test_the_verdict_names_a_busy_machine_and_by_how_much(tmp_path):
+    """Issue 60: other processes' CPU time and steal, read from /proc around the decode
+    (costs/machine_load.py), go into the trace; the sentence says when they took a noticeable share
+    of the machine (BUSY_SHARE of its cores, or STEAL_BUSY of its time) and by how much."""
+    import dataclasses
+
+    from specdec_core.costs import machine_load
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 50 800 0 0 0 0 0 0\n")
+    start = machine_load.reading(str(stat))
+    stat.write_text("cpu  300 0 90 900 0 0 0 60 0 0\n")     # +240 busy ticks, +60 stolen, +400 in all
+    end = dataclasses.replace(machine_load.reading(str(stat)), at=start.at + 2.0, own_s=start.own_s + 0.4)
+    hz = __import__("os").sysconf("SC_CLK_TCK")
+    load = machine_load.between(start, end)
+    assert load["others_cores"] == pytest.approx((240 / hz - 0.4) / 2.0) and load["steal_share"] == pytest.approx(60 / 400)
+    assert machine_load.reading(str(tmp_path / "missing")) is None and machine_load.between(None, end) is None
+    plain, spec = plain_of([STEP] * 24), chain_race(16, 4, lambda i: i % 2, 0.065, 0.02)
+    quiet = race_sum(spec, plain)
+    assert not quiet.busy and "busy" not in quiet.student()
+    spec.machine_load = {"others_cores": 1.3, "steal_share": 0.0, "cores": 2, "wall_s": 2.0}
+    busy = race_sum(spec, plain)
+    assert busy.busy and "the machine was busy: other programs kept 1.3 of its 2 cores working during the race" in busy.student()
+    spec.machine_load = {"others_cores": 0.1, "steal_share": 0.12, "cores": 2, "wall_s": 2.0}
+    assert "the host took 12% of its time" in race_sum(spec, plain).student()
+
+
+@pytest.mark.model
+def test_a_race_under_the_switching_load_names_the_busy_machine(default_pair):
+    """The race test's switching load (tests/measure_race.py: 2 matrix-multiplying processes, on
+    and off every 1.5 s) during an interleaved race: both lanes record it and the verdict says so."""
+    import time
+    from functools import partial
+
+    from specdec_core import interleave, parse_request, stream_decode
+    from specdec_core.trace.race_sum import BUSY_SHARE
+
+    from .measure_race import SwitchingLoad
+    load = SwitchingLoad()
+    load.on()
+    try:
+        time.sleep(0.3)
+        request = parse_request(k=3, tree=None, temperature=0.0, max_new_tokens=24)
+        ids = default_pair.encode_prompt("Count from one to twenty in words.")
+        last = dict(interleave({"speculative": partial(stream_decode, default_pair, ids, request),
+                                "plain": partial(stream_decode, default_pair, ids, request.plain())}))
+    finally:
+        load.close()
+    spec, plain = last["speculative"], last["plain"]
+    assert spec.machine_load["wall_s"] > 1.5 and plain.machine_load is not None
+    assert spec.machine_load["others_cores"] >= BUSY_SHARE * spec.machine_load["cores"]
+    total = race_sum(spec, plain)
+    assert total.busy and "the machine was busy: other programs kept" in total.student()
+    assert "machine_load" in spec.to_dict() and type(spec).from_json(spec.to_json()).machine_load == spec.machine_load

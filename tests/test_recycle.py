@@ -1,5 +1,6 @@
 """Token recycling (drafters/recycle.py, issue 46): the table keeps the target's top next tokens from
-every verify pass, kept per loaded target; its walk drafts chains (one-hot q) and trees (the recalled
+every verify pass, kept by its owner (issue 60: a page session, a process; a decode given none starts
+empty, so what one run wrote never shows in another's guesses); its walk drafts chains (one-hot q) and trees (the recalled
 probabilities); exact with all three sources — lookup, model, recycled — in one tree (chi-square on
 tiny models); greedy-identical to plain decoding on the default target; named and parsed as drafts."""
 import pytest
@@ -8,7 +9,8 @@ import torch
 from specdec_core import ModelPair, autoregressive_generate, load_pair, speculative_generate
 from specdec_core.drafters import ModelDrafter, Source
 from specdec_core.drafters.combined import CombinedDrafter
-from specdec_core.drafters.recycle import TOP, RecycleDrafter, RecycleTable, table_for
+from specdec_core.drafters.base import Drafter
+from specdec_core.drafters.recycle import TOP, RecycleDrafter, RecycleTable
 from specdec_core.errors import ModelLoadError
 from specdec_core.models.draft_spec import RECYCLE, DraftSpec, parse_draft
 from specdec_core.sampling import SamplingConfig
@@ -34,7 +36,8 @@ def test_the_walk_drafts_chains_and_trees_from_the_table():
     for x in range(16):                                     # after x the target liked x+1, then x+2
         logits[x, (x + 1) % 16], logits[x, (x + 2) % 16] = 5.0, 4.0
     table.update(torch.arange(16), logits)
-    drafter = RecycleDrafter(table, 16, width=TOP)
+    drafter = RecycleDrafter(16, width=TOP)
+    drafter.start(torch.tensor([3]), table)
     cfg = SamplingConfig(0.7)
     chain = drafter.draft(torch.tensor([3]), None, 1, 3, cfg, None)
     assert chain.ids.tolist() == [4] and chain.sampled and chain.full_rows().logits[0, 4] == 0 and chain.full_rows().q_probs[0].sum() == 1
@@ -44,42 +47,71 @@ def test_the_walk_drafts_chains_and_trees_from_the_table():
     assert tree.ids.tolist() == [4, 5] and not tree.sampled and tree.logq[0] > tree.logq[1]
     kids = drafter.draft(torch.tensor([3]), torch.tensor([1, 0]), 2, 3, cfg, None)
     assert kids.ids.tolist() == [6, 7, 5, 6] and kids.parents.tolist() == [0, 0, 1, 1]
-    assert len(RecycleDrafter(RecycleTable.empty(16), 16).draft(torch.tensor([3]), None, 2, 3, cfg, None)) == 0
+    empty = RecycleDrafter(16)
+    empty.start(torch.tensor([3]))                          # no table handed over: its own, empty
+    assert len(empty.draft(torch.tensor([3]), None, 2, 3, cfg, None)) == 0
 
 
-def test_the_table_lives_with_the_loaded_target():
-    target, other = tiny_llama(seed=0), tiny_llama(seed=0)
-    assert table_for(target, 8, "cpu") is table_for(target, 8, "cpu")
-    assert table_for(other, 8, "cpu") is not table_for(target, 8, "cpu")     # a new target starts empty
-    assert "_specdec_recycle" not in dict(target.named_buffers()) and not list(target.state_dict()) == []
+def test_a_table_belongs_to_its_owner_and_counts_the_runs_that_warmed_it():
+    """claim: a table is bound to one target (another target's run empties it) and says how many
+    earlier runs wrote into it; a decode given no table starts an empty one of its own."""
+    table = RecycleTable()
+    assert table.claim("a", 8) == 0 and table.claim("a", 8) == 1
+    table.ids[3, 0] = 5
+    assert table.claim("b", 8) == 0 and bool((table.ids == -1).all())     # another target: empty again
+    pair = ModelPair.from_models(tiny_llama(seed=0), lambda p: RecycleDrafter(p.vocab_size))
+    owned = RecycleTable()
+    runs = [speculative_generate(pair, [1, 2, 3], 2, max_new_tokens=4, recalled=owned) for _ in range(2)]
+    assert [t.config.recalled_runs for t in runs] == [0, 1] and owned.runs == 2
+    assert [speculative_generate(pair, [1, 2, 3], 2, max_new_tokens=4).config.recalled_runs for _ in range(2)] == [0, 0]
+    assert autoregressive_generate(pair, [1, 2, 3], max_new_tokens=2).config.recalled_runs is None
+    # the prefill seeds no one (SEED_FROM_PROMPT, measured no gain, is gone from the interface)
+    assert not hasattr(Drafter, "wants_prompt_logits") and not hasattr(RecycleDrafter(8), "wants_prompt_logits")
 
 
-def test_a_seeded_table_holds_the_prompts_own_next_tokens():
-    """Seeding from the prefill: every prompt token's row holds the target's top next tokens at
-    its last position in the prompt (the prefill's logits, as a verify pass would give them);
-    unseeded, the prefill leaves the table alone. Seeding changes guesses, never the output."""
-    target = tiny_llama(vocab_size=12, seed=3)
-    pair = ModelPair.from_models(target, None)
-    prompt = [3, 7, 1, 7, 5]
-    logits = target(torch.tensor([prompt[:-1]])).logits[0].detach()
-    outputs = {}
-    for seeded in (False, True):
-        table = RecycleTable.empty(pair.vocab_size)
-        drafter = RecycleDrafter(table, pair.vocab_size, seed_from_prompt=seeded)
-        trace = speculative_generate(pair, prompt, 1, max_new_tokens=1, drafter=drafter)   # the prefill, one plain round
-        outputs[seeded] = trace.output_ids
-        if not seeded:
-            assert bool((table.ids[[3, 1]] == -1).all())               # only the one verify pass wrote
-            continue
-        for token, at in {3: 0, 7: 3, 1: 2}.items():                   # 7's later position wins
-            top = torch.softmax(logits[at], -1).topk(TOP)
-            assert torch.equal(table.ids[token], top.indices) and torch.allclose(table.probs[token], top.values)
-    assert outputs[True] == outputs[False]
-    # a combined drafter asks for the prompt's logits when its recalling part does, first or third
-    seeded = RecycleDrafter(RecycleTable.empty(12), 12, seed_from_prompt=True)
-    assert CombinedDrafter(seeded, 12).wants_prompt_logits                                   # lookup + recycle
-    assert CombinedDrafter(ModelDrafter(tiny_llama(vocab_size=12, seed=4), 12), 12, recycle=seeded).wants_prompt_logits
-    assert not CombinedDrafter(RecycleDrafter(RecycleTable.empty(12), 12), 12).wants_prompt_logits
+TREE = (8, 4)      # a fixed budget: tree = "auto" decides from timings, so only a fixed shape repeats
+def test_a_drafter_reused_for_a_second_decode_starts_afresh():
+    """Each part owns its per-decode state and resets it in start (the lookup's copy, the recalled
+    walk's frontier; the table is the decode's own unless its owner hands one over): one drafter
+    object decoding the same request twice gives the same rounds as two fresh ones."""
+    from specdec_core.drafters.combined import combined_factory
+    pair = ModelPair.from_models(tiny_llama(seed=0, vocab_size=12), combined_factory(None, recycle=True))
+    drafter = pair.new_drafter()
+    runs = [speculative_generate(pair, [1, 2, 3, 1, 2], tree=(6, 3), temperature=0.0, max_new_tokens=12, drafter=d)
+            for d in (drafter, drafter, pair.new_drafter())]
+    assert {n.source for r in runs[0].rounds for n in r.tree or []} >= {Source.RECYCLE}
+    assert _timing_free(runs[0]) == _timing_free(runs[1]) == _timing_free(runs[2])
+
+
+WIZARD = "Repeat this sentence exactly: The wizard Zorbunkle lives in Quexton."
+
+
+def _timing_free(trace) -> list:
+    return [{**r.to_dict(), "t_start": 0, "t_end": 0, "draft_s": 0, "verify_s": 0, "overhead_s": 0}
+            for r in trace.rounds]
+
+
+@pytest.mark.model
+def test_a_run_never_recalls_another_runs_text():
+    """Issue 60's leak: after a run that wrote "The wizard Zorbunkle lives in Quexton.", a run on
+    another prompt proposed ' Z', 'orb', 'unk', ' Que' among its guesses (the table lived on the
+    loaded target). Each decode now starts with a table of its own unless its owner hands one over,
+    and repeats; with one owner's table the second run does recall the first's words."""
+    pair = load_pair("smollm2-135m", draft="lookup+recycle", device="cpu")
+    first = speculative_generate(pair, pair.encode_prompt(WIZARD), tree=TREE, temperature=0.0, max_new_tokens=16)
+    assert "Zorbunkle lives in Quexton" in pair.decode(first.output_ids)
+    ids = pair.encode_prompt("Once upon a time there was a wizard", chat=False)
+
+    def guesses(trace):
+        return {pair.token_text(n.id) for r in trace.rounds for n in (r.tree or r.drafted)}
+    other = speculative_generate(pair, ids, tree=TREE, temperature=0.0, max_new_tokens=8)
+    assert not {"orb", "unk", " Que"} & guesses(other), guesses(other)
+    assert other.config.recalled_runs == 0
+    assert _timing_free(speculative_generate(pair, ids, tree=TREE, temperature=0.0, max_new_tokens=8)) == _timing_free(other)
+    owned = RecycleTable()                 # one owner's two runs: the second recalls the first's text
+    speculative_generate(pair, pair.encode_prompt(WIZARD), tree=TREE, temperature=0.0, max_new_tokens=16, recalled=owned)
+    warmed = speculative_generate(pair, ids, tree=TREE, temperature=0.0, max_new_tokens=8, recalled=owned)
+    assert warmed.config.recalled_runs == 1 and {"orb", "unk"} <= guesses(warmed)
 
 
 def three_sources():
@@ -87,26 +119,27 @@ def three_sources():
     filled with arbitrary rankings first (exactness must not depend on what it recalls)."""
     target, draft = tiny_llama(seed=0), tiny_llama(seed=1)
     pair = ModelPair.from_models(target, draft)
-    table = table_for(target, pair.vocab_size, "cpu")
+    table = RecycleTable.empty(pair.vocab_size, target=pair.target_name)
     table.update(torch.arange(pair.vocab_size), torch.randn(pair.vocab_size, pair.vocab_size,
                                                            generator=torch.Generator().manual_seed(5)))
 
     def make():
         return CombinedDrafter(ModelDrafter(draft, pair.vocab_size), pair.vocab_size,
-                               recycle=RecycleDrafter(table, pair.vocab_size, width=2))   # a recalled tree, not a chain
-    return pair, make
+                               recycle=RecycleDrafter(pair.vocab_size, width=2))   # a recalled tree, not a chain
+    return pair, make, table
 
 
 @pytest.mark.slow
 def test_a_tree_of_lookup_model_and_recycled_guesses_is_exact():
-    pair, make = three_sources()
+    pair, make, table = three_sources()
     plans = [{"depth": 2, "width": 2, "frontier": 2, "nodes": None, "keep": None}] * 3
     trace = speculative_generate(pair, SHORT, 1, k_schedule=plans, temperature=1.0, max_new_tokens=3, seed=0,
-                                 drafter=make())
+                                 drafter=make(), recalled=table)
     assert {n.source for n in trace.rounds[0].tree} == {Source.LOOKUP, Source.MODEL, Source.RECYCLE}
     ids = [(n.parent, n.id) for n in trace.rounds[0].tree]
     assert len(set(ids)) == len(ids)                               # one node per token per parent
-    assert check_exact(pair, 1, SamplingConfig(1.0), 3, prompt=SHORT, drafter_factory=make, k_schedule=plans) > 1e-3
+    assert check_exact(pair, 1, SamplingConfig(1.0), 3, prompt=SHORT, drafter_factory=make, k_schedule=plans,
+                       recalled=table) > 1e-3
 
 
 @pytest.mark.slow
@@ -120,19 +153,19 @@ def test_a_tree_over_a_truncated_vocabulary_with_copied_and_recalled_guesses_is_
 
     from .test_tree import tiny_head_pair
     pair = tiny_head_pair(vocab_ids=[0, 2, 3, 5, 6])
-    table = RecycleTable.empty(pair.vocab_size)
+    table = RecycleTable.empty(pair.vocab_size, target=pair.target_name)
     table.update(torch.arange(pair.vocab_size), torch.randn(pair.vocab_size, pair.vocab_size,
                                                            generator=torch.Generator().manual_seed(7)))
 
     def make():
-        return CombinedDrafter(pair.new_drafter(), pair.vocab_size, recycle=RecycleDrafter(table, pair.vocab_size, width=2))
+        return CombinedDrafter(pair.new_drafter(), pair.vocab_size, recycle=RecycleDrafter(pair.vocab_size, width=2))
     cfg = SamplingConfig(1.0)
-    st = start_decode(pair, SHORT, parse_request(1, None, 1.0, max_new_tokens=3, seed=0), drafter=make())
+    st = start_decode(pair, SHORT, parse_request(1, None, 1.0, max_new_tokens=3, seed=0), drafter=make(), recalled=table)
     tree, _, _ = draft_round(st.drafter, st.committed, Shape(None, 2, 2, 2), 2, cfg, st.generator)
     assert set(tree.sources) == {Source.LOOKUP, Source.MODEL, Source.RECYCLE}
     assert 7 in tree.ids.tolist() and tree.cols is not None and len(tree.cols) < pair.vocab_size   # 7: copied, outside the head's
     plans = [{"depth": 2, "width": 2, "frontier": 2, "nodes": None, "keep": None}] * 3
-    assert check_exact(pair, 1, cfg, 3, prompt=SHORT, drafter_factory=make, k_schedule=plans) > 1e-3
+    assert check_exact(pair, 1, cfg, 3, prompt=SHORT, drafter_factory=make, k_schedule=plans, recalled=table) > 1e-3
 
 
 @pytest.mark.slow
@@ -140,11 +173,11 @@ def test_recycled_chains_are_exact():
     """Recycling alone in chains at T > 0: the guess is drawn from a one-hot q, as a lookup's is."""
     target = tiny_llama(seed=0)
     pair = ModelPair.from_models(target, None)
-    table = table_for(target, pair.vocab_size, "cpu")
+    table = RecycleTable.empty(pair.vocab_size, target=pair.target_name)
     table.update(torch.arange(pair.vocab_size), torch.randn(pair.vocab_size, pair.vocab_size,
                                                            generator=torch.Generator().manual_seed(6)))
-    make = lambda: RecycleDrafter(table, pair.vocab_size)
-    assert check_exact(pair, 2, SamplingConfig(1.0), 3, drafter_factory=make) > 1e-3
+    make = lambda: RecycleDrafter(pair.vocab_size)
+    assert check_exact(pair, 2, SamplingConfig(1.0), 3, drafter_factory=make, recalled=table) > 1e-3
 
 
 def test_drafts_name_recycling():
@@ -166,10 +199,11 @@ def test_greedy_recycling_equals_plain_decoding(draft):
     from specdec_core.bench import load_prompts
     pair = load_pair("smollm2-135m", draft=draft, device="cpu")
     assert pair.draft_name == draft
+    table = RecycleTable()                                         # the process's, as the bench keeps one
     for prompt in load_prompts(pair)[:3]:
         ids = prompt["ids"]
         plain = autoregressive_generate(pair, ids, temperature=0.0, max_new_tokens=32)
-        spec = speculative_generate(pair, ids, tree="auto", temperature=0.0, max_new_tokens=32)
+        spec = speculative_generate(pair, ids, tree="auto", temperature=0.0, max_new_tokens=32, recalled=table)
         assert spec.output_ids == plain.output_ids, prompt["name"]
     sources = {n.source for r in spec.rounds for n in (r.tree or [])}
     assert Source.RECYCLE in sources                               # the table warmed up over the prompts

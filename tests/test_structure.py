@@ -118,3 +118,25 @@ def test_the_app_uses_only_the_public_api_and_the_trace():
     assert api_violations(imports) == []
     for name in specdec_core.__all__:
         assert hasattr(specdec_core, name), name
+
+
+# The layers, top to bottom (docs/ARCHITECTURE.md): an import only points down this list. bench,
+# lab and cli sit above it; the bottom row (settings, sampling, errors, …) below.
+LAYERS = ("decoding", "models", "trace", "costs", "drafters", "registry", "kernels")
+TOP = ("bench", "lab", "cli", "__main__")
+
+
+def _layer(module: str) -> int:
+    """A module's place: -1 above the layers (and the package's face), len(LAYERS) the bottom row."""
+    part = module.split(".")[1] if "." in module else "__init__"
+    if part in TOP or part == "__init__":
+        return -1
+    return LAYERS.index(part) if part in LAYERS else len(LAYERS)
+
+
+def test_no_import_runs_back_up_the_layers():
+    """Issue 60: trace/trees.derive_tests imported decoding.rule from inside a function, an arrow
+    from the trace up to the decoder (no cycle of modules, so the cycle check let it pass)."""
+    up = sorted(f"{a} -> {b}" for a, deps in import_graph().items() for b in deps
+                if _layer(a) > _layer(b) >= 0 and a.split(".")[:2] != b.split(".")[:2])
+    assert up == []

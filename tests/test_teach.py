@@ -112,7 +112,7 @@ def test_draft_step_says_how_the_guesses_were_made():
     assert "small draft passes" not in draft["text"]
     spec.rounds[REJECTION].draft_source = frozenset({Source.LOOKUP})          # a combined drafter's copy round
     text = walkthrough.render_step(spec, plain, REJECTION, 1)["text"]
-    assert "**copied from earlier text**" in text and "**no model pass**" in text and "a lookup in the text: no model pass" in text
+    assert "**copied from earlier text**" in text and "**no model pass**" in text and "this round made none: a lookup in the text is free" in text
     spec.rounds[REJECTION].draft_source = frozenset({Source.LOOKUP, Source.MODEL})    # a copy and the model's guesses
     text = walkthrough.render_step(spec, plain, REJECTION, 1)["text"]
     assert "Two sources made this tree" in text and "the rest — one small pass per level" in text

@@ -161,14 +161,3 @@ def test_exactness_lab_labels_split_tokens_by_their_bytes(default_pair):
     emoji_start = default_pair.tokenizer.convert_tokens_to_ids("ĠðŁĺ")       # " " + F0 9F 98
     assert label(emoji_start) == " ⟨F0 9F 98⟩" and label(default_pair.tokenizer.convert_tokens_to_ids("ĠR")) == " R"
 
-
-def test_a_round_read_before_its_output_text_is_shown_token_by_token():
-    """The page's thread may read a racing trace between the decoder appending a round and
-    extending the output's text (test_crowd saw an IndexError there once): that round's tokens are
-    shown one by one instead of failing, the rounds before it from the output's text."""
-    trace = _trace_from([5, 6, 7], [[0, 1], [1, 2], [2, 3]], "abc", finished=False)
-    trace.rounds[2].correction.text = "c"
-    trace.output.update(ids=[5, 6], text="ab", spans=[[0, 1], [1, 2]])     # round 3 appended, its text not yet
-    trace.__dict__.pop("_texts", None)
-    texts = display_texts(trace)
-    assert [t.text for t in texts.correction] == ["a", "b", "c"]

@@ -10,6 +10,7 @@ from transformers import DynamicCache
 
 from specdec_core import ModelPair, autoregressive_generate, data, load_pair
 from specdec_core.decoding import rule
+from specdec_core.trace import decisions
 from specdec_core.decoding.exactness import chi_square
 from specdec_core.decoding.tree import keep_path, tree_mask, tree_positions, verify_tree
 from .conftest import draft_chain, draft_tree, tree_generate_ids
@@ -160,7 +161,7 @@ def test_tree_rule_samples_the_target():
 
 def test_tree_rule_test_has_power(monkeypatch):
     """A rule that leaves a rejected child in r (r(x) not zeroed) must fail the same test."""
-    monkeypatch.setattr(rule, "reject_child", lambda removed, token, r_x: None)
+    monkeypatch.setattr(decisions, "reject_child", lambda removed, token, r_x: None)
     counts, exact = rule_joint(6000)
     assert chi_square(counts, exact).p_value < 1e-3
 
@@ -308,7 +309,7 @@ def test_tree_sampling_matches_the_target(head_pair, temperature, top_p):
 @pytest.mark.slow
 def test_tree_sampling_test_has_power(head_pair, monkeypatch):
     """The rule that leaves rejected children in r fails the same test (p ~ 1e-28 at 500 samples)."""
-    monkeypatch.setattr(rule, "reject_child", lambda removed, token, r_x: None)
+    monkeypatch.setattr(decisions, "reject_child", lambda removed, token, r_x: None)
     assert check_tree_exact(head_pair, SamplingConfig(1.0), n=500) < 1e-3
 
 
@@ -374,7 +375,7 @@ def test_default_pair_first_token_is_exact(preset_pair, monkeypatch):
 
     good = first_tokens()
     assert good.impossible == 0 and good.p_value > 1e-3
-    monkeypatch.setattr(rule, "reject_child", lambda removed, token, r_x: None)
+    monkeypatch.setattr(decisions, "reject_child", lambda removed, token, r_x: None)
     assert first_tokens(300).p_value < 1e-3
 
 

@@ -112,7 +112,6 @@ def listeners(C: Page, queue: str) -> None:
     def views(summary, arms, sets, text, scale) -> dict:
         names = tuple(arm.describe() + (f", on {on}" if sets[0] != sets[1] else "") for arm, on in zip(arms, sets))
         return {C.ab_text: text, C.ab_table: ab_view.summary_table(summary, tuple(a.timing_free for a in arms),
-                                                                 tuple(a.repeatable for a in arms),
                                                                  tuple(a.request.plan.branches for a in arms)),
                 C.ab_plot: scale_figure(ab_view.position_figure(summary, names), scale or 1.0),   # classroom mode
                 C.ab_vocab: ab_view.vocab_markdown(summary, names), C.ab_prompts: ab_view.prompt_table(summary)}
@@ -147,11 +146,8 @@ def listeners(C: Page, queue: str) -> None:
                 yield views(summarise_ab(records, paired=paired), arms, on, text, scale)
             yield {C.ab_text: f"✓ Done: {len(records)} runs. " + (
                 "Acceptance, α and tokens per pass are timing-free: run it again and they come out the same."
-                if all(a.repeatable for a in arms) else
-                "A timing-driven shape (auto) was used: its acceptance moves from run to run."
-                if not all(a.timing_free for a in arms) else
-                "Recalled guesses (recycle) depend on what earlier runs left in the target's table: a second "
-                "run can keep different guesses.")}
+                if all(a.timing_free for a in arms) else
+                "A timing-driven shape (auto) was used: its acceptance moves from run to run.")}
         except Exception as e:
             raise gr.Error(str(form_fields.user_error(e, target_ref))) from None
     event = C.ab_run.click(on_ab, inputs, outputs, concurrency_limit=1, concurrency_id=queue, api_name="ab",

@@ -82,7 +82,7 @@ def speed_words(ratio, labels=("A", "B")) -> str:
 
 
 def summary_table(summary: Optional[dict], timing_free: tuple[bool, bool] = (True, True),
-                  repeatable: tuple[bool, bool] = (True, True), trees: tuple[bool, bool] = (False, False)) -> pd.DataFrame:
+                  trees: tuple[bool, bool] = (False, False)) -> pd.DataFrame:
     """One row per measure: both arms' pooled values with their intervals, B − A with its interval
     and the call; the committed tokens' sources, rounds without a guess, and tok/s (timings: B ÷ A
     of the raced runs with its interval and call). A tree against a chain: acceptance is not called
@@ -91,8 +91,7 @@ def summary_table(summary: Optional[dict], timing_free: tuple[bool, bool] = (Tru
         return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
     a_label, b_label = summary["labels"]
     A, B = summary["arms"][a_label], summary["arms"][b_label]
-    kind = ("timing-driven shape" if not all(timing_free) else "timing-free" if all(repeatable)
-            else "timing-free; recalled guesses vary")
+    kind = "timing-free" if all(timing_free) else "timing-driven shape"
     mixed = trees[0] != trees[1]
     rows = []
     for d in summary["differences"]:

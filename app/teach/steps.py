@@ -128,10 +128,10 @@ DRAFT_HOW = {
                      "join the tree as well.",
 }
 
-DRAFT_CALLS = {"lookup": "this round made one, a lookup in the text: no model pass", "one": "this round made one",
+DRAFT_CALLS = {"lookup": "this round made none: a lookup in the text is free", "one": "this round made one",
                "recycled": "this round made none with a model: a look-up in the table of recalled choices",
                "many": "this round made {calls}",
-               "mixed": "this round made {calls}: one lookup in the text and {model} model pass{es}"}
+               "mixed": "this round made {model}, and one free lookup in the text"}
 
 
 def steps_for(has_rejection: bool, tree: bool = False) -> list[Step]:

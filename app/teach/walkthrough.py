@@ -220,12 +220,11 @@ def _model_depth(rnd) -> int:
 
 def _draft_facts(spec, rnd) -> dict:
     """The draft step's {draft_how} and {draft_calls}: steps.DRAFT_HOW / DRAFT_CALLS filled with
-    the round's draft calls as recorded (Round.levels, what c is per: prompt lookup's copy is one,
-    each model pass one) and the depth of the model's guesses."""
+    the round's model calls as recorded (Round.levels, what c is per: prompt lookup's copy and the
+    recycle table's walk are free) and the depth of the model's guesses."""
     kind, calls, depth = draft_kind(spec, rnd), rnd.levels, _model_depth(rnd)
     recalled = Source.RECYCLE in round_sources(spec.config, rnd) and kind != "recycled"
-    # the lookup's copy and the recycle table's walk were one call each
-    model = calls - (kind == "mixed") - recalled
+    model = calls
     how = DRAFT_HOW[kind]
     if kind == "mixed":
         how += DRAFT_HOW["mixed_block" if model == 1 and depth > 1 else "mixed_sequential"]

@@ -43,12 +43,6 @@ class Arm:
         """Its rounds never read the clock: a fixed shape (the shape rule reads measured costs)."""
         return not self.request.plan.auto
 
-    @property
-    def repeatable(self) -> bool:
-        """Run again, it gives the same counts: timing-free, and no recalled guesses (the recycle
-        table keeps what earlier runs left in it: drafters/recycle.py)."""
-        return self.timing_free and "recycle" not in self.draft
-
     def describe(self) -> str:
         cfg = self.request.sampling
         sampler = "greedy" if cfg.greedy else f"T {cfg.temperature:g}" + (f", top-p {cfg.top_p:g}" if cfg.top_p < 1 else "") \
@@ -91,7 +85,9 @@ def ab_runs(pairs: Sequence, prompts: Union[Sequence[tuple[str, object]], Mappin
     arm with one seed: its lanes take turns a round at a time, the arm that starts alternating
     between races, so each race's runs saw the same machine ("race" numbers it: their tokens/s pair
     up). An arm whose list is shorter sits out the later races. Each pair is warmed up first (not
-    counted). Closing the generator ends the lanes after their current round."""
+    counted). Every run recalls from a table of its own, empty (stream_decode's default): an arm
+    with recalled guesses gives the same counts run after run. Closing the generator ends the lanes
+    after their current round."""
     own = {arm.label: list(prompts[arm.label] if isinstance(prompts, Mapping) else prompts) for arm in arms}
     for pair, arm in zip(pairs, arms):
         warm_up(pair, own[arm.label][0][1], arm.request)

@@ -9,8 +9,10 @@ bench and the k sweep all read these definitions, so the page shows the numbers 
 - step: mean target time of the plain rounds (a plain trace's rounds, or the shape rule's plain steps).
 - v(m): mean target time of the rounds that verified m drafts ÷ step (v(0) = 1); a token tree's
   m is all its nodes (Round.n_verified).
-- c: draft seconds per draft level ÷ step (a chain's level is one drafted token; a tree grows a
-  whole level per drafter call, Round.levels).
+- c: draft seconds per model call ÷ step (Round.levels: a chain's model level is one drafted token,
+  a tree grows a whole level per model call, a block drafter fills its levels in one; prompt
+  lookup's copy and a recalled walk are free: a round with no model call adds neither seconds nor
+  calls to c).
 - α: mean of Σ min(p, q) over the evaluated draft positions (Leviathan's α; independent of u).
 Sums over rounds add up, so repeats and prompts pool by adding (`RoundSums.__add__`).
 
@@ -54,10 +56,11 @@ class RoundSums:
     """Additive sums over rounds: target seconds and round counts by m drafted, draft seconds and
     steps, Σ overlap and evaluated positions."""
     target_by_m: dict = field(default_factory=dict)     # m -> (Σ target seconds, rounds)
-    draft_s: float = 0.0
-    draft_steps: int = 0
+    draft_s: float = 0.0        # draft seconds of the rounds that made a model call
+    draft_steps: int = 0        # their model calls
     overlap_sum: float = 0.0
     overlap_n: int = 0
+    free_rounds: int = 0        # rounds that verified guesses made with no model call (a copy, a recall)
 
     def __add__(self, other: "RoundSums") -> "RoundSums":
         by_m = dict(self.target_by_m)
@@ -65,7 +68,8 @@ class RoundSums:
             t0, n0 = by_m.get(m, (0.0, 0))
             by_m[m] = (t0 + t, n0 + n)
         return RoundSums(by_m, self.draft_s + other.draft_s, self.draft_steps + other.draft_steps,
-                         self.overlap_sum + other.overlap_sum, self.overlap_n + other.overlap_n)
+                         self.overlap_sum + other.overlap_sum, self.overlap_n + other.overlap_n,
+                         self.free_rounds + other.free_rounds)
 
 
 def round_sums(rounds: Iterable) -> RoundSums:
@@ -75,8 +79,11 @@ def round_sums(rounds: Iterable) -> RoundSums:
         m = r.n_verified
         t, n = s.target_by_m.get(m, (0.0, 0))
         s.target_by_m[m] = (t + round_target_s(r), n + 1)
-        s.draft_s += r.draft_s
-        s.draft_steps += r.levels
+        if r.levels:            # a round of free guesses only (a copy, a recall) spent no model call
+            s.draft_s += r.draft_s
+            s.draft_steps += r.levels
+        elif m:
+            s.free_rounds += 1
         for d in r.drafted:
             if d.evaluated and d.overlap is not None:
                 s.overlap_sum += d.overlap
@@ -95,8 +102,11 @@ def alpha(s: RoundSums) -> Optional[float]:
 
 
 def c(s: RoundSums, step: Optional[float]) -> Optional[float]:
-    """Draft seconds per draft level ÷ step (None without drafts or a step)."""
-    return s.draft_s / s.draft_steps / step if s.draft_steps and step else None
+    """Draft seconds per model call ÷ step; 0 when every guess was free (a copy, a recall: no model
+    call to pay for); None without a guess or a step."""
+    if not step:
+        return None
+    return s.draft_s / s.draft_steps / step if s.draft_steps else 0.0 if s.free_rounds else None
 
 
 def v(s: RoundSums, step: Optional[float]) -> dict:

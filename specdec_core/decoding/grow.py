@@ -39,7 +39,7 @@ READ_NOW = {"cpu"}   # device types where reading a value back costs no host syn
 class Grown:
     """What the decider sees after a part's level: host values are read only when it asks."""
     depth: int                           # levels drafted so far, this one included
-    calls: int                           # draft calls the round took so far, every part's (its own and earlier parts')
+    calls: int                           # model calls the round made so far, every part's (its own and earlier parts')
     source: Source                       # who drafted them
     sampled: bool                        # the level was drawn from q (a sampled chain)
     costed: bool                         # the next level needs a draft call
@@ -51,10 +51,11 @@ class Grown:
 def draft_round(drafter, committed: torch.Tensor, shape: Shape, depth: int, cfg, generator,
                 decider=None) -> tuple:
     """committed [L] -> (the round's candidates as one TokenTree, why the drafter stopped short or
-    None, the draft calls made). depth ≥ 1: the levels at most (the shape's, cut to the tokens left);
+    None, the model calls made). depth ≥ 1: the levels at most (the shape's, cut to the tokens left);
     shape.width 1 and frontier 1: a chain of draws; decider.more(Grown) -> bool, when given, after
-    each level. Calls are counted where they happen (grow): a part's first call, and each level
-    after it that needs one (prompt lookup's copy: one call whatever its depth; a block drafter: one)."""
+    each level. Only model calls are counted, where they happen (grow): a model part's first call,
+    and each level after it that needs one (a block drafter: one call); a free part (Source.free:
+    prompt lookup's copy, a recalled walk) costs none, whatever its depth. c is per model call."""
     chain, left = shape.width == 1 and shape.frontier == 1, shape.nodes
     trees, reason, calls = [], None, 0
     for part in drafter.parts(committed, chain, shape.nodes is not None):
@@ -73,13 +74,14 @@ def draft_round(drafter, committed: torch.Tensor, shape: Shape, depth: int, cfg,
 @torch.inference_mode()
 def grow(drafter, committed, depth: int, width: int, frontier: int, nodes: Optional[int], cfg, generator,
          decider=None, calls_before: int = 0) -> tuple:
-    """One single-source drafter's tree (draft_round): (TokenTree, reason or None, the round's draft
-    calls after it: calls_before, the earlier parts', plus its own). It grows at most `depth` levels
+    """One single-source drafter's tree (draft_round): (TokenTree, reason or None, the round's model
+    calls after it: calls_before, the earlier parts', plus its own: none for a free source). It grows at most `depth` levels
     and, with a budget, `nodes` (a depth-d node needs d kept nodes); the drafter is told the round's
     depth (a block drafter sizes its one call by it)."""
     cap = depth if nodes is None else min(depth, nodes)
-    levels, calls, d = [], calls_before + 1, 0
-    costed = not (drafter.slots or drafter.source.free)       # a level after the first needs a call
+    free = drafter.source.free                                # a copy, a recall: no model call at all
+    levels, calls, d = [], calls_before + (not free), 0
+    costed = not (drafter.slots or free)                      # a level after the first needs a model call
     defer, deferred = drafter.device.type not in READ_NOW, []
     level = drafter.draft(committed, None, width, depth, cfg, generator)
     parent = torch.full((1,), -1, dtype=torch.long, device=drafter.device)   # global index of the frontier

@@ -6,6 +6,8 @@ last token is drawn from. Every round runs accept_tree (speculative.py); the exa
     keep_threshold(r_x, q_x, r_mass)   the number u was tested against, min(1, (r(x)/Σr)/q(x)) (the record)
     guess_masses(tokens, p_x)          the r(x) and Σr each guessed child is tried against, in order
     reject_child(removed, x, r_x)      a rejected guess leaves r: r(x) ← 0
+(these three scalar steps are written beside KeepTest in trace/decisions.py, which also derives an
+older trace's tests with them on load: the trace never imports the decoder)
     point_masses(tokens, like)         a guess's q, δ_x (prompt lookup's one-hot q is one)
     residual(r, q)                     max(0, r − q): the mass the draft under-proposed
     last_distribution(r, q_rejected)   norm(max(0, r − q)): what the round's last token is drawn from
@@ -23,7 +25,8 @@ from typing import Optional
 
 import torch
 
-from ..trace.decisions import DrawnFrom, KeepTest
+from ..trace import decisions as node_steps   # the per-node steps, read at call time (tests swap one)
+from ..trace.decisions import DrawnFrom, KeepTest, guess_masses, keep_threshold, reject_child  # noqa: F401 (the rule's steps)
 
 
 def keeps_draft(u, r_x, q_x, r_mass=1.0):
@@ -32,32 +35,6 @@ def keeps_draft(u, r_x, q_x, r_mass=1.0):
     children rejected before x), r_mass its sum Σr. A sampled child: r = p, Σr = 1, so u < p(x)/q(x).
     A guess (q a point mass on x): q(x) = 1, so u < r(x)/Σr."""
     return u * q_x * r_mass < r_x
-
-
-def keep_threshold(r_x: float, q_x: float, r_mass: float = 1.0) -> float:
-    """The number a draft's u is tested against, min(1, (r(x)/Σr)/q(x)) (keeps_draft without the
-    division, in the form a person reads): min(1, p/q) for a sampled child, r(x)/Σr for a guess."""
-    denominator = q_x * r_mass
-    return 1.0 if denominator <= 0 else min(1.0, r_x / denominator)
-
-
-def reject_child(removed: dict, token: int, r_x) -> None:
-    """A rejected guess leaves its node's distribution: r(x) ← 0, its mass leaves Σr (a repeated
-    token's mass left with its first copy)."""
-    removed.setdefault(token, r_x)
-
-
-def guess_masses(tokens: list, p_x: list) -> tuple[list, list, dict]:
-    """(r(x) [m], Σr [m], removed): what each guessed child of a node is tried against. tokens [m]
-    ids in the order tried, p_x [m] their p at the node (floats, or 0-d tensors). removed
-    ({token: r(x)}): all of them, what the node's last token avoids when none is kept."""
-    removed, r_x, r_mass = {}, [], []
-    for x, p in zip(tokens, p_x):
-        # Child i is tried only after 0..i-1 were rejected: against p less them (a repeated token: r = 0).
-        r_x.append(0.0 if x in removed else p)
-        r_mass.append(1.0 - sum(removed.values()))
-        reject_child(removed, x, r_x[-1])
-    return r_x, r_mass, removed
 
 
 def point_masses(tokens: list, like: torch.Tensor) -> torch.Tensor:
@@ -157,7 +134,7 @@ def accept_tree(parents: list, draft_ids: torch.Tensor, p_target: torch.Tensor, 
     test = KeepTest.TOP if greedy else KeepTest.SAMPLED if sampled else KeepTest.CHOSEN
     while True:
         kids, kept = children[node], None
-        r_x, r_mass, removed = guess_masses([ids_h[c] for c in kids], [p_child[c] for c in kids])
+        r_x, r_mass, removed = node_steps.guess_masses([ids_h[c] for c in kids], [p_child[c] for c in kids])
         for i, child in enumerate(kids):
             tests[child] = test
             if greedy:

@@ -169,6 +169,7 @@ class ShapeRule:
         # Highest estimate first; a child never beats its parent (a ≤ 1) and ties go to the parent,
         # so what is taken is a tree.
         order = sorted(range(n), key=lambda j: (-est[j], j))
+        # C counts the model calls made (`grown`: a copy or a recall costs none), at most one per model level kept.
         n_kept, tokens, cost = take([est[i] for i in order], 1.0, 1.0 + c * min(grown, model_levels or grown), slope)
         kept = sorted(order[:n_kept])
         depth = max((depths[i] for i in kept), default=0)
@@ -185,7 +186,7 @@ class ShapeRule:
         parent was reached (committed: the round's tokens before any cut, one per depth)."""
         self.sums = self.sums + M.round_sums([rnd])
         self.kept_depth = rnd.tree_depth
-        self.plain_run = 0 if rnd.levels else self.plain_run + 1
+        self.plain_run = 0 if rnd.levels or rnd.n_verified else self.plain_run + 1
         fade = 0.5 ** (1 / HALF_LIFE)
         for table in (self.hits, self.confs):
             for key in table:

@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 import torch
 from transformers import DynamicCache
 
+from ..costs import machine_load
 from ..costs.machine_costs import pass_costs
 from ..drafters.base import Drafter, TokenTree, fit_vocab, tapped
+from ..drafters.recycle import RecycleTable
 from ..errors import DecodeError
 from ..registry import REGISTRY
 from ..sampling import SamplingConfig, warp_probs
@@ -65,10 +67,13 @@ class DecodeState:
 
 @torch.inference_mode()
 def start_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafter] = None,
-                 k_schedule: Optional[list] = None, interleaved: Optional[Sequence[str]] = None) -> DecodeState:
+                 k_schedule: Optional[list] = None, interleaved: Optional[Sequence[str]] = None,
+                 recalled: Optional[RecycleTable] = None) -> DecodeState:
     """Prefill target and drafter on prompt_ids [T] for a checked Request (parse_request; a plain
     plan: autoregressive decoding); return the state the rounds run on. k_schedule: checked replay
-    entries (ints and RoundPlans); interleaved: the lanes this decode is timed beside (its config)."""
+    entries (ints and RoundPlans); interleaved: the lanes this decode is timed beside (its config);
+    recalled: the recycle table a recalling drafter reads and writes, its owner's (a page session's,
+    a process's); None: a fresh one, so the decode repeats whatever ran before it."""
     if len(prompt_ids) == 0:
         raise SettingsError("the prompt is empty: give at least one token")
     mode = "autoregressive" if request.plan.kind == PLAIN else "speculative"
@@ -83,8 +88,12 @@ def start_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafte
     if not cfg.greedy:  # greedy never touches an RNG
         generator = torch.Generator(device=device)
         generator.manual_seed(int(seed) if seed is not None else torch.seed())
+    warmed = None
+    if drafter.wants_logits:       # a source that recalls: the table it walks, claimed for this target
+        recalled = recalled if recalled is not None else RecycleTable()
+        warmed = recalled.claim(pair.target_name, pair.vocab_size, device)
     config = pair.trace_config(plan=request.plan, drafter=drafter, cfg=cfg, seed=seed, max_new_tokens=max_new_tokens,
-                               mode=mode, k_schedule=k_schedule, interleaved=interleaved)
+                               mode=mode, k_schedule=k_schedule, interleaved=interleaved, recalled_runs=warmed)
     trace = Trace(config=config,
                   prompt={"text": pair.decode(prompt.tolist()), "ids": prompt.tolist()}, token_bytes={})
     st = DecodeState(pair, cfg, drafter, DynamicCache(config=pair.target.config), prompt, generator,
@@ -97,16 +106,11 @@ def start_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafte
     # The target cache holds every committed token but the last; the last is the first input of
     # the next verify pass, so every round scores [last, drafts] alike.
     if len(prompt) > 1:
-        # A drafter that recalls the target's choices (recycling) may be seeded with the prompt's:
-        # the prefill then scores every position (more logits, timed in the prefill).
-        seeding = drafter.wants_logits and drafter.wants_prompt_logits
         out = pair.target(prompt[None, :-1], past_key_values=st.cache, use_cache=True,
-                          logits_to_keep=0 if seeding else 1, output_hidden_states=drafter.wants_hidden)
-        if seeding:
-            drafter.recall(prompt[:-1], fit_vocab(out.logits[0], pair.vocab_size))
+                          logits_to_keep=1, output_hidden_states=drafter.wants_hidden)
         if drafter.wants_hidden:
             drafter.observe(tapped(out.hidden_states, drafter.feature_layers)[0])
-    drafter.start(prompt)
+    drafter.start(prompt, recalled if drafter.wants_logits else None)
     trace.prefill_s = st.elapsed()
     return st
 
@@ -125,8 +129,8 @@ def decode_round(st: DecodeState, order: RoundOrder) -> Round:
     # 1. Draft: a token tree rooted after the last committed token (a chain: width 1), its nodes
     #    with the q they came from, over the target's vocabulary, grown level by level while the
     #    rule (or a replayed round's level count) says a level pays; the rule keeps the nodes that pay.
-    # `grown`: the draft calls made, counted where they happen (grow.py): one per model level, one
-    # for prompt lookup's whole copy, one for a block drafter's; none for a plain step.
+    # `grown`: the model calls made, counted where they happen (grow.py): one per model level, one
+    # for a block drafter's; none for prompt lookup's copy, a recalled walk or a plain step.
     tree, depth, grown = _draft(st, shape, decider)
     keep, decision = decider.choose(tree, grown) if decider is not None else (None, None)
     if keep is not None:
@@ -181,8 +185,8 @@ def decode_round(st: DecodeState, order: RoundOrder) -> Round:
     st.done = stop_reason is not None
 
     # 6. Record the round (top-N of every distribution, moved to the host once), built once. Its
-    #    plan is recorded for a tree budget or a rule's round, and whenever its draft calls differ
-    #    from its depth (a block drafter's one call, a lookup's copy), so a replay grows it alike.
+    #    plan is recorded for a tree budget or a rule's round, and whenever its model calls differ
+    #    from its depth (a block drafter's one call, a lookup's copy: none), so a replay grows it alike.
     plan = None
     if order.recorded or grown != max(tree.depths, default=0):
         plan = RoundPlan(depth, shape.width, shape.frontier, shape.nodes, None if keep is None else tuple(keep), grown)
@@ -219,7 +223,8 @@ def _draft(st: DecodeState, shape: Shape, decider=None) -> tuple:
 def stream_speculative(pair, prompt_ids, k: Union[int, str, None] = None, *, tree="auto", temperature=0.0,
                        top_k=0, top_p=1.0, max_new_tokens=64, seed=0, drafter: Optional[Drafter] = None,
                        k_schedule: Optional[Sequence] = None,
-                       interleaved: Optional[Sequence[str]] = None) -> Iterator[Trace]:
+                       interleaved: Optional[Sequence[str]] = None,
+                       recalled: Optional[RecycleTable] = None) -> Iterator[Trace]:
     """Yield the Trace after every round; the last one yielded is the final Trace.
 
     prompt_ids: sequence of ids (list or 1-D tensor). The drafting shape:
@@ -230,20 +235,22 @@ def stream_speculative(pair, prompt_ids, k: Union[int, str, None] = None, *, tre
     k_schedule: how the first rounds drafted, `trace.k_schedule()` of an earlier run (ints: chains;
     RoundPlans, or their dicts: tree or rule rounds); replaying it with the same seed reproduces that
     run's tokens. Time spent by the consumer between yields is excluded from the trace's timings.
-    interleaved: the lanes it is timed beside (set by decoding.interleave).
+    interleaved: the lanes it is timed beside (set by decoding.interleave). recalled: a RecycleTable
+    the caller keeps for recalled guesses across its runs (None: a fresh one: the run repeats).
     """
     request = parse_request(k, tree, temperature, top_k, top_p, max_new_tokens, seed)
     yield from stream_decode(pair, prompt_ids, request, drafter=drafter, k_schedule=k_schedule,
-                             interleaved=interleaved)
+                             interleaved=interleaved, recalled=recalled)
 
 
 def stream_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafter] = None,
-                  k_schedule: Optional[Sequence] = None,
-                  interleaved: Optional[Sequence[str]] = None) -> Iterator[Trace]:
+                  k_schedule: Optional[Sequence] = None, interleaved: Optional[Sequence[str]] = None,
+                  recalled: Optional[RecycleTable] = None) -> Iterator[Trace]:
     """The round loop for a checked Request (parse_request), speculative or plain (request.plan
     PLAIN: one target step a round, no drafter), yielding the Trace after every round. The pair's
     models are held in the registry while it runs (never evicted mid-decode). interleaved: the
-    lanes it is timed beside (decoding.interleave starts each lane with their names)."""
+    lanes it is timed beside (decoding.interleave starts each lane with their names); recalled:
+    the caller's recycle table (start_decode; None: a fresh one)."""
     plan = request.plan
     with REGISTRY.holding(pair.target, pair.draft_model):
         if plan.kind == PLAIN:
@@ -254,11 +261,13 @@ def stream_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Draft
             drafter = drafter or pair.new_drafter()
             plan.check_drafter(drafter.slots, drafter.name)
         schedule = _check_schedule(k_schedule)
-        st = start_decode(pair, prompt_ids, request, drafter=drafter, k_schedule=schedule, interleaved=interleaved)
+        st = start_decode(pair, prompt_ids, request, drafter=drafter, k_schedule=schedule, interleaved=interleaved,
+                          recalled=recalled)
         # The shape rule (tree = "auto", or k = "auto" as a chain): its state lives in this decode.
         rule = (ShapeRule.for_decode(pair, chain=not plan.branches, slots=st.drafter.slots)
                 if plan.auto else None)
         fixed = None if plan.auto else RoundOrder.fixed(plan.fixed_shape())
+        load_at_start = machine_load.reading()   # what else runs meanwhile, said in the finished trace
         while not st.done:
             # Each round's order: a recorded schedule's entry, the shape rule's round, or the fixed plan's.
             if schedule is not None and len(st.trace.rounds) < len(schedule):
@@ -270,7 +279,9 @@ def stream_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Draft
             decode_round(st, order)
             t_pause = time.perf_counter()
             sync_output(st)
-            yield st.trace
+            if st.done:
+                st.trace.machine_load = machine_load.between(load_at_start, machine_load.reading())
+            yield st.trace.snapshot()        # the decode goes on with its own: readers get this round's state
             st.paused_s += time.perf_counter() - t_pause
 
 

@@ -11,12 +11,11 @@ last hidden states (`observe`) when it asks for them.
 The calls, in the order the decoder makes them (decoding/speculative.py, grow.py):
 
     drafter.observe(hidden)      # prefill: the target's hidden states of prompt[:-1] (if wants_hidden)
-    drafter.start(prompt_ids)    # once per decode
+    drafter.start(prompt_ids, recalled)   # once per decode (recalled: the caller's recycle table, if it recalls)
     # each round, for each part (a combined drafter is two: lookup, then its model):
     level = part.draft(committed, None, width, depth, cfg, generator)   # the root's children
     level = part.draft(committed, pick, width, depth, cfg, generator)   # children of the picked
-    drafter.recall(tokens, logits)   # the verify pass' inputs and raw logits (if wants_logits: recycling;
-                                     # the prefill's too, before start, if wants_prompt_logits)
+    drafter.recall(tokens, logits)   # the verify pass' inputs and raw logits (if wants_logits: recycling)
     drafter.rollback(n_valid)    # keep state for committed[:n_valid] only (the accepted prefix)
     drafter.observe(hidden)      # the verify pass' hidden states of the newly committed positions
 
@@ -283,7 +282,6 @@ class Drafter:
     source = Source.MODEL              # what its guesses are tagged with
     wants_hidden = False
     wants_logits = False               # recall() is handed every verify pass's logits
-    wants_prompt_logits = False        # ... and the prefill's, every prompt position's (recycling's seed)
     feature_layers: tuple = (-1,)      # hidden_states indices observe() is handed (wants_hidden)
     version: Optional[str] = None      # of its trained weights (traces record it), if any
     kernels: Optional[str] = None      # matrix kernels of the drafter's model (fastpath.py), if any
@@ -300,8 +298,10 @@ class Drafter:
         """Every Source its guesses may carry (a combined drafter: several)."""
         return (self.source,)
 
-    def start(self, prompt_ids: torch.Tensor) -> None:
-        """prompt_ids [T]: the decode starts; forget any earlier state."""
+    def start(self, prompt_ids: torch.Tensor, recalled=None) -> None:
+        """prompt_ids [T]: the decode starts; forget any earlier per-decode state. recalled: the
+        RecycleTable a recalling source (wants_logits) reads and writes, its owner's, claimed by the
+        decoder (None for every other drafter)."""
 
     def parts(self, committed: torch.Tensor, chain: bool, budgeted: bool) -> list:
         """The single-source drafters that draft this round after committed [L], in the order their

@@ -307,7 +307,7 @@ class FeatureDrafter(Drafter):
         self.rows, self.cand_rows, self.cand_ids, self.depth = None, None, None, 0
 
     @torch.inference_mode()
-    def start(self, prompt_ids):
+    def start(self, prompt_ids, recalled=None):
         # observe() of the prompt came just before start(): the head reads the prompt now, in the
         # prefill, so the first round's draft time is one round's (the shape rule measures c from it).
         self.cache, self.n_true, self.g_next = None, 0, None

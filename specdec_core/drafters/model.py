@@ -28,7 +28,7 @@ class ModelDrafter(Drafter):
         self.last: Optional[torch.Tensor] = None    # [1] the token drawn at the last level
 
     @torch.inference_mode()
-    def start(self, prompt_ids: torch.Tensor) -> None:
+    def start(self, prompt_ids: torch.Tensor, recalled=None) -> None:
         # The cache always holds every committed token but the last: the last one is fed next round.
         self.cache = DynamicCache(config=self.model.config)
         self.n_cached = 0

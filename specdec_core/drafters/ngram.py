@@ -21,6 +21,10 @@ class NGramDrafter(Drafter):
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
         self.copy, self.at = [], 0      # this round's continuation, and the level drafted last
 
+    def start(self, prompt_ids, recalled=None):
+        """A decode starts: no copy yet (its per-decode state)."""
+        self.copy, self.at = [], 0
+
     def match(self, tokens: list[int]) -> tuple[int, int]:
         """(n, start): the longest suffix n-gram (min_ngram ≤ n ≤ max_ngram) seen earlier, and where
         the tokens that followed its latest earlier occurrence start; (0, -1) without a match."""

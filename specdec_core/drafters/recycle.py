@@ -12,8 +12,11 @@ chain round at T > 0 the guess is drawn from a one-hot q, as prompt lookup's cop
 probabilities rank the guesses and are the shape rule's confidence; they are not what a token is
 drawn from.
 
-The table is kept per loaded target (on the target module: a new target starts a fresh one), across
-requests, with a fixed size of |V| × K entries (~2.4 MB at |V| = 49,152, K = 8).
+The table belongs to whoever keeps it, never to a loaded model: a page session keeps one (app/),
+the CLI and the bench one per process; a decode given none starts its own, empty, so a seeded run
+repeats. A table is bound to one target (a run on another target empties it) and counts the runs
+that wrote into it (`RecycleTable.claim`, recorded as `config.recalled_runs`). Size |V| × K entries
+(~4.7 MB at |V| = 49,152, K = 8), made on first use.
 """
 from __future__ import annotations
 
@@ -25,31 +28,38 @@ import torch
 from .base import Drafter, Level, Source, empty_level
 
 TOP = 8            # next tokens kept per token (the paper's 8: wider rows hold little more)
-# Children per expanded node of a recalled tree (tests/measure_recycle.py, 14 held-out prompts,
-# greedy, tree = auto; docs/bench/recycle): beside the distilled head, width 1 holds 2.12 tokens per
-# pass against 1.96 at width 2 and 1.30 at 8 (the head's own 1.76-1.83): wide recalled levels crowd
-# the model's guesses out of the pass. Alone with prompt lookup, width 2 holds 1.65 against 1.59 at
-# width 1 (prompt lookup alone: 1.21). Those runs shared one table between two recycling drafts, which
-# inflates both (docs/bench/recycle, correction). With a table per draft: lookup + recycle holds 1.23 /
-# 1.28 / 1.30 at widths 1 / 2 / 4 and lookup + distilled + recycle 1.76 / 1.77 / 1.81, none faster in
-# tok/s than the draft beside it; kept as they were.
-WIDTH_BESIDE_MODEL, WIDTH_ALONE = 1, 2
-# Seed the table from the prompt's prefill (every prompt position's logits, which a plain prefill
-# does not make): set from tests/measure_recycle.py --seed (docs/bench/recycle).
-SEED_FROM_PROMPT = False
+# Children per expanded node of a recalled tree, alone or beside a model draft (one meaning: the
+# walk's width; a chain round draws one guess whatever the width). With a table per draft
+# (tests/measure_recycle.py, 14 held-out prompts, greedy, tree = auto; docs/bench/recycle, correction):
+# lookup + recycle holds 1.23 / 1.28 / 1.30 tokens per pass at widths 1 / 2 / 4 and lookup + distilled
+# + recycle 1.76 / 1.77 / 1.81, none faster in tok/s than the draft beside it: 2 is no worse than 1
+# in either company and keeps recalled levels from crowding the model's guesses out of the pass.
+WIDTH = 2
 
 
 @dataclass
 class RecycleTable:
-    """ids [V, TOP] long (−1: never seen) and probs [V, TOP] float: for each token, the target's top
-    next tokens at temperature 1 from the last pass that scored it, best first."""
-    ids: torch.Tensor
-    probs: torch.Tensor
+    """For each token of one target, the target's top next tokens at temperature 1 from the last
+    pass that scored it, best first: ids [V, TOP] long (−1: never seen), probs [V, TOP] float; None
+    until a decode claims it. `runs`: the decodes that have written into it."""
+    ids: Optional[torch.Tensor] = None
+    probs: Optional[torch.Tensor] = None
+    target: Optional[str] = None
+    runs: int = 0
 
     @classmethod
-    def empty(cls, vocab_size: int, device="cpu") -> "RecycleTable":
+    def empty(cls, vocab_size: int, device="cpu", target: Optional[str] = None) -> "RecycleTable":
         return cls(torch.full((vocab_size, TOP), -1, dtype=torch.long, device=device),
-                   torch.zeros(vocab_size, TOP, device=device))
+                   torch.zeros(vocab_size, TOP, device=device), target)
+
+    def claim(self, target: str, vocab_size: int, device="cpu") -> int:
+        """A decode of `target` starts on this table: emptied first when it held another target's
+        (or another vocabulary's) choices. Returns how many earlier runs warmed it, and counts this one."""
+        if self.ids is None or self.target != target or self.ids.shape[0] != vocab_size:
+            fresh = RecycleTable.empty(vocab_size, device, target)
+            self.ids, self.probs, self.target, self.runs = fresh.ids, fresh.probs, target, 0
+        warmed, self.runs = self.runs, self.runs + 1
+        return warmed
 
     @torch.inference_mode()
     def update(self, tokens: torch.Tensor, logits: torch.Tensor) -> None:
@@ -69,40 +79,37 @@ class RecycleTable:
         self.probs.index_copy_(0, at, probs.to(self.probs.device))
 
 
-def table_for(target, vocab_size: int, device) -> RecycleTable:
-    """The target's table, made on first use: it lives on the target module, so every pair that
-    shares the loaded target shares it, and a new target starts empty."""
-    table = getattr(target, "_specdec_recycle", None)
-    if table is None or table.ids.shape[0] != vocab_size:
-        table = RecycleTable.empty(vocab_size, device)
-        object.__setattr__(target, "_specdec_recycle", table)     # not a submodule or a buffer
-    return table
-
-
 class RecycleDrafter(Drafter):
-    """Walks the recycle table: level 1 the top of the last committed token's row, each later level
-    the top of its parent's row. A chain (width 1): the best guess, q one-hot on it; a tree: each
-    expanded node's top-min(width, its own width), q the row's recalled probabilities."""
+    """Walks a recycle table: level 1 the top of the last committed token's row, each later level
+    the top of its parent's row. A chain round (width 1): the best guess, q one-hot on it; a tree
+    round: each expanded node's top-min(round width, WIDTH), q the row's recalled probabilities.
+    Its state across decodes is the table it is handed at `start` (its owner's); its per-decode
+    state, the last level's candidates, starts empty there."""
 
     name = "recycle"
     source = Source.RECYCLE
     wants_logits = True
 
-    def __init__(self, table: RecycleTable, vocab_size: int, device="cpu", width: int = WIDTH_ALONE,
-                 seed_from_prompt: bool = SEED_FROM_PROMPT):
+    def __init__(self, vocab_size: int, device="cpu", width: int = WIDTH):
         super().__init__(vocab_size, device)
-        self.table, self.width = table, width
-        self.wants_prompt_logits = seed_from_prompt     # recall() also gets the prefill's logits
+        self.width = width
+        self.table: Optional[RecycleTable] = None       # its owner's, handed over at start
         self.frontier: Optional[torch.Tensor] = None    # the last level's candidate ids
 
+    def start(self, prompt_ids, recalled=None):
+        """A decode starts: walk `recalled` (its owner's RecycleTable, claimed by the decoder), or
+        an empty one of its own when none is given."""
+        self.table = recalled if recalled is not None else RecycleTable.empty(self.vocab_size, self.device)
+        self.frontier = None
+
     def recall(self, tokens: torch.Tensor, logits: torch.Tensor) -> None:
-        """A verify pass's (or the prefill's) input tokens [n] and raw logits [n, V]: into the table."""
+        """A verify pass's input tokens [n] and raw logits [n, V]: into the table."""
         self.table.update(tokens, logits)
 
     def draft(self, committed, expand, width, depth, cfg, generator) -> Level:
         rows = committed[-1:] if expand is None else self.frontier.index_select(0, expand.to(self.device))
         ids, probs = self.table.ids.index_select(0, rows), self.table.probs.index_select(0, rows)   # [f, TOP]
-        width = min(width, TOP, self.width)
+        chain, width = width == 1, min(width, TOP, self.width)
         ids, probs = ids[:, :width], probs[:, :width]
         seen = ids >= 0
         if not bool(seen.any()):
@@ -115,7 +122,7 @@ class RecycleDrafter(Drafter):
         cols, at = torch.unique(cand, return_inverse=True)
         logits = torch.full((len(rows), len(cols)), float("-inf"), device=self.device)
         over = dict(cols=cols, vocab_size=self.vocab_size)
-        if width == 1:
+        if chain:
             # A chain: the guess is a point mass (q one-hot), so a sampled chain's draw is the guess.
             logits[parents, at] = 0.0
             return Level(cand, parents, torch.zeros(len(cand), device=self.device), logits, logits.exp(),

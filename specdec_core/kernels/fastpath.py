@@ -224,10 +224,10 @@ def apply(model: nn.Module, enable: bool = True, weights_from=None, dtype: torch
     for pk, srcs in packs_of(model):
         pk.rebase(srcs)
     extra = sum(t.numel() * t.element_size() for t in _matrices(model) if t.data_ptr() not in mapped)
-    # Few-row products padded where this machine runs them faster so (rows.py), measured on the
-    # model's own packs once.
+    # Few-row products padded where this machine runs them faster so (rows.py), measured once per
+    # CPU model and torch version and kept: every load on this machine makes the same choice.
     packs = [pk for pk, _ in packs_of(model)]
-    padded = rows.set_padding(packs, rows.measure(packs))
+    padded = rows.set_padding(packs, rows.decided(packs))
     return _set(model, Kernels(FAST, None, n_packed, extra, fused, "bf16" if dtype is torch.bfloat16 else "fp32",
                                padded))
 

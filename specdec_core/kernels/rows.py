@@ -17,20 +17,32 @@ padding measures at least MARGIN faster (the pad costs a concatenation and a sli
 product, so it pays only where the kernel gains more). Only shapes whose matrices together do not
 fit the last-level cache are measured: a pass streams them from memory, as timed; a smaller set
 stays in the cache while it is timed, which says nothing about a pass. SPECDEC_PAD_ROWS=0 turns it off.
+
+Decided once per machine (`decided`): a shape's choice is kept in a file keyed by the CPU's model and
+torch's version (SPECDEC_CACHE_DIR, default ~/.cache/specdec: pad_rows.json) and read by every later
+load, so two loads of one model on one machine run the same kernels and give bit-identical logits
+(timed at each load, a shape whose gain sits near MARGIN could flip between loads: logits then
+differed by ~5e-5). The choice shows in the trace (`config.kernels`).
 """
 from __future__ import annotations
 
+import json
+import os
+import platform
 import statistics
 import time
 from collections import defaultdict
+from functools import lru_cache
 from pathlib import Path
 
 import torch
 
+from ..atomic import write_atomic
 from . import switches
 from .packed import PAD_TO
 
 ENV = "SPECDEC_PAD_ROWS"
+CACHE_ENV = "SPECDEC_CACHE_DIR"     # where the per-machine decisions are kept
 MARGIN = 0.95      # padded must take ≤ 95 % of the time: a measured gain, not noise
 REPS = 3
 
@@ -66,11 +78,62 @@ def shapes(packs: list) -> dict:
     return dict(groups)
 
 
+@lru_cache(maxsize=None)
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else platform's; "" when unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or ""
+
+
+def machine_key() -> str:
+    """What a kernel choice holds for: this CPU model and this torch."""
+    return f"{cpu_model() or platform.machine()} | torch {torch.__version__}"
+
+
+def cache_file() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "specdec") / "pad_rows.json"
+
+
+def _key_text(key: tuple) -> str:
+    return f"{key[0]}x{key[1]} {str(key[2]).replace('torch.', '')}"
+
+
+def decided(packs: list) -> dict:
+    """measure(packs), once per machine: shapes this CPU model and torch already decided are read
+    from cache_file(), the others measured and added to it (an unwritable cache: measured each load)."""
+    if not enabled():
+        return {}
+    path, machine = cache_file(), machine_key()
+    try:
+        known = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        known = {}
+    mine = known.get(machine, {})
+    wanted = {_key_text(key): key for key in shapes(packs)}
+    found = {key: frozenset(mine[text]) for text, key in wanted.items() if text in mine}
+    new = measure([pk for pk in packs if _key_text(shape_of(pk)) not in mine])
+    if new:
+        known[machine] = {**mine, **{_key_text(key): sorted(r) for key, r in new.items()}}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, lambda f: f.write(json.dumps(known, indent=1).encode()))
+        except OSError:
+            pass
+    return {key: r for key, r in {**found, **new}.items() if r}
+
+
 @torch.inference_mode()
 def measure(packs: list) -> dict:
     """{pack shape: the row counts (of 1..PAD_TO-1) its products run at least MARGIN faster padded
     to PAD_TO rows}, for the shapes of `packs` whose matrices together exceed the last-level cache
-    (the others, and every shape when turned off: none)."""
+    (the others, and every shape when turned off: none); a measured shape that pads no row count
+    maps to an empty set."""
     if not enabled():
         return {}
     cache = last_level_cache_bytes()

@@ -245,14 +245,15 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Union[str, DraftSpec, None] =
     pair.target_name = target_name
     if draft_name is not None:
         pair.draft_name = draft_name
-    if spec.kind == RECYCLE:
-        # token recycling: guesses from the target's own earlier passes (drafters/recycle.py)
-        from ..drafters.combined import recycle_factory
-        pair.make_drafter, pair.draft_name = recycle_factory, spec.name
+    # Token recycling (drafters/recycle.py): guesses from the target's own earlier passes, alone
+    # ("recycle") or after every other part of a combined drafter (combined.py), one placement.
+    from ..drafters.combined import combined_factory, recycle_factory
     if spec.lookup:
-        # prompt lookup first, the spec's drafter where the text does not repeat (combined.py),
-        # and the recalled guesses in every tree round with recycle
-        from ..drafters.combined import combined_factory
-        pair.make_drafter = combined_factory(pair.make_drafter, recycle=spec.recycle)
+        # prompt lookup first, the spec's drafter where the text does not repeat (none for
+        # "lookup+recycle"), then the recalled guesses with recycle
+        model_factory = None if spec.kind == RECYCLE else pair.make_drafter
+        pair.make_drafter = combined_factory(model_factory, recycle=spec.recycle or spec.kind == RECYCLE)
         pair.draft_name = spec.name
+    elif spec.kind == RECYCLE:
+        pair.make_drafter, pair.draft_name = recycle_factory, spec.name
     return pair

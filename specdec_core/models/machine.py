@@ -4,22 +4,10 @@ from __future__ import annotations
 
 import os
 import platform
-from functools import lru_cache
 
 import torch
 
-
-@lru_cache(maxsize=None)
-def _cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), else platform's; "" when unknown."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return " ".join(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return platform.processor() or ""
+from ..kernels.rows import cpu_model as _cpu_model
 
 
 def describe(device) -> str:

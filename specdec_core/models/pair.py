@@ -124,9 +124,10 @@ class ModelPair:
         return out
 
     def trace_config(self, *, plan, drafter, cfg, seed, max_new_tokens, mode, k_schedule=None,
-                     interleaved=None):
+                     interleaved=None, recalled_runs=None):
         """The TraceConfig of a decode of this pair: what it was asked for (plan, sampling, seed,
-        tokens, a replayed k_schedule, the lanes it is timed beside) and where it runs."""
+        tokens, a replayed k_schedule, the lanes it is timed beside, how many earlier runs warmed
+        its recycle table) and where it runs."""
         import transformers
 
         from ..version import __version__
@@ -147,7 +148,7 @@ class ModelPair:
             kernels=self.kernels(drafter if spec else None),
             k_schedule=None if k_schedule is None else tuple(k_schedule),
             interleaved=None if interleaved is None else tuple(interleaved),
-            draft_slots=drafter.slots if spec else None,
+            draft_slots=drafter.slots if spec else None, recalled_runs=recalled_runs if spec else None,
             draft_vocab=encode_vocab(proposable.tolist(), self.vocab_size) if proposable is not None else None)
 
 

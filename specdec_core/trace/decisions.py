@@ -93,6 +93,35 @@ class DrawnFrom(str, Enum):
     TOP = "top"                        # temperature 0: the target's top token
 
 
+# The rule's scalar steps per node (decoding/rule.py runs them in every round; trees.derive_tests
+# with them fills in an older trace's tests on load).
+def keep_threshold(r_x: float, q_x: float, r_mass: float = 1.0) -> float:
+    """The number a draft's u is tested against, min(1, (r(x)/Σr)/q(x)) (keeps_draft without the
+    division, in the form a person reads): min(1, p/q) for a sampled child, r(x)/Σr for a guess."""
+    denominator = q_x * r_mass
+    return 1.0 if denominator <= 0 else min(1.0, r_x / denominator)
+
+
+def reject_child(removed: dict, token: int, r_x) -> None:
+    """A rejected guess leaves its node's distribution: r(x) ← 0, its mass leaves Σr (a repeated
+    token's mass left with its first copy)."""
+    removed.setdefault(token, r_x)
+
+
+def guess_masses(tokens: list, p_x: list) -> tuple[list, list, dict]:
+    """(r(x) [m], Σr [m], removed): what each guessed child of a node is tried against. tokens [m]
+    ids in the order tried, p_x [m] their p at the node (floats, or 0-d tensors). removed
+    ({token: r(x)}): all of them, what the node's last token avoids when none is kept."""
+    removed, r_x, r_mass = {}, [], []
+    for x, p in zip(tokens, p_x):
+        # Child i is tried only after 0..i-1 were rejected: against p less them (a repeated token: r = 0).
+        r_x.append(0.0 if x in removed else p)
+        r_mass.append(1.0 - sum(removed.values()))
+        reject_child(removed, x, r_x[-1])
+    return r_x, r_mass, removed
+
+
+
 # How each recorded test and source of the last token reads to a person (every view prints these).
 TEST_NAMES = {KeepTest.SAMPLED: "min(1, p/q)", KeepTest.CHOSEN: "r(x)/Σr", KeepTest.TOP: "top token"}
 DRAWN_FROM_WORDS = {

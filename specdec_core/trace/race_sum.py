@@ -1,11 +1,12 @@
 """The race's sum, from its own clocks: why speculation won or lost, in seconds a student can add up.
 
     plain        = prefill + passes × its step time
-    speculative  = prefill + passes × its (bigger) pass time + draft calls × their cost
+    speculative  = prefill + passes × its (bigger) pass time + model calls × their cost + free guessing
 
 Both sums are exact: each lane's clock is its prefill plus its rounds, a plain round is one target
-step, and a speculative round is its draft calls plus the rest (one target pass over the guesses and
-the bookkeeping around it). What speculation saved is the passes it did not run; what it paid is the
+step, and a speculative round is its draft time plus the rest (one target pass over the guesses and
+the bookkeeping around it); draft time is counted per model call (Round.levels), and a round that
+made none — prompt lookup's copy, recalled guesses — spent free guessing time. What speculation saved is the passes it did not run; what it paid is the
 guessing and the extra width of each pass. The biggest reason is read off the same sum (few guesses
 kept, else the larger price), and a machine more than MACHINE_RATIO slower per plain step than a
 reference race's (the recorded races the page opens on) is said to be slower or busier.
@@ -30,6 +31,11 @@ MACHINE_RATIO = 1.5    # plain steps this much slower (or faster) than the refer
 # speculative pass with its guessing costs about 1.1-1.5 plain steps, and the recorded everyday race
 # (a third of its tokens kept) barely won while the copy-heavy one (seven in ten) won 1.8x.
 KEPT_FEW = 0.4
+# A race is said to have run on a busy machine when other processes kept at least this share of its
+# cores busy on average, or the hypervisor stole at least STEAL_BUSY of its time (trace.machine_load).
+# A quarter: on 2 cores, half a core of other work moves a race's clocks visibly (issue 60: median
+# 21 %, max 39 % under the race test's switching load). Not tuned further.
+BUSY_SHARE, STEAL_BUSY = 0.25, 0.05
 # Each reason (RaceSum.reason) in a student's words.
 REASON_WORDS = {"acceptance": "few guesses kept", "draft": "the cost of guessing",
                 "verify": "the bigger passes that check the guesses", "none": "no guesses at all",
@@ -49,12 +55,14 @@ class RaceSum:
     spec_prefill_s: float
     spec_passes: int
     spec_pass_s: float           # mean speculative round minus its draft calls (the pass and bookkeeping)
-    draft_calls: int
-    draft_call_s: float          # mean draft call
+    draft_calls: int             # model calls (a copy or a recall is none)
+    draft_call_s: float          # mean model call (the draft time of the rounds that made one ÷ their calls)
     kept: int                    # tokens that were kept guesses
     reason: str                  # a REASON_WORDS key
     machine_ratio: Optional[float] = None    # this plain step ÷ the reference race's
     reference_step_s: Optional[float] = None
+    free_s: float = 0.0          # draft time of the rounds that made no model call (copies, recalls)
+    load: Optional[dict] = None  # what else ran during the race (Trace.machine_load of its longer lane)
 
     @property
     def plain_s(self) -> float:
@@ -62,7 +70,7 @@ class RaceSum:
 
     @property
     def spec_s(self) -> float:
-        return self.spec_prefill_s + self.spec_passes * self.spec_pass_s + self.draft_calls * self.draft_call_s
+        return self.spec_prefill_s + self.spec_passes * self.spec_pass_s + self.guessing_s
 
     @property
     def saved_s(self) -> float:
@@ -71,7 +79,7 @@ class RaceSum:
 
     @property
     def guessing_s(self) -> float:
-        return self.draft_calls * self.draft_call_s
+        return self.draft_calls * self.draft_call_s + self.free_s
 
     @property
     def wider_s(self) -> float:
@@ -114,8 +122,9 @@ class RaceSum:
             f"plain        = {self.plain_passes} passes × {ms(self.plain_step_s)} = "
             f"{self.plain_passes * self.plain_step_s:.2f} s (+ {self.plain_prefill_s:.2f} s reading the prompt) "
             f"for {self.plain_tokens} tokens",
-            f"speculative  = {self.spec_passes} passes × {ms(self.spec_pass_s)} + {self.draft_calls} guessing "
-            f"steps × {ms(self.draft_call_s)} = {self.spec_passes * self.spec_pass_s:.2f} s + {self.guessing_s:.2f} s "
+            f"speculative  = {self.spec_passes} passes × {ms(self.spec_pass_s)} + {self.draft_calls} model "
+            f"calls × {ms(self.draft_call_s)}" + (f" + {ms(self.free_s)} free guessing (copies, recalls)" if self.free_s else "")
+            + f" = {self.spec_passes * self.spec_pass_s:.2f} s + {self.guessing_s:.2f} s "
             f"(+ {self.spec_prefill_s:.2f} s reading the prompt) for {self.spec_tokens} tokens",
             f"saved {self.saved_s:.2f} s by running {self.spec_tokens - self.spec_passes} fewer passes; "
             f"{self.paid_words()}; {self.balance_words()}; per token "
@@ -139,7 +148,24 @@ class RaceSum:
             text += "; " + self.machine_words()
         elif self.reason == "machine":
             text += ": " + self.machine_words()
+        if self.busy:
+            text += "; " + self.busy_words()
         return text + "."
+
+    @property
+    def busy(self) -> bool:
+        """Other processes (or the hypervisor's steal) took a noticeable share of the machine during the race."""
+        load = self.load or {}
+        return (load.get("others_cores", 0.0) >= BUSY_SHARE * load.get("cores", 1)
+                or load.get("steal_share", 0.0) >= STEAL_BUSY)
+
+    def busy_words(self) -> str:
+        load = self.load
+        words = (f"the machine was busy: other programs kept {load['others_cores']:.1f} of its "
+                 f"{load.get('cores', '?')} cores working during the race")
+        if load.get("steal_share", 0.0) >= STEAL_BUSY:
+            words += f", and the host took {load['steal_share']:.0%} of its time"
+        return words
 
     def machine_words(self) -> str:
         slower = self.machine_ratio >= 1
@@ -164,7 +190,8 @@ def race_sum(spec, plain, reference=None) -> Optional[RaceSum]:
     of the same target recorded elsewhere (the page's recorded race) to compare step times with."""
     if spec is None or plain is None or not spec.rounds or not plain.rounds:
         return None
-    calls = sum(r.levels for r in spec.rounds)
+    calls = sum(r.levels for r in spec.rounds)                       # model calls
+    called_s = sum(r.draft_s for r in spec.rounds if r.levels)         # their draft time; the rest was free
     plain_step = _mean_round_s(plain)
     ref_step = None
     if reference is not None and reference.rounds and reference.config.target == plain.config.target:
@@ -174,7 +201,10 @@ def race_sum(spec, plain, reference=None) -> Optional[RaceSum]:
                     plain_passes=len(plain.rounds), plain_step_s=plain_step,
                     spec_tokens=len(spec.output_ids), spec_prefill_s=spec.prefill_s, spec_passes=len(spec.rounds),
                     spec_pass_s=sum(round_target_s(r) for r in spec.rounds) / len(spec.rounds),
-                    draft_calls=calls, draft_call_s=sum(r.draft_s for r in spec.rounds) / calls if calls else 0.0,
+                    draft_calls=calls, draft_call_s=called_s / calls if calls else 0.0,
+                    free_s=sum(r.draft_s for r in spec.rounds) - called_s,
+                    load=max((t.machine_load for t in (spec, plain) if t.machine_load),
+                             key=lambda x: x.get("wall_s", 0.0), default=None),
                     kept=sum(r.n_accepted for r in spec.rounds), reason="none",
                     machine_ratio=plain_step / ref_step if ref_step else None, reference_step_s=ref_step)
     return dataclasses.replace(total, reason=_biggest_reason(spec, plain, total))

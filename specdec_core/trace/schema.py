@@ -6,6 +6,7 @@ form; "specdec.trace/1" files, written before token trees, still load). Top-N li
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
@@ -88,6 +89,7 @@ class TraceConfig:
     k_schedule: Optional[tuple] = None    # replayed rounds: ints (a chain's k) and RoundPlans
     interleaved: Optional[tuple] = None   # the lanes it was timed beside, a round each in turn
     draft_slots: Optional[int] = None     # a block drafter: one draft call fills up to this many
+    recalled_runs: Optional[int] = None   # recalled guesses: earlier runs that had warmed the recycle table (0: empty)
     draft_vocab: Optional[dict] = None    # the ids a truncated draft vocabulary can propose (trace.tokens)
     extra: dict = field(default_factory=dict)
 
@@ -134,7 +136,7 @@ class TraceConfig:
 # Config keys written only when set (schema.json: optional, not nullable). draft, seed and tree are
 # always written (nullable).
 _OPTIONAL_CONFIG = ("mode", "device", "dtype", "machine", "eos_ids", "versions", "kernels", "k_schedule",
-                    "interleaved", "draft_slots", "draft_vocab")
+                    "interleaved", "draft_slots", "recalled_runs", "draft_vocab")
 
 
 @dataclass
@@ -295,6 +297,7 @@ class Trace:
     stop_reason: Optional[str] = None  # "eos" | "max_new_tokens"
     wall_clock: Optional[dict] = None  # optional: {"start", "end"} Unix seconds of the decode (lanes never overlap)
     token_bytes: Optional[dict] = None  # optional: {"id": "D983D9"} raw bytes of tokens whose text alone is not whole characters
+    machine_load: Optional[dict] = None  # optional: what else ran meanwhile (costs/machine_load.py): others_cores, steal_share
 
     @property
     def output_ids(self) -> list[int]:
@@ -326,12 +329,21 @@ class Trace:
             self.__dict__["_stats"], self.__dict__["_stats_key"] = compute_stats(self), key
         return self.__dict__["_stats"]
 
+    def snapshot(self) -> "Trace":
+        """A copy that the rest of its decode leaves as it is: what a streaming decode hands out, so
+        a reader on another thread (the page's, the race pump's) never sees a round appended before
+        its output text. Rounds are shared (never changed once appended), the containers copied."""
+        copied = lambda d: None if d is None else {k: list(v) if isinstance(v, list) else v for k, v in d.items()}
+        return dataclasses.replace(self, rounds=list(self.rounds), output=copied(self.output),
+                                   wall_clock=copied(self.wall_clock), token_bytes=copied(self.token_bytes))
+
     def to_dict(self) -> dict:
         """The trace as JSON data (the one place the typed trace becomes dicts)."""
         return {"schema": SCHEMA_ID, "config": self.config.to_dict(), "prompt": self.prompt,
                 "rounds": [r.to_dict() for r in self.rounds], "output": self.output,
                 "prefill_s": self.prefill_s, "finished": self.finished, "stop_reason": self.stop_reason,
-                "wall_clock": self.wall_clock, "token_bytes": self.token_bytes, "stats": self.stats}
+                "wall_clock": self.wall_clock, "token_bytes": self.token_bytes, "stats": self.stats,
+                **({"machine_load": self.machine_load} if self.machine_load is not None else {})}
 
     def to_json(self, indent: Optional[int] = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, allow_nan=False)
@@ -342,7 +354,7 @@ class Trace:
         trace = cls(config=TraceConfig.from_dict(d["config"]), prompt=d["prompt"],
                     rounds=[Round.from_dict(r) for r in d["rounds"]], output=d["output"],
                     prefill_s=d["prefill_s"], finished=d["finished"], stop_reason=d.get("stop_reason"),
-                    wall_clock=d.get("wall_clock"), token_bytes=d.get("token_bytes"))
+                    wall_clock=d.get("wall_clock"), token_bytes=d.get("token_bytes"), machine_load=d.get("machine_load"))
         # A trace written before the rule recorded its tests gets them derived, once, here.
         from .trees import derive_tests
         for rnd in trace.rounds:

@@ -195,9 +195,7 @@ def display_texts(trace: "Trace") -> DisplayTexts:
     for r in trace.rounds:
         n_committed = len(r.committed)
         n_kept = min(r.n_accepted, n_committed)          # drafts that are in the output
-        # A trace read while its decode appends a round (the page's thread during a race) can hold
-        # the round before its output text: that round is shown token by token, as if unspanned.
-        if output is not None and pos + n_committed <= len(output):
+        if output is not None:
             kept = output[pos: pos + n_kept]
             rest = _attribute(_pending_before(spans, pos + n_kept), [_bytes_of(t, tb) for t in r.drafted[n_kept:]])
             drafted.append(kept + rest)

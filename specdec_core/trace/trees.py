@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..drafters.base import Source, node_depths, sibling_ranks
 from ..drafters.ngram import NGramDrafter
 from ..drafters.recycle import RecycleDrafter
-from .decisions import DrawnFrom, KeepTest, draft_decision
+from .decisions import DrawnFrom, KeepTest, draft_decision, guess_masses, keep_threshold
 
 
 def child_outcomes(parents: list, ids: list, path: list, tokens: list) -> list:
@@ -79,11 +79,9 @@ def drafted_sources(config, rnd) -> list:
 def derive_tests(rnd, greedy: bool) -> None:
     """Fill in, in place, the tests of a round recorded before the rule wrote them (DraftToken /
     TreeNode .test and .keep_at, Correction.drawn_from), with the rule's own steps
-    (rule.guess_masses, rule.keep_threshold) on the recorded p and q: a sampled chain's drafts met
+    (decisions.guess_masses, keep_threshold: the rule's own) on the recorded p and q: a sampled chain's drafts met
     min(1, p/q); chosen guesses r(x)/Σr, r = p at the parent's row less the siblings rejected before;
     at T = 0 the top-token test. A round that has them is left as it is."""
-    from ..decoding.rule import guess_masses, keep_threshold   # here: decoding imports the trace
-
     by_r = _chosen(rnd)
     tried = [n for n in (rnd.tree or rnd.drafted) if _decision(n) != "not reached"]
     if all(n.test is not None for n in tried) and rnd.correction.drawn_from is not None:
