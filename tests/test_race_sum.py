@@ -213,7 +213,13 @@ def test_a_race_under_the_switching_load_names_the_busy_machine(default_pair):
     load = SwitchingLoad()
     load.on()
     try:
-        time.sleep(0.3)
+        # Start the race as the load's busy half starts (its processes are up), so the race overlaps a
+        # whole busy half: otherwise where the race falls in the 1.5 s on / 1.5 s off cycle decides
+        # whether the others' average (≈ 0.3–0.9 of the 2 cores) clears the threshold.
+        deadline = time.monotonic() + 10
+        while not load.procs and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)
         request = parse_request(k=3, tree=None, temperature=0.0, max_new_tokens=24)
         ids = default_pair.encode_prompt("Count from one to twenty in words.")
         last = dict(interleave({"speculative": partial(stream_decode, default_pair, ids, request),
