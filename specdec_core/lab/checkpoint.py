@@ -128,6 +128,14 @@ def load(folder: Path, head, opt) -> tuple[dict, list]:
     return state, prompts
 
 
+def resume(folder: Path, head, opt, settings: dict) -> tuple[dict, list]:
+    """load(), refused (SystemExit) when the folder's run was made with other settings."""
+    state, prompts = load(folder, head, opt)
+    if state["settings"] != json.loads(json.dumps(settings)):
+        raise SystemExit(f"{folder} holds a run with other settings ({state['settings']}): pass another --out")
+    return state, prompts
+
+
 def _ensure_opt_state(head, opt) -> None:
     """A fresh AdamW has no per-parameter state until its first step: make the slots."""
     for p in head.parameters():

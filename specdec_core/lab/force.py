@@ -28,7 +28,6 @@ def force(target, rows: list[tuple[np.ndarray, int]], layers=(10, 20, -1), max_t
     out: list[dict | None] = [None] * len(rows)
     b = 0
     while b < len(order):
-        T = len(rows[order[b]][0])
         group = [order[b]]
         while b + len(group) < len(order) and len(rows[order[b + len(group)]][0]) * (len(group) + 1) <= max_tokens:
             group.append(order[b + len(group)])

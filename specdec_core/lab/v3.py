@@ -133,9 +133,7 @@ def run(cfg: RunConfig, log=print) -> dict:
     if checkpoint.exists(out):
         head = _head_from_folder(pair, cfg, out)
         opt = new_optimizer(head, cfg.stream)
-        state, prompts = checkpoint.load(out, head, opt)
-        if state["settings"] != json.loads(json.dumps(settings)):
-            raise SystemExit(f"{out} holds a run with other settings ({state['settings']}): pass another --out")
+        state, prompts = checkpoint.resume(out, head, opt, settings)
         log(f"resumed {out}: cycle {state['cycle']}, {state['positions']} positions trained, {len(prompts)} prompts")
     else:
         dedup = Dedup(held=held)

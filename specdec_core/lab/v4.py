@@ -278,9 +278,7 @@ def run(cfg: RunConfig, log=print) -> dict:
     if checkpoint.exists(out):
         head = _head_from_folder(pair, cfg, out)
         opt = new_optimizer(head, cfg.stream)
-        state, _ = checkpoint.load(out, head, opt)
-        if state["settings"] != json.loads(json.dumps(settings)):
-            raise SystemExit(f"{out} holds a run with other settings ({state['settings']}): pass another --out")
+        state, _ = checkpoint.resume(out, head, opt, settings)
         mix = _supply(cfg, state, log)
         if cfg.docs is None and mix.available() != state["mixture"]["available"]:
             log(f"warning: the text sources here differ from the run's ({mix.available()} vs "
