@@ -36,8 +36,11 @@ def first_token_distributions(pair, prompt_ids, temperature: float = 1.0, top_k:
     proposal, _, _ = draft_round(st.drafter, st.committed, Shape(1, 1), 1, st.cfg, st.generator)
     if len(proposal) == 0:
         raise ValueError("the drafter proposes nothing after this prompt: pick a model draft")
-    out = pair.target(st.committed[-1:][None], past_key_values=st.cache, use_cache=True)
-    p_target = warp_probs(fit_vocab(out.logits[0, -1], pair.vocab_size), st.cfg)
+    # The target's own step after the prompt: a verify pass of the root alone, on the decode's passes.
+    nothing = proposal.subtree([])
+    logits, _ = st.passes.verify(st.committed[-1:], nothing, None)
+    st.passes.close()
+    p_target = warp_probs(fit_vocab(logits[-1], pair.vocab_size), st.cfg)
     return p_target.float().cpu(), proposal.q_probs[0].float().cpu()
 
 

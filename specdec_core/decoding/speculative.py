@@ -19,11 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
 import torch
-from transformers import DynamicCache
-
 from ..costs import machine_load
 from ..costs.machine_costs import pass_costs
-from ..drafters.base import Drafter, TokenTree, fit_vocab, tapped
+from ..drafters.base import Drafter, TokenTree, fit_vocab
 from ..drafters.recycle import RecycleTable
 from ..errors import DecodeError
 from ..registry import REGISTRY
@@ -36,7 +34,8 @@ from .order import RoundOrder
 from .recording import record_round, sync_output
 from .rule import accept_tree
 from .shape import ShapeRule
-from .tree import Shape, keep_path, verify_tree
+from .passes import open_passes
+from .tree import Shape
 
 if TYPE_CHECKING:
     from ..models import ModelPair
@@ -47,7 +46,7 @@ class DecodeState:
     pair: "ModelPair"
     cfg: SamplingConfig
     drafter: Drafter
-    cache: DynamicCache
+    passes: object                     # the target's passes and cache (decoding/passes.py)
     committed: torch.Tensor            # [L] prompt + output ids, on the target's input device
     generator: Optional[torch.Generator]
     trace: Trace
@@ -96,7 +95,7 @@ def start_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafte
                                mode=mode, k_schedule=k_schedule, interleaved=interleaved, recalled_runs=warmed)
     trace = Trace(config=config,
                   prompt={"text": pair.decode(prompt.tolist()), "ids": prompt.tolist()}, token_bytes={})
-    st = DecodeState(pair, cfg, drafter, DynamicCache(config=pair.target.config), prompt, generator,
+    st = DecodeState(pair, cfg, drafter, open_passes(pair, len(prompt) + max_new_tokens), prompt, generator,
                      trace, max_new_tokens)
     if request.plan.auto:   # the shape rule's cost priors: measured once per target, before the clock starts
         pass_costs(pair.target, pair.vocab_size)
@@ -106,10 +105,9 @@ def start_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafte
     # The target cache holds every committed token but the last; the last is the first input of
     # the next verify pass, so every round scores [last, drafts] alike.
     if len(prompt) > 1:
-        out = pair.target(prompt[None, :-1], past_key_values=st.cache, use_cache=True,
-                          logits_to_keep=1, output_hidden_states=drafter.wants_hidden)
-        if drafter.wants_hidden:
-            drafter.observe(tapped(out.hidden_states, drafter.feature_layers)[0])
+        hidden = st.passes.prefill(prompt[:-1], drafter.feature_layers if drafter.wants_hidden else None)
+        if hidden is not None:
+            drafter.observe(hidden)
     drafter.start(prompt, recalled if drafter.wants_logits else None)
     trace.prefill_s = st.elapsed()
     return st
@@ -140,7 +138,7 @@ def decode_round(st: DecodeState, order: RoundOrder) -> Round:
     # 2. Verify: one target pass over [last committed, nodes] (a tree mask when it branches) gives
     #    p after the root and after every node.
     layers = st.drafter.feature_layers if st.drafter.wants_hidden else None
-    logits, hidden = verify_tree(pair.target, st.cache, st.committed[-1:], tree, layers)
+    logits, hidden = st.passes.verify(st.committed[-1:], tree, layers)
     logits = fit_vocab(logits, V)                                # [n+1, V]
     # NaN or +inf logits (a broken model, an overflow) must stop the decode with a clear error,
     # not reach the sampler. (max() is NaN when any logit is NaN, +inf when any is +inf.)
@@ -174,7 +172,7 @@ def decode_round(st: DecodeState, order: RoundOrder) -> Round:
 
     # 5. Caches keep the committed tokens: the target's keeps [last, path] (the path's entries
     #    moved down, not recomputed); the drafter sees the path's hidden states.
-    keep_path(st.cache, n_before - 1, acc.path)
+    st.passes.keep(n_before - 1, acc.path)
     st.drafter.rollback(n_before + len(acc.path))
     if hidden is not None:
         rows = torch.tensor([0] + [i + 1 for i in acc.path], dtype=torch.long, device=hidden.device)
@@ -268,21 +266,29 @@ def stream_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Draft
                 if plan.auto else None)
         fixed = None if plan.auto else RoundOrder.fixed(plan.fixed_shape())
         load_at_start = machine_load.reading()   # what else runs meanwhile, said in the finished trace
-        while not st.done:
-            # Each round's order: a recorded schedule's entry, the shape rule's round, or the fixed plan's.
-            if schedule is not None and len(st.trace.rounds) < len(schedule):
-                order = RoundOrder.replay(schedule[len(st.trace.rounds)])
-            elif rule is not None:
-                order = RoundOrder.by_rule(rule)
-            else:
-                order = fixed
-            decode_round(st, order)
-            t_pause = time.perf_counter()
-            sync_output(st)
-            if st.done:
-                st.trace.machine_load = machine_load.between(load_at_start, machine_load.reading())
-            yield st.trace.snapshot()        # the decode goes on with its own: readers get this round's state
-            st.paused_s += time.perf_counter() - t_pause
+        try:
+            yield from _rounds(st, schedule, rule, fixed, load_at_start)
+        finally:
+            st.passes.close()       # a static workspace goes back to the target's pool, zeroed
+
+
+def _rounds(st: DecodeState, schedule, rule, fixed, load_at_start) -> Iterator[Trace]:
+    """stream_decode's loop: a round in the order it is due, then the trace's snapshot."""
+    while not st.done:
+        # Each round's order: a recorded schedule's entry, the shape rule's round, or the fixed plan's.
+        if schedule is not None and len(st.trace.rounds) < len(schedule):
+            order = RoundOrder.replay(schedule[len(st.trace.rounds)])
+        elif rule is not None:
+            order = RoundOrder.by_rule(rule)
+        else:
+            order = fixed
+        decode_round(st, order)
+        t_pause = time.perf_counter()
+        sync_output(st)
+        if st.done:
+            st.trace.machine_load = machine_load.between(load_at_start, machine_load.reading())
+        yield st.trace.snapshot()        # the decode goes on with its own: readers get this round's state
+        st.paused_s += time.perf_counter() - t_pause
 
 
 def _check_schedule(k_schedule) -> Optional[list]:

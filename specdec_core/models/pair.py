@@ -12,6 +12,7 @@ from ..kernels import fastpath
 from ..settings import check_prompt_text
 from .detokenize import decode_with_spans, token_bytes
 from .draft_spec import NGRAM
+from .passes import LABEL as PASSES_LABEL, resolve_path
 
 DrafterFactory = Callable[["ModelPair"], Drafter]
 
@@ -27,20 +28,25 @@ class ModelPair:
     draft_model: Optional[torch.nn.Module] = None
     vocab_size: int = 0                     # logits size shared by target and draft
     eos_ids: frozenset = frozenset()
+    passes: str = "dynamic"                 # the target's passes: dynamic, static or graphs (decoding/passes.py)
     _texts: dict = field(default_factory=dict, repr=False)
     _bytes: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_models(cls, target, draft=None, tokenizer=None, *, fast_path: Optional[bool] = False) -> "ModelPair":
+    def from_models(cls, target, draft=None, tokenizer=None, *, fast_path: Optional[bool] = False,
+                    passes: str = "auto") -> "ModelPair":
         """Models already in memory. draft: a causal LM, "ngram"/None, or a factory pair -> Drafter.
         fast_path=True swaps their linear layers for prepacked CPU kernels in place (fastpath.py;
-        a no-op with a note on GPU or without the ops); None follows SPECDEC_FAST_PATH."""
+        a no-op with a note on GPU or without the ops); None follows SPECDEC_FAST_PATH. passes: how
+        the target's passes run (decoding/passes.py: auto = captured graphs on CUDA where the
+        static path supports the model, else the dynamic cache; dynamic; static; graphs)."""
         fast = fastpath.resolve(fast_path)
         fastpath.apply(target, enable=fast)        # a model already on the fast path stays on it
         if isinstance(draft, torch.nn.Module):
             fastpath.apply(draft, enable=fast)
         pair = cls(target=target.eval(), tokenizer=tokenizer, make_drafter=_ngram_factory,
-                   target_name=model_name(target), vocab_size=_logits_size(target))
+                   target_name=model_name(target), vocab_size=_logits_size(target),
+                   passes=resolve_path(passes, target))
         pair.eos_ids = _eos_ids(target, tokenizer)
         if callable(draft) and not isinstance(draft, torch.nn.Module):
             pair.make_drafter, pair.draft_name = draft, getattr(draft, "name", "custom")
@@ -118,7 +124,7 @@ class ModelPair:
 
     def kernels(self, drafter=None) -> dict:
         """Which matrix kernels the target (and the drafter's model, if any) run: one line each."""
-        out = {"target": fastpath.kernels_of(self.target).label()}
+        out = {"target": fastpath.kernels_of(self.target).label(), "passes": PASSES_LABEL[self.passes]}
         if drafter is not None and getattr(drafter, "kernels", None):
             out["draft"] = drafter.kernels
         return out
