@@ -116,3 +116,48 @@ def test_cuda_device_map_on_one_gpu():
     ids = ref.encode_prompt(PROMPTS[0])
     want = autoregressive_generate(ref, ids, max_new_tokens=MAX_NEW).output_ids
     assert speculative_generate(pair, ids, k=4, max_new_tokens=MAX_NEW).output_ids == want
+
+
+# ---- the static path with captured passes (issue 58): the default on CUDA --------------------
+
+def test_cuda_auto_passes_are_captured_graphs():
+    pair = ModelPair.from_models(tiny_llama(seed=0).to(CUDA), "ngram")
+    assert pair.passes == "graphs" and pair.kernels()["passes"].startswith("static cache, captured")
+    assert ModelPair.from_models(tiny_llama(seed=0).to(CUDA), "ngram", passes="dynamic").passes == "dynamic"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_cuda_graphs_greedy_equals_the_dynamic_cache(dtype):
+    """The default pair (lookup + distilled head, tree = auto) on captured passes decodes every
+    prompt to the tokens plain decoding on the dynamic cache gives (bf16: up to a numerics tie)."""
+    graphs = load_pair("smollm2-135m", device=CUDA, dtype=dtype, passes="graphs")
+    dynamic = load_pair("smollm2-135m", device=CUDA, dtype=dtype, passes="dynamic")
+    allowed = ("identical",) if dtype == "float32" else ("identical", "tie")
+    for text in PROMPTS:
+        ids = graphs.encode_prompt(text, chat=not text.startswith("def"))
+        plain = autoregressive_generate(dynamic, ids, max_new_tokens=MAX_NEW)
+        runs = [autoregressive_generate(graphs, ids, max_new_tokens=MAX_NEW),
+                speculative_generate(graphs, ids, max_new_tokens=MAX_NEW),
+                speculative_generate(graphs, ids, k=4, tree=None, max_new_tokens=MAX_NEW)]
+        for trace in runs:
+            assert trace.config.kernels["passes"].startswith("static cache, captured")
+            verdict = greedy_check(plain, trace.output_ids)
+            assert verdict.kind in allowed, (text, verdict)
+
+
+def test_cuda_graphs_tree_sampling_matches_the_target():
+    """Trees verified by captured passes sample the target exactly (χ², the CPU test's power)."""
+    from .test_static import PROMPT
+    from .conftest import samples_for_power
+    from .test_exactness import exact_two_token_distribution
+    from specdec_core.decoding.exactness import chi_square
+    pair = ModelPair.from_models(tiny_llama(vocab_size=8, seed=0).to(CUDA), tiny_llama(vocab_size=8, seed=1).to(CUDA),
+                                 passes="graphs")
+    plan = {"depth": 2, "width": 3, "frontier": 1, "nodes": None, "keep": None}
+    counts = torch.zeros(8, 8)
+    for seed in range(samples_for_power(64)):
+        out = speculative_generate(pair, PROMPT, 1, k_schedule=[plan] * 3, max_new_tokens=3, seed=seed,
+                                   temperature=1.0).output_ids
+        counts[out[0], out[1]] += 1
+    result = chi_square(counts, exact_two_token_distribution(pair.target, PROMPT, SamplingConfig(1.0), 8))
+    assert result.impossible == 0 and result.p_value > 1e-3

@@ -207,6 +207,9 @@ def parse_args(argv=None):
     ap.add_argument("--kernels", choices=("both", "fast", "stock"), default="both",
                     help="CPU fast path (prepacked kernels) for the lanes: 'both' adds *_stock lanes "
                          "(ours plain, ours spec k, HF plain) on a stock copy of the pair (default)")
+    ap.add_argument("--passes", choices=("auto", "dynamic", "static", "graphs"), default="auto",
+                    help="how our lanes' target passes run (models/passes.py; auto: captured CUDA graphs on "
+                         "CUDA where the model allows, else the dynamic cache)")
     return ap.parse_args(argv)
 
 
@@ -235,11 +238,11 @@ def main(argv=None) -> int:
     import transformers
     transformers.logging.set_verbosity_error()   # keep the progress bar readable
     pair = load_pair(args.target, draft=args.draft, device=args.device, dtype=args.dtype,
-                     fast_path=args.kernels != "stock")
+                     fast_path=args.kernels != "stock", passes=args.passes)
     stock_pair = None
     if args.kernels == "both" and fastpath.kernels_of(pair.target).name == fastpath.FAST:
         stock_pair = load_pair(args.target, draft=args.draft, device=args.device, dtype=args.dtype,
-                               fast_path=False)
+                               fast_path=False, passes=args.passes)
     prompts = load_prompts(pair, args.prompts)
     sweep, repeats, max_new = parse_sweep(args.sweep), args.repeats, args.max_new_tokens
     if args.quick:
@@ -250,7 +253,7 @@ def main(argv=None) -> int:
                        stock_pair=stock_pair, only=args.lanes.split(",") if args.lanes else None,
                        trees=parse_trees(args.tree),
                        other_pairs={d: load_pair(args.target, draft=d, device=args.device, dtype=args.dtype,
-                                                 fast_path=args.kernels != "stock")
+                                                 fast_path=args.kernels != "stock", passes=args.passes)
                                     for d in args.vs_draft.split(",") if d})
     paths = write_reports(report, Path(args.out))
     print(f"wrote {', '.join(str(p) for p in paths)}")

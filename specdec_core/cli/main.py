@@ -45,6 +45,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--trust-remote-code", action="store_true", help="allow a model's own code (off)")
     ap.add_argument("--fast-path", action=argparse.BooleanOptionalAction, default=None,
                     help="prepacked CPU matrix kernels (default: on, unless SPECDEC_FAST_PATH=0)")
+    ap.add_argument("--passes", default="auto", choices=("auto", "dynamic", "static", "graphs"),
+                    help="how the target's passes run: a dynamic cache, a static one (eager), or static with "
+                         "captured CUDA graphs (default auto: graphs on CUDA where the model allows, else dynamic)")
     ap.add_argument("--color", action=argparse.BooleanOptionalAction, default=None,
                     help="ANSI colours (default: when writing to a terminal and NO_COLOR is unset)")
     args = ap.parse_args(argv)
@@ -67,9 +70,11 @@ def show(path: str, colour: bool) -> None:
     trace = Trace.load(path)
     cfg = trace.config
     kernels = (cfg.kernels or {}).get("target")   # optional: older traces lack it
+    passes = (cfg.kernels or {}).get("passes")    # likewise, before the static path
     shape = "plain" if cfg.plain else Plan.from_config(cfg).label()
     print(f"trace {path}: {cfg.target} + {cfg.draft} · {shape} · T={cfg.temperature} "
-          f"· {cfg.device or '?'}" + (f" · kernels: {kernels}" if kernels else ""))
+          f"· {cfg.device or '?'}" + (f" · kernels: {kernels}" if kernels else "")
+          + (f" · passes: {passes}" if passes else ""))
     print(legend_line(colour))
     print(render_tokens(trace, eos_ids=set(cfg.eos_ids or ()), colour=colour))   # EOS hidden, as live
     print("\n".join(stats_lines(trace)))
@@ -80,13 +85,14 @@ def run(args) -> None:
 
     print(f"loading {args.target} (draft: {args.draft or 'preset default'}) ...", file=sys.stderr)
     pair = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype,
-                     trust_remote_code=args.trust_remote_code, fast_path=args.fast_path)
+                     trust_remote_code=args.trust_remote_code, fast_path=args.fast_path, passes=args.passes)
     ids = pair.encode_prompt(args.prompt, chat=args.chat)
     request = args.request
     # Warm-up outside any timing (both code paths, the run's shape), so no lane pays one-time costs.
     warm_up(pair, ids, request)
     print(f"{pair.target_name} + {pair.draft_name} · {request.plan.label()} · {pair.input_device} · "
-          f"{str(pair.dtype).replace('torch.', '')} · kernels: {pair.kernels()['target']}")
+          f"{str(pair.dtype).replace('torch.', '')} · kernels: {pair.kernels()['target']} · "
+          f"passes: {pair.kernels()['passes']}")
     print(legend_line(args.color))
     lanes = {"speculative": partial(stream_decode, pair, ids, request)}
     if args.compare_plain:   # plain decoding takes turns with it, a round each: both see the same machine

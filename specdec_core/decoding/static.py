@@ -97,11 +97,10 @@ class StaticPasses:
         self.graphs = graphs
         self.padded = graphs if padded is None else padded or graphs   # passes padded to their bucket
         self.name = "graphs" if graphs else "static"
-        self.layers: Optional[tuple] = None      # taps the captured passes return (fixed at capture)
         self._key = torch.arange(max_len, device=self.device)
         self._zero = torch.zeros((), dtype=self.dtype, device=self.device)
         self._blocked = torch.full((), torch.finfo(self.dtype).min, dtype=self.dtype, device=self.device)
-        self._captured: dict = {}                # bucket -> (graph, inputs, outputs)
+        self._captured: dict = {}                # (bucket, taps) -> (graph, inputs, outputs)
         self._pool = None
         self.pool, self.key = None, None         # the Workspaces this came from (close hands it back)
 
@@ -207,17 +206,17 @@ class StaticPasses:
 
     # -- captured passes (CUDA) -------------------------------------------------------------------
     def _replay(self, B: int, ids: torch.Tensor, meta_host: torch.Tensor, layers) -> tuple:
-        if self.layers != layers:       # the taps are part of what a graph returns
-            self._captured, self.layers = {}, layers
-        if B not in self._captured:
-            self._capture(B, layers)
-        graph, ids_in, meta_in, out = self._captured[B]
+        key = (B, layers)               # the taps are part of what a graph returns
+        if key not in self._captured:
+            self._capture(key)
+        graph, ids_in, meta_in, out = self._captured[key]
         ids_in.copy_(ids)
         meta_in.copy_(meta_host, non_blocking=True)
         graph.replay()
         return out
 
-    def _capture(self, B: int, layers) -> None:
+    def _capture(self, key: tuple) -> None:
+        B, layers = key
         ids_in = torch.zeros(B, dtype=torch.long, device=self.device)
         meta_in = self._meta(self.kv.length, list(range(B)), tree_sees(list(range(-1, B - 2)), B)).to(self.device)
         read = self.kv.max_len
@@ -234,7 +233,7 @@ class StaticPasses:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self._pool):
             out = self._pass(ids_in, *self._unpack(meta_in, B), read, layers)
-        self._captured[B] = (graph, ids_in, meta_in, out)
+        self._captured[key] = (graph, ids_in, meta_in, out)
 
 
 class Workspaces:

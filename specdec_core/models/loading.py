@@ -17,6 +17,7 @@ from ..kernels import fastpath
 from ..registry import REGISTRY
 from . import embedded
 from .pair import ModelPair, model_name
+from .passes import PATHS
 from .refs import ref_kind
 from .draft_spec import DISTILLED, HEADS, LAYERS, NGRAM, RECYCLE, DraftSpec, parse_draft
 from .presets import DEFAULT_PRESET, PRESETS
@@ -206,14 +207,18 @@ def draft_from_target_layers(target, n_layers: int):
 
 def load_pair(target: str = DEFAULT_PRESET, draft: Union[str, DraftSpec, None] = None, device: str = "auto",
               dtype="auto", *, trust_remote_code: bool = False, progress=None,
-              fast_path: Optional[bool] = None, max_params: Optional[int] = None) -> ModelPair:
+              fast_path: Optional[bool] = None, max_params: Optional[int] = None,
+              passes: str = "auto") -> ModelPair:
     """Load a pair: target is a preset name, HF id or local dir; draft a DraftSpec or its text
     (models/draft_spec.py: a model id or dir, "ngram", "target-layers:N", "distilled[:DIR]",
     "block[:DIR]", "lookup+<draft>"). draft=None takes the preset's draft, and the n-gram drafter
     otherwise. fast_path: prepacked CPU kernels for every model of the pair (None:
     SPECDEC_FAST_PATH, on by default; a no-op with a note in the trace config on GPU or where the ops
     are missing). max_params: refuse a target or draft model larger than this (estimated from its
-    config, before its weights are read; the app sets it for public deployments)."""
+    config, before its weights are read; the app sets it for public deployments). passes: how the
+    target's passes run (models/passes.py: auto, dynamic, static, graphs), checked before loading."""
+    if passes not in PATHS:
+        raise ValueError(f"passes must be one of {', '.join(PATHS)}, not {passes!r}")
     fast = fastpath.resolve(fast_path)
     preset = PRESETS.get(target)
     spec = parse_draft(draft) if draft is not None else (preset.draft if preset else DraftSpec(NGRAM))
@@ -241,7 +246,7 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Union[str, DraftSpec, None] =
             draft_model = draft_model.to(model.get_input_embeddings().weight.device)
         check_tokenizers(tokenizer, draft_tok, target_name, model_ref)
         draft_name = model_ref
-    pair = ModelPair.from_models(model, draft_model, tokenizer, fast_path=False)   # applied above
+    pair = ModelPair.from_models(model, draft_model, tokenizer, fast_path=False, passes=passes)   # fast path applied above
     pair.target_name = target_name
     if draft_name is not None:
         pair.draft_name = draft_name
