@@ -319,3 +319,17 @@ def test_an_arm_with_recalled_guesses_repeats():
     first = guesses([1, 2, 3, 1, 2])
     guesses([5, 4, 7, 9])                                   # another prompt in between
     assert guesses([1, 2, 3, 1, 2]) == first and any(first[0])
+
+
+def test_a_called_difference_never_shows_an_interval_that_reads_as_touching_zero():
+    """Issue 61's trial: tokens per pass showed "+0.110 [0.000, 0.209]" called "B higher" — the lower end
+    was above 0 but printed as 0.000, so the row read as contradicting its own call."""
+    records = [rec(arm, f"p{i}", accepted=(3 if arm == "B" else 1) + i % 2, drafted=10) for i in range(4) for arm in "AB"]
+    s = ab_stats.summarise(records)
+    d = s["differences"][0]
+    for low, high, call, shown in ((0.00043, 0.209, "B higher", "[0.00043, 0.209]"),
+                                   (-0.12, -0.0002, "A higher", "[-0.120, -0.0002]"),
+                                   (-0.0, 0.2, "no difference shown", "[0.000, 0.200]")):
+        d.update(low=low, high=high, verdict=ab_stats.verdict(low, high, s["labels"]))
+        row = ab_view.summary_table(s).iloc[0]
+        assert row["call"] == call and row["B − A (95 % interval)"].endswith(shown), row["B − A (95 % interval)"]

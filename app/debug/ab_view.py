@@ -46,8 +46,15 @@ def _fmt(x: Optional[float], digits: int = 3) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
+def _bound(x: float, digits: int) -> str:
+    """An interval's end: `digits` decimals, but never a non-zero end that reads as 0 — the call rests
+    on its sign ("[0.000, 0.209]" called "B higher" read as a contradiction; it shows "[0.00043, 0.209]")."""
+    text = f"{x + 0.0:.{digits}f}"          # + 0.0: an end of -0.0 reads 0.000
+    return f"{x:.2g}" if x and float(text) == 0 else text
+
+
 def _interval(lo, hi, digits: int = 3) -> str:
-    return "" if lo is None or hi is None else f" [{lo:.{digits}f}, {hi:.{digits}f}]"
+    return "" if lo is None or hi is None else f" [{_bound(lo, digits)}, {_bound(hi, digits)}]"
 
 
 def prompt_sets_html(sets: dict) -> str:
