@@ -269,3 +269,26 @@ def test_the_debugger_says_which_numbers_hold_still():
     replayed.config = replace(auto.config, k_schedule=(3, 3, 0))
     assert figures.basis_markdown(replayed).startswith("**Timing-free:** this run replayed")
     assert figures.basis_markdown(None) == "" and tab.debugger_values({"spec": spec})["dbg_basis"]
+
+
+def test_the_sweep_says_it_is_racing_before_its_first_repeat_ends(monkeypatch):
+    """Issue 61's trial: every lane of a repeat races a round at a time, so no run ends before the
+    repeat does, and for its first 1–2 minutes the sweep showed nothing but the plot's "press Run the
+    k sweep" — as if the button did nothing. Its first update says it is racing, before any model work."""
+    from app.debug import runs as debug_runs
+    from app.form_fields import COMBINED_CHOICE
+    from app.ui import build_demo
+    started = []
+
+    def fake_sweep(*args):
+        started.append(True)
+        done, _, _ = sweep_runs()
+        for i, run in enumerate(done):
+            yield {**run, "done": i + 1, "total": len(done)}
+    monkeypatch.setattr(debug_runs, "sweep", fake_sweep)
+    on_sweep = next(f for f in build_demo().fns.values() if f.api_name == "k_sweep").fn
+    updates = on_sweep("smollm2-135m", "", "", COMBINED_CHOICE, "cpu", "Hello", True, "4", 0.7, 0, 0.9, 16, 0, 3)
+    first = list(next(updates).values())
+    assert not started and len(first) == 1 and first[0].startswith("Racing repeat 1 of 3"), first
+    texts = [u for update in updates for u in update.values() if isinstance(u, str)]
+    assert started and texts[-1].startswith(("Best on this machine", "Within noise")), texts

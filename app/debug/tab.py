@@ -172,6 +172,10 @@ def listeners(C: Page, queue: str) -> None:
                 raise form_fields.UserError("the prompt is empty: type one on the Race tab")
             target_ref, draft_ref = form_fields.pair_args(preset, target, draft, drafter)
             settings = settings_of(k, temperature, top_k, top_p, max_new, seed)
+            # Every lane of a repeat races a round at a time, so no run ends before the repeat does
+            # (~1–2 min on 2 cores): said at once, or the page shows nothing but "press Run" until then.
+            yield {C.sweep_text: f"Racing repeat 1 of {repeats}: every k and plain take turns a round at a time; "
+                                 "the runs end together, and their counts come then."}
             done, due = [], pace.every()
             for run in runs.sweep(target_ref, draft_ref, device or "auto", prompt, bool(chat), settings, repeats,
                                   progress, gr.Info):
