@@ -41,7 +41,7 @@ def cost(repeats: int = 30, k: int = 4) -> None:
                 states = {n: start_decode(p, prompt, parse_request(k, max_new_tokens=8)) for n, p in pairs.items()}
                 st = states["block"]
                 t0 = time.perf_counter()
-                st.pair.target(st.committed[None, -1:], past_key_values=st.cache, use_cache=True)
+                st.pair.target(st.committed[None, -1:], past_key_values=st.passes.cache, use_cache=True)
                 times["plain step"].append(time.perf_counter() - t0)
                 for label, name in (("head, 4 steps", "distilled"), ("block, 1 call", "block")):
                     s = states[name]

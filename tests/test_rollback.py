@@ -7,6 +7,7 @@ import torch
 
 from specdec_core import ModelPair
 from specdec_core.drafters import ModelDrafter
+from specdec_core.drafters.base import TokenTree
 from specdec_core.models import draft_from_target_layers
 from specdec_core.decoding import RoundOrder, parse_request
 from specdec_core.decoding.speculative import decode_round, start_decode
@@ -22,6 +23,18 @@ def cached_vs_fresh(model, cache, n_cached, committed) -> float:
     return float((cached - fresh).abs().max())
 
 
+@torch.inference_mode()
+def passes_vs_fresh(target, st) -> float:
+    """The same for the decode's own target passes (dynamic or static): one more pass of the last
+    committed token alone, then rolled back."""
+    n = len(st.committed)
+    nothing = torch.zeros(0, target.config.vocab_size, device=st.committed.device)
+    step, _ = st.passes.verify(st.committed[-1:], TokenTree(st.committed[:0], [], nothing, nothing, []), None)
+    st.passes.keep(n - 2, [])       # back to the first n − 1 entries: the step's own entry dropped
+    fresh = target(st.committed[None]).logits[0, -1]
+    return float((step[-1] - fresh).abs().max())
+
+
 def run_and_check(pair, k, rounds, atol, **settings):
     st = start_decode(pair, [3, 1, 4, 1, 5], parse_request(k, max_new_tokens=120, **settings))   # context 128
     seen_kinds = set()
@@ -30,8 +43,8 @@ def run_and_check(pair, k, rounds, atol, **settings):
         seen_kinds.add(rnd.correction.kind)
         n = len(st.committed)
         # Invariant: each cache holds every committed token but the last one(s) not yet fed.
-        assert st.cache.get_seq_length() == n - 1
-        assert cached_vs_fresh(pair.target, st.cache, n - 1, st.committed) < atol
+        assert st.passes.length == n - 1
+        assert passes_vs_fresh(pair.target, st) < atol
         drafter = st.drafter
         if isinstance(drafter, ModelDrafter):
             assert drafter.cache.get_seq_length() == drafter.n_cached <= n - 1

@@ -360,7 +360,7 @@ def test_default_pair_first_token_is_exact(preset_pair, monkeypatch):
     st = start_decode(preset_pair, ids, parse_request(2, temperature=0.7, top_p=0.9, max_new_tokens=8))
     with torch.inference_mode():
         tree = draft_tree(st.drafter.model, st.committed, 2, 4, st.cfg, st.generator)
-        logits, _ = verify_tree(preset_pair.target, st.cache, st.committed[-1:], tree)
+        logits, _ = st.passes.verify(st.committed[-1:], tree, None)
     p_target = warp_probs(fit_vocab(logits, preset_pair.vocab_size), st.cfg)
     children_mass = float(p_target[0, tree.ids[:4]].sum())
     print(f"\nroot children hold {children_mass:.2f} of p")

@@ -51,9 +51,12 @@ class DynamicPasses:
         """Nothing to hand back: the cache dies with the decode."""
 
 
-def open_passes(pair, max_len: int):
-    """The target passes one decode runs on (`pair.passes`), with room for max_len positions."""
+def open_passes(pair, max_len: int, layers: Optional[tuple] = None):
+    """The target passes one decode runs on (`pair.passes`), with room for max_len positions;
+    layers: the taps its verify passes return (captured passes are captured with them up front)."""
     if pair.passes == "dynamic":
         return DynamicPasses(pair.target)
-    from .static import open_static
-    return open_static(pair.target, max_len, graphs=pair.passes == "graphs")
+    from . import static
+    passes = static.open_static(pair.target, max_len, graphs=pair.passes == "graphs")
+    passes.capture_all(layers)
+    return passes

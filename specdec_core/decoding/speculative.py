@@ -95,8 +95,8 @@ def start_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafte
                                mode=mode, k_schedule=k_schedule, interleaved=interleaved, recalled_runs=warmed)
     trace = Trace(config=config,
                   prompt={"text": pair.decode(prompt.tolist()), "ids": prompt.tolist()}, token_bytes={})
-    st = DecodeState(pair, cfg, drafter, open_passes(pair, len(prompt) + max_new_tokens), prompt, generator,
-                     trace, max_new_tokens)
+    passes = open_passes(pair, len(prompt) + max_new_tokens, drafter.feature_layers if drafter.wants_hidden else None)
+    st = DecodeState(pair, cfg, drafter, passes, prompt, generator, trace, max_new_tokens)
     if request.plan.auto:   # the shape rule's cost priors: measured once per target, before the clock starts
         pass_costs(pair.target, pair.vocab_size)
     st.t0 = time.perf_counter()

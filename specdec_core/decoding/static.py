@@ -29,6 +29,7 @@ from ..registry import REGISTRY
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)    # token counts of a pass; a larger pass runs eagerly
 LEN_STEP = 256                             # cache lengths rounded up to this, so workspaces are reused
+CAPTURE_UP_TO = 64                         # buckets captured when a workspace opens (larger: on first use)
 FREE_PER_LENGTH = 2                        # idle workspaces kept per (length, graphs)
 
 
@@ -205,6 +206,14 @@ class StaticPasses:
                              f"{self.kv.length} + {rows} do not fit")
 
     # -- captured passes (CUDA) -------------------------------------------------------------------
+    def capture_all(self, layers: Optional[tuple], up_to: int = CAPTURE_UP_TO) -> None:
+        """Capture every bucket up to `up_to` tokens for these taps now (once per workspace), so
+        no decode pays a capture in the middle of its timed rounds."""
+        if self.graphs:
+            for B in BUCKETS:
+                if B <= up_to and (B, layers) not in self._captured and self.kv.length + B <= self.kv.max_len:
+                    self._capture((B, layers))
+
     def _replay(self, B: int, ids: torch.Tensor, meta_host: torch.Tensor, layers) -> tuple:
         key = (B, layers)               # the taps are part of what a graph returns
         if key not in self._captured:
