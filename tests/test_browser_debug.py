@@ -57,8 +57,9 @@ def test_debugger_after_a_run(page):
         new MutationObserver(() => window.sweepTexts.push(document.querySelector('#sd-sweep-text').innerText))
             .observe(document.querySelector('#sd-sweep-text'), {childList: true, subtree: true, characterData: true}); }""")
     page.locator("#sd-sweep-run").click()
-    # a best k, or "within noise" when the interval covers 1.0 (a busy machine): tests/test_debugger.py
-    page.wait_for_function("['Best on this machine', 'Within noise'].some("
+    # a best k, or "within noise" when the interval covers 1.0 (a busy machine); plain the fastest, named
+    # from the fastest k's ÷ plain interval, printed either way (issue 61's trial): tests/test_debugger.py
+    page.wait_for_function("['Best on this machine', 'Within noise', 'No best on this machine'].some("
                            "s => document.querySelector('#sd-sweep-text').innerText.startsWith(s))", timeout=600_000)
     texts = [t for t in page.evaluate("window.sweepTexts") if t.strip()]
     final = page.locator("#sd-sweep-text").inner_text()

@@ -68,9 +68,10 @@ def summarise(runs: list[dict], final: bool = True) -> dict:
     over every speculative run against the plain runs, on the one smooth theory costs.theory.fit).
     Once `final` (the sweep ended), the fastest k and the ks its speed cannot be told from — plain
     when its speedup's interval covers 1.0, the runner-up when the fastest ÷ runner-up's does — are
-    named; mid-sweep nothing is ("best_measured" None). {"rows": [...], "theory": {k: tok/s},
-    "best_measured", "within_noise": [k, ...], "versus": {k: SpeedRatio}, "best_theory", "alpha",
-    "c", "slope"}."""
+    named; mid-sweep nothing is ("best_measured" None). When plain has the fastest median, "versus"
+    holds the fastest k's own ÷ plain (not plain ÷ it), within noise when its interval covers 1.0.
+    {"rows": [...], "theory": {k: tok/s}, "best_measured", "within_noise": [k, ...], "versus":
+    {k: SpeedRatio}, "best_theory", "alpha", "c", "slope"}."""
     by_k: dict = {}
     by_rep: dict = {}
     for r in runs:
@@ -110,6 +111,12 @@ def summarise(runs: list[dict], final: bool = True) -> dict:
         runner_up = next((r for r in timed[1:] if r["k"] != 0), None)
         if runner_up is not None:
             versus[runner_up["k"]] = raced(best["k"], runner_up["k"])
+    elif best is not None:
+        # Plain has the fastest median: the fastest k's own ÷ plain (its row's) says whether that
+        # can be told from noise.
+        fastest = next((r for r in timed[1:] if r["k"] != 0), None)
+        if fastest is not None:
+            versus[fastest["k"]] = fastest["speed"]
     return {"rows": rows, "theory": predicted, "alpha": m.alpha, "c": m.c,
             "slope": model.slope if model is not None else None, "plain_tokens_per_s": plain_tps,
             "best_measured": best["k"] if best else None, "versus": versus,
@@ -129,7 +136,8 @@ def k_name(k) -> str:
 def best_k_text(summary: dict) -> Optional[str]:
     """One line, once the sweep has ended: the best k measured here with its speedup and interval, or
     that the best is within noise (the interval of its ratio to plain or to the runner-up covers
-    1.0), and what the theory predicts from α, c, v(k). None mid-sweep (summarise(final=False))."""
+    1.0; plain's, the fastest k's ÷ plain), and what the theory predicts from α, c, v(k). None
+    mid-sweep (summarise(final=False))."""
     if summary["best_measured"] is None:
         return None
     best = summary["best_measured"]
@@ -138,7 +146,22 @@ def best_k_text(summary: dict) -> Optional[str]:
     ratio = lambda k: versus[k].text("raced repeats") + (" (no interval)" if versus[k].low is None else "")
     against = lambda k: "plain" if k == 0 else k_name(k)
     if best == 0:
-        text = f"Best on this machine: plain ({row['tokens_per_s']:.1f} tok/s): no k beat it"
+        # Plain is named only from the fastest k's ÷ plain interval, as a best k is from its own.
+        plain, fastest = f"{row['tokens_per_s']:.1f} tok/s", next(iter(versus), None)
+        if fastest is None:
+            text = f"Only plain finished ({plain}, median): no k to compare it with"
+        else:
+            tps = next(r["tokens_per_s"] for r in summary["rows"] if r["k"] == fastest)
+            measured = f"{k_name(fastest)} ÷ plain = {ratio(fastest)}"
+            if fastest in summary["within_noise"]:
+                text = (f"Within noise: plain had the fastest median ({plain}) but cannot be told from the fastest k, "
+                        f"{k_name(fastest)} ({tps:.1f} tok/s, median): {measured}: the 95 % interval covers 1.0")
+            elif versus[fastest].high < 1.0:
+                text = (f"Best on this machine: plain ({plain}, median): no k beat it; the fastest, {measured}, "
+                        "lies below 1.0")
+            else:
+                text = (f"No best on this machine: plain had the fastest median ({plain}), yet raced repeat by "
+                        f"repeat {measured}, above 1.0: the medians and the raced ratio disagree")
     elif summary["within_noise"]:
         others = " and ".join(f"{against(k)} ({k_name(best)} ÷ {against(k)} = {ratio(k)})" for k in summary["within_noise"])
         text = (f"Within noise: no best k on this machine: the fastest, {k_name(best)} ({row['tokens_per_s']:.1f} "
