@@ -67,7 +67,10 @@ def plain_words(spec, plain) -> str:
     n, passes, steps = len(spec.output_ids), spec.stats["rounds"], plain.stats["rounds"]
     kept = sum(r.n_accepted for r in spec.rounds)
     kept_text = f"{kept} of the {n} tokens were the draft's guesses that it kept, the other {n - kept} it wrote itself"
-    if len(plain.output_ids) == n:
+    if len(plain.output_ids) == n and passes == steps:
+        # no pass saved: said in words, never "37 passes instead of 37"
+        text = f"the big model ran as many passes as plain decoding ({steps}, one per token): {kept_text}"
+    elif len(plain.output_ids) == n:
         text = f"the big model ran {passes} passes instead of {steps}: {kept_text}"
     else:
         # Sampled lanes may stop at different lengths: compare passes per token, not the two totals.

@@ -232,3 +232,23 @@ def test_a_race_under_the_switching_load_names_the_busy_machine(default_pair):
     total = race_sum(spec, plain)
     assert total.busy and "the machine was busy: other programs kept" in total.student()
     assert "machine_load" in spec.to_dict() and type(spec).from_json(spec.to_json()).machine_load == spec.machine_load
+
+
+def test_a_race_that_saved_no_pass_says_so_in_words_without_the_doubled_number():
+    """Issue 61's trial read "it ran 37 passes of the big model instead of 37, which saved 0.00 s".
+    24 rounds of 4 guesses, none kept: 24 passes for 24 tokens, as plain's 24 steps. The sentence,
+    the sum and the verdict's first line say in words that it ran one pass per token, as plain does,
+    and saved nothing; from the same numbers (no fewer passes, saved 0 s)."""
+    plain, spec = plain_of([STEP] * 24), chain_race(24, 4, lambda i: 0, 0.05, 0.01)
+    total = race_sum(spec, plain)
+    assert (total.spec_passes, total.spec_tokens, total.saved_s) == (24, 24, 0.0)
+    words, summed = total.student(), total.lines()[2]
+    assert "instead of" not in words and "0.00 s" not in words.split("guessing cost")[0]
+    assert "it ran one pass of the big model for each of its 24 tokens, as plain decoding does, so it saved nothing" in words
+    assert summed.startswith("saved nothing: one pass per token, as plain decoding runs;") and "0 fewer" not in summed
+    first = race.plain_words(spec, plain)
+    assert first.startswith("the big model ran as many passes as plain decoding (24, one per token): 0 of the 24"), first
+    # a race that did save passes keeps its numbers: "16 passes … instead of 24, which saved 0.40 s"
+    saved = race_sum(chain_race(16, 4, lambda i: i % 2, 0.065, 0.02), plain)
+    assert "it ran 16 passes of the big model instead of 24, which saved 0.40 s" in saved.student()
+    assert saved.lines()[2].startswith("saved 0.40 s by running 8 fewer passes;")

@@ -75,9 +75,14 @@ class RaceSum:
         return self.spec_prefill_s + self.spec_passes * self.spec_pass_s + self.guessing_s
 
     @property
+    def fewer_passes(self) -> int:
+        """The plain steps speculation did not run for its tokens (0: one pass per token, as plain)."""
+        return self.spec_tokens - self.spec_passes
+
+    @property
     def saved_s(self) -> float:
         """The plain steps speculation did not run for its tokens, at plain's step time."""
-        return (self.spec_tokens - self.spec_passes) * self.plain_step_s
+        return self.fewer_passes * self.plain_step_s
 
     @property
     def guessing_s(self) -> float:
@@ -109,6 +114,15 @@ class RaceSum:
                  f"its passes with guesses ran {-self.wider_s:.2f} s faster than plain steps here")
         return f"guessing cost {self.guessing_s:.2f} s and {wider}"
 
+    def saved_words(self) -> str:
+        """What the passes saved, for the sentence (the sum says it from the same numbers, lines()):
+        with no pass saved, in words — never "24 passes instead of 24, which saved 0.00 s"."""
+        if self.fewer_passes:
+            return (f"it ran {self.spec_passes} passes of the big model instead of {self.spec_tokens}, which saved "
+                    f"{self.saved_s:.2f} s")
+        return (f"it ran one pass of the big model for each of its {self.spec_tokens} tokens, as plain decoding does, "
+                "so it saved nothing")
+
     def balance_words(self) -> str:
         """Saved minus paid (and the rest of the sum when it counts): the net the outcome follows from."""
         net, other = self.plain_s - self.spec_s, self.other_s
@@ -128,8 +142,9 @@ class RaceSum:
             f"calls × {ms(self.draft_call_s)}" + (f" + {ms(self.free_s)} free guessing (copies, recalls)" if self.free_s else "")
             + f" = {self.spec_passes * self.spec_pass_s:.2f} s + {self.guessing_s:.2f} s "
             f"(+ {self.spec_prefill_s:.2f} s reading the prompt) for {self.spec_tokens} tokens",
-            f"saved {self.saved_s:.2f} s by running {self.spec_tokens - self.spec_passes} fewer passes; "
-            f"{self.paid_words()}; {self.balance_words()}; per token "
+            (f"saved {self.saved_s:.2f} s by running {self.fewer_passes} fewer passes; " if self.fewer_passes else
+             "saved nothing: one pass per token, as plain decoding runs; ")
+            + f"{self.paid_words()}; {self.balance_words()}; per token "
             f"{ms(self.plain_s / max(1, self.plain_tokens))} plain, {ms(self.spec_s / max(1, self.spec_tokens))} speculative",
         ]
 
@@ -141,8 +156,7 @@ class RaceSum:
             return (f"{verb}: the draft made no guesses, so both lanes ran one pass per token and the "
                     "difference is timing noise.")
         head = "The biggest reason" if self.outcome != "won" else "What held it back most"
-        text = (f"{verb}: it ran {self.spec_passes} passes of the big model instead of {self.spec_tokens}, which "
-                f"saved {self.saved_s:.2f} s, {'but ' if self.outcome != 'won' else 'while '}{self.paid_words()} "
+        text = (f"{verb}: {self.saved_words()}, {'but ' if self.outcome != 'won' else 'while '}{self.paid_words()} "
                 f"({self.balance_words()}). {head}: {REASON_WORDS[self.reason]}")
         if self.reason == "acceptance":
             text += f" (only {self.kept} of {self.spec_tokens} tokens were kept guesses)"
