@@ -61,7 +61,8 @@ def layout(C: Page) -> None:
                         elem_classes="sd-plot")
     C.ab_vocab = gr.Markdown("", elem_id="sd-ab-vocab")
     C.ab_prompts = gr.Dataframe(ab_view.prompt_table(None), interactive=False, elem_id="sd-ab-prompts",
-                                label="Per prompt (pooled over its seeds)", max_height=1000)
+                                label="Per prompt (pooled over its seeds)", max_height=1000, wrap=True,
+                                column_widths=list(ab_view.PROMPT_WIDTHS))
     gr.Markdown(ab_view.NOTE)
 
 

@@ -21,8 +21,11 @@ SHAPES = {**{f"k = {k} (chain)": (k, None) for k in range(1, 9)},
 SHAPE_DEFAULT = "k = 4 (chain)"
 SUMMARY_COLUMNS = ("measure", "kind", "A", "B", "B − A (95 % interval)", "call")
 SUMMARY_WIDTHS = ("19%", "11%", "18%", "18%", "19%", "15%")   # "no difference shown" unbroken in classroom mode
-PROMPT_COLUMNS = ("prompt", "A kept", "A acceptance", "A α", "A tokens/pass",
-                  "B kept", "B acceptance", "B α", "B tokens/pass")
+PROMPT_COLUMNS = ("prompt", "A kept", "A acceptance", "A α", "A tokens per pass",
+                  "B kept", "B acceptance", "B α", "B tokens per pass")
+# Fits 1024 px without a sideways scroll (a projector, issue 61's trial hid B's tokens per pass): the
+# headers wrap at their spaces, an acceptance and its interval stay on one line
+PROMPT_WIDTHS = ("16%", "8%", "18%", "7%", "9%", "8%", "18%", "7%", "9%")
 NOTE = ("**Timing-free** numbers come from decisions that never read the clock (a fixed k or a tree budget, "
         "the seeds): an A/B run twice gives them exactly again. **Timings** (tok/s) move with the machine: "
         "each race's two runs (a prompt of each arm, one seed) take turns a round at a time, so B ÷ A is "
@@ -142,11 +145,11 @@ def prompt_table(summary: Optional[dict]) -> pd.DataFrame:
         row = {"prompt": r["prompt"]}
         for side, label in zip("AB", summary["labels"]):
             if not r[f"runs_{label}"]:          # this arm did not run this prompt (its own set, or stopped)
-                row.update({f"{side} {col}": "–" for col in ("kept", "acceptance", "α", "tokens/pass")})
+                row.update({f"{side} {col}": "–" for col in ("kept", "acceptance", "α", "tokens per pass")})
                 continue
             row.update({f"{side} kept": f"{r[f'kept_{label}']}/{r[f'drafted_{label}']}",
                         f"{side} acceptance": _fmt(r[f"acceptance_{label}"]) + _interval(*r[f"acceptance_interval_{label}"], 2),
-                        f"{side} α": _fmt(r[f"alpha_{label}"]), f"{side} tokens/pass": _fmt(r[f"tokens_per_pass_{label}"], 2)})
+                        f"{side} α": _fmt(r[f"alpha_{label}"]), f"{side} tokens per pass": _fmt(r[f"tokens_per_pass_{label}"], 2)})
         rows.append(row)
     return pd.DataFrame(rows, columns=list(PROMPT_COLUMNS))
 

@@ -216,12 +216,15 @@ def sweep_figure(summary: Optional[dict]) -> go.Figure:
     return fig
 
 
-SWEEP_COLUMNS = ("k", "runs", "tok/s (median)", "min", "max", "÷ plain [95 %]", "call", "acceptance (kept/drafted)",
+# Fits 1024 px without a sideways scroll (a projector, issue 61's trial): the min–max beside the median
+# in one column, the table wrapping its cells (app/debug/tab.py)
+SWEEP_COLUMNS = ("k", "runs", "tok/s median (min–max)", "÷ plain [95 %]", "call", "acceptance (kept/drafted)",
                  "rounds", "tokens / pass")
+SWEEP_WIDTHS = ("11%", "6%", "17%", "18%", "13%", "17%", "8%", "10%")   # an interval and "within noise" unbroken
 
 
 def sweep_table(summary: Optional[dict]) -> pd.DataFrame:
-    """One row per k: tok/s (median, min, max over the repeats), the speedup over plain with its
+    """One row per k: tok/s (median, and min–max over the repeats), the speedup over plain with its
     interval and call (bench.speed), acceptance with its counts and the rounds it rests on (a tree's
     marked: its guesses include rival branches), and tokens per pass, comparable across shapes."""
     rows = (summary or {}).get("rows", [])
@@ -230,10 +233,11 @@ def sweep_table(summary: Optional[dict]) -> pd.DataFrame:
                                                     if r["speed"].low is not None else ""))
     kept = lambda r: "–" if not r["drafted"] else ("tree, not a chain's rate: " if r["k"] == "tree" else "") + \
         f"{r['acceptance']:.3f} ({r['kept']}/{r['drafted']})"
-    return pd.DataFrame([{"k": k_label(r["k"]), "runs": r["runs"], "tok/s (median)": round(r["tokens_per_s"], 2),
-                          "min": round(r["min"], 2), "max": round(r["max"], 2), "÷ plain [95 %]": speed(r),
+    return pd.DataFrame([{"k": k_label(r["k"]), "runs": r["runs"],
+                          "tok/s median (min–max)": f"{r['tokens_per_s']:.1f} ({r['min']:.1f}–{r['max']:.1f})",
+                          "÷ plain [95 %]": speed(r),
                           "call": "" if r["k"] == 0 else r["speed"].call(), "acceptance (kept/drafted)": kept(r),
-                          "rounds": r["rounds"], "tokens / pass": round(r["tokens_per_pass"], 2)}
+                          "rounds": r["rounds"], "tokens / pass": f"{r['tokens_per_pass']:.2f}"}
                          for r in rows], columns=list(SWEEP_COLUMNS))
 
 

@@ -113,7 +113,8 @@ def layout(C: Page) -> None:
     C.sweep_text = gr.Markdown("", elem_id="sd-sweep-text")
     C.sweep_plot = gr.Plot(scale_figure(figures.sweep_figure(None)), show_label=False, elem_id="sd-sweep-plot",
                               elem_classes="sd-plot")
-    C.sweep_table = gr.Dataframe(figures.sweep_table(None), interactive=False, elem_id="sd-sweep-table")
+    C.sweep_table = gr.Dataframe(figures.sweep_table(None), interactive=False, elem_id="sd-sweep-table", wrap=True,
+                                 column_widths=list(figures.SWEEP_WIDTHS), max_height=900)
 
     gr.Markdown("### Two drafts side by side\nThe same prompt, seed and settings with two drafters (the target "
                 "of the Race tab). By default the distilled feature head, which drafts k tokens in k sequential "
