@@ -35,7 +35,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from . import fused_llama, rows, switches
+from . import fused_llama, rows, stock, switches
 from .packed import PAD_TO, Pack   # noqa: F401  (re-exported: the head packs its output rows)
 
 ENV = "SPECDEC_FAST_PATH"          # "0" turns the fast path off wherever it is not asked for
@@ -53,6 +53,7 @@ class Kernels:
     fused: bool = False            # Llama-family layers fused (fused_llama.py)
     matrices: str = "fp32"         # the packed copies' dtype: "bf16" for a draft where the CPU has bf16 math
     padded_rows: tuple = ()        # row counts some products run on PAD_TO rows (rows.py: measured faster)
+    stock_shapes: tuple = ()       # matrix shapes run on stock F.linear: measured faster here (stock.py)
 
     def label(self) -> str:
         """One line for the trace config, the CLI and the UI."""
@@ -62,6 +63,8 @@ class Kernels:
         label = label if self.matrices == "fp32" else f"{label}, {self.matrices} matrices"
         if self.padded_rows:
             label += f", {'/'.join(map(str, self.padded_rows))}-row products padded to {PAD_TO} where faster"
+        if self.stock_shapes:
+            label += f", stock kernels for {', '.join(self.stock_shapes)} (faster on this CPU)"
         return label
 
 
@@ -137,7 +140,7 @@ class PackedLinear(nn.Linear):
         return mod
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.pack.usable_for([self.weight]) and (self.bias is None or self.bias.dtype == torch.float32):
+        if not self.pack.stock and self.pack.usable_for([self.weight]) and (self.bias is None or self.bias.dtype == torch.float32):
             return self.pack.linear(x, self.bias)
         return super().forward(x)
 
@@ -228,8 +231,11 @@ def apply(model: nn.Module, enable: bool = True, weights_from=None, dtype: torch
     # CPU model and torch version and kept: every load on this machine makes the same choice.
     packs = [pk for pk, _ in packs_of(model)]
     padded = rows.set_padding(packs, rows.decided(packs))
+    # Then, per shape, packed against stock F.linear (stock.py), decided the same way: where stock
+    # is faster on this CPU, that shape's products skip their packs.
+    on_stock = stock.set_stock(packs, stock.decided(packs_of(model)))
     return _set(model, Kernels(FAST, None, n_packed, extra, fused, "bf16" if dtype is torch.bfloat16 else "fp32",
-                               padded))
+                               padded, on_stock))
 
 
 def _matrices(model: nn.Module) -> list:

@@ -61,9 +61,10 @@ def packs(module: nn.Module) -> dict:
 
 
 def _fused(module: nn.Module, key: str):
-    """The pack `key` of a fused module when it matches its stock weights now, else None."""
+    """The pack `key` of a fused module when it matches its stock weights now and its shape is not
+    one this machine runs faster on stock kernels (stock.py), else None: HF's own forward runs."""
     pack, names = packs(module)[key]
-    return pack if pack.usable_for([getattr(module, n).weight for n in names]) else None
+    return pack if not pack.stock and pack.usable_for([getattr(module, n).weight for n in names]) else None
 
 
 def _attention_forward(self, hidden_states, position_embeddings=None, attention_mask=None,

@@ -40,6 +40,7 @@ class Pack:
         self.stamp = self._stamp(sources)
         self.in_features, self.out_features = sources[0].shape[1], sum(w.shape[0] for w in sources)
         self.pad_rows = frozenset()     # row counts padded with zero rows to PAD_TO (set by rows.py)
+        self.stock = False              # this shape runs faster on stock F.linear here (stock.py): users skip the pack
         # zero_rows[r]: the PAD_TO - r zero rows a product of r rows gets (read only: shared by every caller)
         zeros = torch.zeros(PAD_TO - 1, self.in_features)
         self.zero_rows = (None,) + tuple(zeros[: PAD_TO - r] for r in range(1, PAD_TO))
@@ -98,5 +99,5 @@ class Pack:
 def _empty_pack() -> Pack:
     p = Pack.__new__(Pack)
     p.tensor, p.bias, p.stamp, p.dtype = None, None, [], torch.float32
-    p.in_features, p.out_features, p.pad_rows, p.zero_rows = 0, 0, frozenset(), None
+    p.in_features, p.out_features, p.pad_rows, p.zero_rows, p.stock = 0, 0, frozenset(), None, False
     return p
