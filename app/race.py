@@ -234,11 +234,12 @@ def stats_markdown(spec, plain) -> str:
 
 
 def kernel_rows(spec, plain) -> list[str]:
-    """Which matrix kernels each lane's models ran (optional trace field: older traces lack it)."""
+    """Which matrix kernels each lane's models ran, and how the target's passes ran (a dynamic
+    cache, or static passes, captured on a GPU); optional trace fields: older traces lack them."""
     ks = [(t.config.kernels or {}) if t is not None else {} for t in (spec, plain)]
     rows = []
-    for role in ("target", "draft"):
+    for role, label in (("target", "kernels (target)"), ("passes", "the target's passes"), ("draft", "kernels (draft)")):
         a, b = (k.get(role) for k in ks)
         if a or b:
-            rows.append(f"| kernels ({role}) | {a or '–'} | {b or '–'} |")
+            rows.append(f"| {label} | {a or '–'} | {b or '–'} |")
     return rows

@@ -170,3 +170,13 @@ def test_default_target_greedy_identity_on_the_bench_prompts(default_pair, plan,
         ids = default_pair.encode_prompt(text)
         want = autoregressive_generate(default_pair, ids, max_new_tokens=32).output_ids
         assert speculative_generate(static_pair, ids, max_new_tokens=32, **plan).output_ids == want, text
+
+
+def test_the_page_says_which_passes_ran():
+    """The race's numbers table (one click away) names each lane's passes, as the trace records them."""
+    from app.race import kernel_rows
+    target = tiny_llama(vocab_size=16, seed=3)
+    spec = speculative_generate(pair_on("static", target), PROMPT, k=2, max_new_tokens=6)
+    plain = autoregressive_generate(pair_on("dynamic", target), PROMPT, max_new_tokens=6)
+    rows = kernel_rows(spec, plain)
+    assert "| the target's passes | static cache, eager passes | dynamic cache (grown and cropped each pass) |" in rows
