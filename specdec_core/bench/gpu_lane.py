@@ -105,28 +105,38 @@ def measure(args) -> dict:
     t_start = time.perf_counter()
     for i, text in enumerate(prompts):
         ids = dyn.encode_prompt(text)
-        for pair in (dyn, fix):               # one-time costs (captures, kernels) outside the timing
-            warm_up(pair, ids, spec_req)
-            warm_up(pair, ids, plain_req)
-        for name, fn in hf.items():
-            fn(ids, 4)
+        # One-time costs (captures, kernels, compilation) outside the timing; a lane that fails is
+        # reported and left out from then on, so one broken path does not cost the others' figures.
+        warm = {name: (lambda p=pair: (warm_up(p, ids, spec_req), warm_up(p, ids, plain_req)))
+                for name, pair in (("plain_dynamic", dyn), (f"plain_{fixed}", fix))}
+        warm.update({name: (lambda f=fn: f(ids, 4)) for name, fn in hf.items()})
+        for name, fn in warm.items():
+            _guarded(report, name, fn)
         times, outputs, phases = {}, {}, {}
         lanes = list(ours) + list(hf)
         for rep in range(args.repeats):
             order = lanes[rep % len(lanes):] + lanes[: rep % len(lanes)]      # each lane first in turn
             for name in order:
+                if _failed(report, name, fixed):
+                    continue
                 if name in ours:
-                    trace, s = _timed(lambda: ours[name](ids), device)
+                    got = _guarded(report, name, lambda: _timed(lambda: ours[name](ids), device))
+                    if got is None:
+                        continue
+                    trace, s = got
                     out = trace.output_ids
                     if name.startswith("spec"):
                         phases.setdefault(name, []).extend(
                             (r.draft_s, r.verify_s, r.overhead_s, r.n_verified) for r in trace.rounds)
                 else:
-                    out, s = _timed(lambda: hf[name](ids, args.max_new_tokens), device)
+                    got = _guarded(report, name, lambda: _timed(lambda: hf[name](ids, args.max_new_tokens), device))
+                    if got is None:
+                        continue
+                    out, s = got
                 times.setdefault(name, []).append((len(out), s))
                 outputs.setdefault(name, out)
         row = {"prompt": text[:60], "tok_s": {}, "identical": {}}
-        ref = outputs["plain_dynamic"]
+        ref = outputs.get("plain_dynamic") or next(iter(outputs.values()), [])
         for name, runs in times.items():
             row["tok_s"][name] = statistics.median(n / s for n, s in runs)
             n = min(len(ref), len(outputs[name]))
@@ -147,22 +157,41 @@ def measure(args) -> dict:
     return report
 
 
+def _guarded(report: dict, name: str, fn):
+    """fn()'s result, or None with the error recorded under report["failed"][name] (printed once)."""
+    try:
+        return fn()
+    except Exception as e:     # a measurement reports a broken lane, it does not stop the others
+        if name not in report.setdefault("failed", {}):
+            report["failed"][name] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            print(f"lane {name} failed: {report['failed'][name]}", flush=True)
+        return None
+
+
+def _failed(report: dict, name: str, fixed: str) -> bool:
+    """A lane is skipped once it, or the warm-up of its pair, failed."""
+    failed = report.get("failed", {})
+    pair_warm = "plain_dynamic" if name.endswith("_dynamic") and not name.startswith("hf") else \
+        f"plain_{fixed}" if name.endswith(f"_{fixed}") else name
+    return name in failed or pair_warm in failed
+
+
 def _geo(xs) -> float:
     return math.exp(statistics.mean(math.log(x) for x in xs)) if xs else float("nan")
 
 
 def _summarise(report: dict) -> None:
     rows = report["prompts"]
-    lanes = list(rows[0]["tok_s"])
+    lanes = [k for k in rows[0]["tok_s"] if all(k in r["tok_s"] for r in rows)]
     s = {"tok_s": {k: _geo([r["tok_s"][k] for r in rows]) for k in lanes},
          "identical": {k: all(r["identical"][k] for r in rows) for k in lanes}}
     for kind in ("dynamic", "graphs", "static"):
-        if f"spec_{kind}" in lanes:
+        if f"spec_{kind}" in lanes and f"plain_{kind}" in lanes:
             s[f"spec_over_plain_{kind}"] = _geo([r["tok_s"][f"spec_{kind}"] / r["tok_s"][f"plain_{kind}"] for r in rows])
             s[f"plain_step_ms_{kind}"] = 1e3 / s["tok_s"][f"plain_{kind}"]
             s[f"step_over_floor_{kind}"] = s[f"plain_step_ms_{kind}"] / report["floor_ms"]
     hf = [k for k in lanes if k.startswith("hf_")]
-    if hf:
+    if hf and any(not k.startswith("hf_") for k in lanes):
         best_hf = max(hf, key=lambda k: s["tok_s"][k])
         best_ours = max((k for k in lanes if not k.startswith("hf_")), key=lambda k: s["tok_s"][k])
         s.update(best_hf=best_hf, best_ours=best_ours, ours_over_best_hf=s["tok_s"][best_ours] / s["tok_s"][best_hf])
@@ -191,6 +220,7 @@ def _write(report: dict, out: str) -> None:
                   "| prompt | lane | draft | verify | host | rounds | verified/round |", "|---|---|---|---|---|---|---|"]
         lines += [f"| {p} | {k} | {v['draft']:.2f} | {v['verify']:.2f} | {v['host']:.2f} | {v['rounds']} | "
                   f"{v['verified_per_round']:.1f} |" for p, k, v in phases]
+    lines += [f"- FAILED {k}: {v}" for k, v in report.get("failed", {}).items()]
     (folder / "report.md").write_text("\n".join(lines) + "\n")
 
 
