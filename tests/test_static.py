@@ -180,3 +180,22 @@ def test_the_page_says_which_passes_ran():
     plain = autoregressive_generate(pair_on("dynamic", target), PROMPT, max_new_tokens=6)
     rows = kernel_rows(spec, plain)
     assert "| the target's passes | static cache, eager passes | dynamic cache (grown and cropped each pass) |" in rows
+
+
+@torch.inference_mode()
+def test_the_pass_a_graph_captures_reads_nothing_back(monkeypatch):
+    """CUDA graph capture fails on any device→host read: the padded pass (mask, positions, the
+    target's forward on stock kernels, the taps) must make none. Checked on the CPU by spying on
+    every way a tensor's value reaches Python."""
+    target = tiny_llama(vocab_size=16, seed=9, layers=2)
+    ws = static_mod.StaticPasses(target, 64, padded=True)
+    ws.prefill(torch.arange(10) % 16, None)
+    rows = 8
+    meta = ws._meta(10, [0] + [1, 2, 3, 1, 2, 2, 3], static_mod.tree_sees([-1, 0, 1, -1, 3, 3, 5], rows))
+    reads = []
+    for name in ("item", "__bool__", "tolist", "__int__", "__float__", "__index__", "cpu", "numpy"):
+        real = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name, lambda self, *a, _n=name, _r=real, **k: (reads.append(_n), _r(self, *a, **k))[1])
+    logits, hidden = ws._pass(torch.arange(rows), *ws._unpack(meta, rows), ws.kv.max_len, (1, -1))
+    monkeypatch.undo()
+    assert reads == [] and logits.shape == (rows, 16) and hidden.shape == (rows, 32)
