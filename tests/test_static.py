@@ -16,6 +16,7 @@ from specdec_core.sampling import SamplingConfig
 
 from .conftest import samples_for_power, tiny_llama
 from .test_exactness import exact_two_token_distribution
+from .test_tree import tiny_head_pair
 
 PROMPT = [1, 5, 2, 3, 3, 1, 5, 2]
 
@@ -35,6 +36,16 @@ def pair_on(path_name, target, draft="ngram", fast_path=False):
     return ModelPair.from_models(target, draft, fast_path=fast_path, passes=passes)
 
 
+def head_pair_on(path_name):
+    """The tiny target with a feature head (test_tree.tiny_head_pair): it drafts real token trees
+    (a draft model draws chains whatever the width)."""
+    base = tiny_head_pair()
+    return pair_on(path_name, base.target, base.make_drafter)
+
+
+TREE_PLAN = {"depth": 2, "width": 3, "frontier": 1, "nodes": None, "keep": None}   # 3 root children, 3 below the first
+
+
 @pytest.mark.parametrize("fast_path", [False, True])
 @pytest.mark.parametrize("plan", [dict(k=1), dict(k=4), dict(k=None, tree=(6, 3)), dict(k=None, tree="auto")])
 def test_greedy_equals_the_dynamic_cache(path, plan, fast_path):
@@ -52,35 +63,40 @@ def test_greedy_equals_the_dynamic_cache(path, plan, fast_path):
 
 @pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.8, 0.9)])
 def test_tree_sampling_through_the_static_path_matches_the_target(path, temperature, top_p):
-    """The joint of the first two tokens of trees (3 root children, 3 below the first) drafted by a
-    model and verified on the static path is the target's (χ² at the suite's stated power)."""
-    pair = pair_on(path, tiny_llama(vocab_size=8, seed=0), tiny_llama(vocab_size=8, seed=1))
-    cfg = SamplingConfig(temperature, 0, top_p)
-    counts = torch.zeros(8, 8)
-    plan = {"depth": 2, "width": 3, "frontier": 1, "nodes": None, "keep": None}
-    for seed in range(samples_for_power(64)):
-        ids = speculative_generate(pair, PROMPT, 1, k_schedule=[plan] * 3, max_new_tokens=3, seed=seed,
-                                   temperature=temperature, top_p=top_p).output_ids
-        counts[ids[0], ids[1]] += 1
-    result = chi_square(counts, exact_two_token_distribution(pair.target, PROMPT, cfg, 8))
+    """The joint of the first two tokens of trees (3 root children, 3 below the first) drafted by
+    the feature head and verified on the static path is the target's (χ² at the suite's power)."""
+    pair = head_pair_on(path)
+    counts = two_token_counts(pair, samples_for_power(64), temperature=temperature, top_p=top_p)
+    result = chi_square(counts, exact_two_token_distribution(pair.target, PROMPT, SamplingConfig(temperature, 0, top_p), 8))
     assert result.impossible == 0
     assert result.p_value > 1e-3
+
+
+def two_token_counts(pair, n, **settings) -> torch.Tensor:
+    counts = torch.zeros(8, 8)
+    for seed in range(n):
+        trace = speculative_generate(pair, PROMPT, 1, k_schedule=[TREE_PLAN] * 3, max_new_tokens=3, seed=seed, **settings)
+        assert trace.rounds[0].tree, "the round drafted no tree"
+        ids = trace.output_ids
+        counts[ids[0], ids[1]] += 1
+    return counts
 
 
 def test_the_test_has_power_through_the_static_path(monkeypatch):
     """A mask that lets every new token see the whole pass (not only its ancestors) changes what
     the target scores: the same χ² test must catch it."""
-    real = static_mod.tree_sees
     monkeypatch.setattr(static_mod, "tree_sees", lambda parents, rows: [[True] * rows for _ in range(rows)])
-    pair = pair_on("static", tiny_llama(vocab_size=8, seed=0), tiny_llama(vocab_size=8, seed=1))
-    plan = {"depth": 2, "width": 3, "frontier": 1, "nodes": None, "keep": None}
-    counts = torch.zeros(8, 8)
-    for seed in range(300):
-        ids = speculative_generate(pair, PROMPT, 1, k_schedule=[plan] * 3, max_new_tokens=3, seed=seed,
-                                   temperature=1.0).output_ids
-        counts[ids[0], ids[1]] += 1
-    assert real is not static_mod.tree_sees
+    pair = head_pair_on("static")
+    counts = two_token_counts(pair, 300, temperature=1.0)
     assert chi_square(counts, exact_two_token_distribution(pair.target, PROMPT, SamplingConfig(1.0), 8)).p_value < 1e-3
+
+
+@pytest.mark.parametrize("plan", [dict(k=None, tree=(6, 3)), dict(k=None, tree="auto"), dict(k=3)])
+def test_head_trees_greedy_equal_the_dynamic_cache(path, plan):
+    want = speculative_generate(head_pair_on("dynamic"), PROMPT, max_new_tokens=20, **plan)
+    got = speculative_generate(head_pair_on(path), PROMPT, max_new_tokens=20, **plan)
+    assert got.output_ids == want.output_ids
+    assert plan.get("k") or any(r.tree for r in got.rounds)
 
 
 TREE_IDS, TREE_PARENTS = [4, 6, 7, 0, 1, 2, 3], [-1, -1, -1, 0, 0, 2, 3]   # 3 root children, two levels
@@ -199,3 +215,22 @@ def test_the_pass_a_graph_captures_reads_nothing_back(monkeypatch):
     logits, hidden = ws._pass(torch.arange(rows), *ws._unpack(meta, rows), ws.kv.max_len, (1, -1))
     monkeypatch.undo()
     assert reads == [] and logits.shape == (rows, 16) and hidden.shape == (rows, 32)
+
+
+def test_recording_a_round_reads_the_device_twice(monkeypatch):
+    """On a GPU each read of a device tensor into Python is a sync: a round's record takes every
+    number in one read and every id in another, however many nodes the tree has."""
+    import sys
+    from specdec_core.decoding import recording
+    reads = []
+    for name in ("item", "__bool__", "tolist", "__int__", "__float__", "__index__"):
+        real = getattr(torch.Tensor, name)
+
+        def spy(self, *a, _n=name, _r=real, **k):
+            if sys._getframe(1).f_code.co_filename == recording.__file__:
+                reads.append(_n)
+            return _r(self, *a, **k)
+        monkeypatch.setattr(torch.Tensor, name, spy)
+    trace = speculative_generate(head_pair_on("static"), PROMPT, 1, k_schedule=[TREE_PLAN] * 12, max_new_tokens=12)
+    monkeypatch.undo()
+    assert any(r.tree for r in trace.rounds) and len(reads) == 2 * len(trace.rounds), reads

@@ -69,10 +69,16 @@ def record_round(st, tree: TokenTree, acc, logits, p_target, new_ids, shape: Sha
                        c_top.values])
     top_i = torch.cat([p_top.indices[:m], raw_top.indices[:m], q_top_i, p_top.indices[m:], raw_top.indices[m:],
                        c_top.indices])
-    # The round's details to the host in one go: tops, per-node p / q, overlaps (ARCHITECTURE, Devices).
-    top_p, top_i = top_p.cpu().tolist(), top_i.cpu().tolist()
-    p_h, q_h, qr_h = torch.stack([p_x, q_x, q_raw_x]).cpu().tolist() if n else ([], [], [])
-    ov_h = overlap.cpu().tolist()
+    # The round's details to the host in two reads (ARCHITECTURE, Devices): every number (tops,
+    # per-node p / q, overlaps) in one, every id (the tops', the nodes') in the other.
+    rows_w = top_p.shape[1]
+    floats = torch.cat([top_p.flatten(), p_x.flatten(), q_x.flatten(), q_raw_x.flatten(), overlap.flatten()]).cpu().tolist()
+    ints = torch.cat([top_i.flatten(), ids.flatten()]).cpu().tolist()
+    n_top = top_p.shape[0] * rows_w
+    top_p = [floats[r: r + rows_w] for r in range(0, n_top, rows_w)]
+    top_i = [ints[r: r + rows_w] for r in range(0, n_top, rows_w)]
+    p_h, q_h, qr_h = (floats[n_top + j * n: n_top + (j + 1) * n] for j in range(3))
+    ov_h, ids_h = floats[n_top + 3 * n:], ints[n_top:]
     text = _text_noting_bytes(st)
 
     def top(r):
@@ -82,7 +88,7 @@ def record_round(st, tree: TokenTree, acc, logits, p_target, new_ids, shape: Sha
     for j, i in enumerate(spine):
         evaluated = acc.decisions[i] != "not reached"
         drafted.append(DraftToken(
-            id=int(tree.ids[i]), text=text(int(tree.ids[i])), q=min(q_h[i], 1.0), p=min(p_h[i], 1.0),
+            id=ids_h[i], text=text(ids_h[i]), q=min(q_h[i], 1.0), p=min(p_h[i], 1.0),
             u=acc.u[i], accepted=acc.decisions[i] == "accepted", evaluated=evaluated,
             overlap=min(ov_h[j], 1.0) if evaluated else None, p_top=top(j), p_top_raw=top(m + j),
             q_top=top(2 * m + j), q_top_raw=top(3 * m + j), test=acc.tests[i], keep_at=acc.keep_at[i]))
@@ -93,7 +99,7 @@ def record_round(st, tree: TokenTree, acc, logits, p_target, new_ids, shape: Sha
     nodes = None
     if not tree.is_chain:
         on_path = set(acc.path)
-        nodes = [TreeNode(id=int(tree.ids[i]), parent=tree.parents[i], text=text(int(tree.ids[i])),
+        nodes = [TreeNode(id=ids_h[i], parent=tree.parents[i], text=text(ids_h[i]),
                           p=min(p_h[i], 1.0), q=min(q_h[i], 1.0), q_raw=min(qr_h[i], 1.0), u=acc.u[i],
                           decision=acc.decisions[i], on_path=i in on_path, source=Source(tree.sources[i]),
                           test=acc.tests[i], keep_at=acc.keep_at[i])
@@ -125,6 +131,6 @@ def _text_noting_bytes(st):
 def sync_output(st) -> None:
     """The trace's output: ids, their text (a character not complete yet left out) and which
     characters each token carries (the last round's spans reused: only new tokens are decoded)."""
-    ids = st.committed[len(st.trace.prompt["ids"]):].tolist()
+    ids = list(st.output_ids)        # kept on the host by the round: no read of the device's copy
     text, spans = st.pair.decode_output(ids, st.trace.output.get("spans"))
     st.trace.output = {"ids": ids, "text": text, "spans": spans}

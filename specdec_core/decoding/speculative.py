@@ -15,7 +15,7 @@ Plain decoding is the same loop with a drafter that proposes nothing (see autore
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
 import torch
@@ -54,6 +54,7 @@ class DecodeState:
     t0: float = 0.0                    # perf_counter at decode start
     paused_s: float = 0.0              # time spent outside the decoder (consumer between yields)
     n_new: int = 0
+    output_ids: list = field(default_factory=list)   # the new tokens on the host (committed[prompt:] there)
     done: bool = False
     drafter_stop_reason: Optional[str] = None   # why the last chain came out shorter, if the drafter said
 
@@ -180,6 +181,7 @@ def decode_round(st: DecodeState, order: RoundOrder) -> Round:
     st.committed = torch.cat([st.committed, torch.tensor(new_ids, dtype=torch.long,
                                                          device=st.committed.device)])
     st.n_new += len(new_ids)
+    st.output_ids += new_ids
     st.done = stop_reason is not None
 
     # 6. Record the round (top-N of every distribution, moved to the host once), built once. Its
