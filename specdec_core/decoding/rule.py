@@ -77,10 +77,12 @@ class TreeAcceptance:
     tests: list                   # [n] the KeepTest a tried node met (None: not reached)
     keep_at: list                 # [n] what its u was tested against, kept iff u < it (None: not tried, greedy)
     drawn_from: DrawnFrom         # what the last token was drawn from
+    flag: Optional[float] = None  # the caller's `flag` tensor, read with the walk's numbers
 
 
 def accept_tree(parents: list, draft_ids: torch.Tensor, p_target: torch.Tensor, greedy: bool,
-                generator: Optional[torch.Generator], q_sampled: Optional[torch.Tensor] = None) -> TreeAcceptance:
+                generator: Optional[torch.Generator], q_sampled: Optional[torch.Tensor] = None,
+                flag: Optional[torch.Tensor] = None) -> TreeAcceptance:
     """Walk a token tree down from the root: which path is kept, and the round's last token.
 
     parents [n] (topological, -1: child of the root; a node's children are tried in index order),
@@ -89,7 +91,8 @@ def accept_tree(parents: list, draft_ids: torch.Tensor, p_target: torch.Tensor, 
     node an only child); None: the children are deterministic guesses. Greedy: at each node the
     child equal to the target's argmax is kept, the last token is the argmax. Sampling: all u are
     drawn with `generator` in one call. Two reads from the device: ids / p(child) / q(child) /
-    argmax / u together, then the last token.
+    argmax / u together, then the last token. flag: a one-element tensor of the caller's (the
+    decoder's NaN/inf check), read in the first of them rather than on its own: a sync saved.
 
     Why it is exact. At a node the target's next-token distribution is p; start with r = p. Every
     child x is a draft from some q: a sampled only child x ~ q, or a guess, chosen before and apart
@@ -118,7 +121,10 @@ def accept_tree(parents: list, draft_ids: torch.Tensor, p_target: torch.Tensor, 
     parts = [ids.double(), p_target[rows, ids].double(), p_target.argmax(-1).double()]
     if sampled:
         parts.append(q_sampled.to(device).gather(-1, ids[:, None]).squeeze(-1).double())
+    if flag is not None:
+        parts.append(flag.reshape(1).double())
     host = torch.cat(parts + ([u.double()] if u is not None else [])).tolist()
+    flag_h = host[4 * n + 1 if sampled else 3 * n + 1] if flag is not None else None
     ids_h, p_child, argmax = [int(x) for x in host[:n]], host[n:2 * n], [int(x) for x in host[2 * n:3 * n + 1]]
     q_child = host[3 * n + 1:4 * n + 1] if sampled else [1.0] * n    # a guess: q a point mass on it
     u_h = host[-n:] if u is not None else [None] * n
@@ -162,4 +168,4 @@ def accept_tree(parents: list, draft_ids: torch.Tensor, p_target: torch.Tensor, 
     return TreeAcceptance(path, [ids_h[i] for i in path], correction_dist, int(token),
                           "resample" if kids else "bonus", decisions,
                           [u_h[i] if decisions[i] != "not reached" else None for i in range(n)],
-                          tests, keep_at, drawn_from)
+                          tests, keep_at, drawn_from, flag_h)

@@ -150,11 +150,13 @@ def decode_round(st: DecodeState, order: RoundOrder) -> Round:
 
     # 3. Accept a path (rule.accept_tree: the chain rule for a sampled chain, r(x)/Σr for guessed
     #    children; greedy: the target's argmax) and draw the round's last token.
-    if bool(broken):
+    #    The broken-logits flag is read with the walk's numbers (one sync, not two); nothing is
+    #    committed before it is checked.
+    acc = accept_tree(tree.parents, tree.ids, p_target, cfg.greedy, st.generator,
+                      tree.q_probs if tree.sampled and not cfg.greedy else None, flag=broken)
+    if acc.flag:
         raise DecodeError(f"the target produced NaN or infinite logits in round {len(st.trace.rounds)} "
                           f"(after {st.n_new} new tokens): the model or its dtype is broken here")
-    acc = accept_tree(tree.parents, tree.ids, p_target, cfg.greedy, st.generator,
-                      tree.q_probs if tree.sampled and not cfg.greedy else None)
     if st.drafter.wants_logits:
         # Recycling keeps the target's top next tokens after every token this pass scored, the
         # rejected guesses' too (drafters/recycle.py): work the pass did anyway.
