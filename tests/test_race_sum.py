@@ -220,7 +220,8 @@ def test_a_race_under_the_switching_load_names_the_busy_machine(default_pair):
         while not load.procs and time.monotonic() < deadline:
             time.sleep(0.02)
         time.sleep(0.2)
-        request = parse_request(k=3, tree=None, temperature=0.0, max_new_tokens=24)
+        # 36 tokens: the race must outlast one busy half (1.5 s); 24 took 1.47 s on a quick moment.
+        request = parse_request(k=3, tree=None, temperature=0.0, max_new_tokens=36)
         ids = default_pair.encode_prompt("Count from one to twenty in words.")
         last = dict(interleave({"speculative": partial(stream_decode, default_pair, ids, request),
                                 "plain": partial(stream_decode, default_pair, ids, request.plain())}))
