@@ -7,8 +7,8 @@ target, docs/bench/stock-vs-fast-amd), but on an Intel Xeon the same fast path r
 shape is timed both ways once per machine: the packs of that shape together, as a pass runs them
 (1 row, a decoding step, and PAD_TO rows, a verify pass), packed (with the row padding rows.py
 decided) against stock (`F.linear` on each source matrix, as the stock model runs it: a fused q|k|v
-pack against three products), interleaved, medians. Stock is used where it takes ≤ MARGIN of the
-packed time. Only shapes that stream from memory are timed (rows.py's rule; a smaller set stays in
+pack against three products, on dense copies rebuilt from the pack so a memory-mapped model's file
+is not paged in), interleaved, medians. Stock is used where it takes ≤ MARGIN of the packed time. Only shapes that stream from memory are timed (rows.py's rule; a smaller set stays in
 cache while timed, which says nothing about a pass).
 
 Decided once per machine, like the row padding: kept in a file keyed by the CPU model and torch's
@@ -52,29 +52,36 @@ def measure(packs_with_sources: list) -> dict:
     for pk, srcs in packs_with_sources:
         by_shape[rows.shape_of(pk)].append((pk, srcs))
     cache = rows.last_level_cache_bytes()
-    groups = {key: group for key, group in by_shape.items() if len(group) * key[0] * key[1] * key[2].itemsize > cache}
-    if not groups:
-        return {}
+    return {key: _stock_is_faster(group) for key, group in by_shape.items()
+            if len(group) * key[0] * key[1] * key[2].itemsize > cache}
+
+
+def _stock_is_faster(group: list) -> bool:
+    """One shape's packs, packed against stock, over ROWS, interleaved, medians. The stock side
+    multiplies dense copies rebuilt from the packs (split as their sources are), a shape at a time:
+    reading the sources themselves would page a memory-mapped model's whole file into this
+    process (~0.5 GB resident for the default target) just to time it."""
+    n_in = group[0][0].in_features
+    eye = torch.eye(n_in)
+    dense = [list(pk.plain(eye, None).T.contiguous().float().split([w.shape[0] for w in srcs])) for pk, srcs in group]
     gen = torch.Generator().manual_seed(0)
-    xs = {(r, n): torch.randn(r, n, generator=gen) for r in ROWS for n in {key[0] for key in groups}}
-    runs = [(key, r, how) for key in groups for r in ROWS for how in ("packed", "stock")]
+    xs = {r: torch.randn(r, n_in, generator=gen) for r in ROWS}
+    runs = [(r, how) for r in ROWS for how in ("packed", "stock")]
     times = defaultdict(list)
     for rep in range(REPS + 1):
         # Each rep starts at another entry, so a disturbance does not always land on the same one.
-        for key, r, how in runs[rep % len(runs):] + runs[: rep % len(runs)]:
-            x = xs[(r, key[0])]
+        for r, how in runs[rep % len(runs):] + runs[: rep % len(runs)]:
             t0 = time.perf_counter()
-            for pk, srcs in groups[key]:
+            for (pk, _), ws in zip(group, dense):
                 if how == "packed":
-                    pk.linear(x, None)
+                    pk.linear(xs[r], None)
                 else:
-                    for w in srcs:
-                        F.linear(x, w)
+                    for w in ws:
+                        F.linear(xs[r], w)
             if rep > 0:                        # rep 0 warms up
-                times[(key, r, how)].append(time.perf_counter() - t0)
+                times[(r, how)].append(time.perf_counter() - t0)
     med = {run: statistics.median(ts) for run, ts in times.items()}
-    return {key: sum(med[(key, r, "stock")] for r in ROWS) <= MARGIN * sum(med[(key, r, "packed")] for r in ROWS)
-            for key in groups}
+    return sum(med[(r, "stock")] for r in ROWS) <= MARGIN * sum(med[(r, "packed")] for r in ROWS)
 
 
 def decided(packs_with_sources: list) -> dict:
