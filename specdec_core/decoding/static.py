@@ -26,11 +26,12 @@ import torch
 
 from ..drafters.base import TokenTree, node_depths, tapped
 from ..registry import REGISTRY
+from .tree import tree_sees
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)    # token counts of a pass; a larger pass runs eagerly
 LEN_STEP = 256                             # cache lengths rounded up to this, so workspaces are reused
 CAPTURE_UP_TO = 64                         # buckets captured when a workspace opens (larger: on first use)
-FREE_PER_LENGTH = 2                        # idle workspaces kept per (length, graphs)
+FREE_PER_LENGTH = 2                        # idle workspaces kept per (length, graphs, padded)
 
 
 def bucket(n: int) -> Optional[int]:
@@ -72,31 +73,18 @@ class StaticKV:
         self.length = 0
 
 
-def tree_sees(parents: list, rows: int) -> list:
-    """[rows][rows] ancestor-or-self relation of [root, nodes] padded to `rows` (a padded row sees
-    only itself): row i may attend to column j."""
-    sees = [[False] * rows for _ in range(rows)]
-    sees[0][0] = True
-    for i, parent in enumerate(parents):
-        sees[i + 1] = list(sees[parent + 1])
-        sees[i + 1][i + 1] = True
-    for i in range(len(parents) + 1, rows):
-        sees[i][i] = True
-    return sees
-
-
 class StaticPasses:
     """One decode's target passes on a static cache; `graphs`: each bucket captured on first use
     (CUDA); `padded`: passes padded to their bucket and the whole cache read, as a captured pass
     does, but run eagerly (how the CPU tests the captured passes' arithmetic)."""
 
-    def __init__(self, target, max_len: int, graphs: bool = False, padded: Optional[bool] = None):
+    def __init__(self, target, max_len: int, graphs: bool = False, padded: bool = False):
         self.target = target
         self.device = target.get_input_embeddings().weight.device
         self.dtype = target.get_input_embeddings().weight.dtype
         self.kv = StaticKV(target.config, max_len, self.dtype, self.device)
         self.graphs = graphs
-        self.padded = graphs if padded is None else padded or graphs   # passes padded to their bucket
+        self.padded = padded or graphs           # passes padded to their bucket (a captured pass always is)
         self.name = "graphs" if graphs else "static"
         self._key = torch.arange(max_len, device=self.device)
         self._zero = torch.zeros((), dtype=self.dtype, device=self.device)
@@ -251,7 +239,7 @@ class Workspaces:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._free: dict = {}           # (max_len, graphs) -> [StaticPasses]
+        self._free: dict = {}           # (max_len, graphs, padded) -> [StaticPasses]
 
     def take(self, target, max_len: int, graphs: bool, padded: bool) -> StaticPasses:
         key = (max_len, graphs, padded)

@@ -32,7 +32,7 @@ from transformers import DynamicCache
 
 from ..drafters.base import TokenTree, crop_cache, node_depths, tapped
 
-__all__ = ["TokenTree", "Shape", "fanout", "tree_mask", "tree_positions", "verify_tree", "keep_path"]
+__all__ = ["TokenTree", "Shape", "fanout", "tree_sees", "tree_mask", "tree_positions", "verify_tree", "keep_path"]
 
 MASKABLE = ("sdpa", "eager")   # attention implementations that add a 4D mask to their scores
 
@@ -61,18 +61,26 @@ def fanout(nodes: int, depth: int) -> Shape:
     return Shape(nodes, depth, w, w)
 
 
+def tree_sees(parents: list, rows: int) -> list:
+    """[rows][rows] ancestor-or-self relation of [root, node_1..node_n], built on the host (a node's
+    row is its parent's row plus itself); rows > n + 1 pads it (a padded row sees only itself, for
+    a pass padded to a fixed size: decoding/static.py). Row i may attend to column j."""
+    sees = [[False] * rows for _ in range(rows)]
+    sees[0][0] = True
+    for i, parent in enumerate(parents):
+        sees[i + 1] = list(sees[parent + 1])
+        sees[i + 1][i + 1] = True
+    for i in range(len(parents) + 1, rows):
+        sees[i][i] = True
+    return sees
+
+
 def tree_mask(parents: list, past_len: int, dtype: torch.dtype, device) -> torch.Tensor:
     """Additive attention mask [1, 1, n+1, past_len+n+1] for [root, node_1..node_n] on a cache of
     past_len positions: row i attends to the past, the root, node i's ancestors and node i."""
     n = len(parents)
-    # Ancestor-or-self rows, built on the host (a node's row is its parent's row plus itself).
-    sees = [[True] + [False] * n]
-    for i, parent in enumerate(parents):
-        row = list(sees[parent + 1])
-        row[i + 1] = True
-        sees.append(row)
     allowed = torch.cat([torch.ones(n + 1, past_len, dtype=torch.bool, device=device),
-                         torch.tensor(sees, dtype=torch.bool, device=device)], -1)
+                         torch.tensor(tree_sees(parents, n + 1), dtype=torch.bool, device=device)], -1)
     blocked = torch.full((n + 1, past_len + n + 1), torch.finfo(dtype).min, dtype=dtype, device=device)
     return torch.where(allowed, torch.zeros((), dtype=dtype, device=device), blocked)[None, None]
 
