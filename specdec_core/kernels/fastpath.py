@@ -229,11 +229,12 @@ def apply(model: nn.Module, enable: bool = True, weights_from=None, dtype: torch
     extra = sum(t.numel() * t.element_size() for t in _matrices(model) if t.data_ptr() not in mapped)
     # Few-row products padded where this machine runs them faster so (rows.py), measured once per
     # CPU model and torch version and kept: every load on this machine makes the same choice.
-    packs = [pk for pk, _ in packs_of(model)]
+    with_sources = packs_of(model)
+    packs = [pk for pk, _ in with_sources]
     padded = rows.set_padding(packs, rows.decided(packs))
     # Then, per shape, packed against stock F.linear (stock.py), decided the same way: where stock
     # is faster on this CPU, that shape's products skip their packs.
-    on_stock = stock.set_stock(packs, stock.decided(packs_of(model)))
+    on_stock = stock.set_stock(packs, stock.decided(with_sources))
     return _set(model, Kernels(FAST, None, n_packed, extra, fused, "bf16" if dtype is torch.bfloat16 else "fp32",
                                padded, on_stock))
 

@@ -100,7 +100,8 @@ def cache_file() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "specdec") / "pad_rows.json"
 
 
-def _key_text(key: tuple) -> str:
+def shape_text(key: tuple) -> str:
+    """A shape key as the per-machine files write it: "576x3072 float32"."""
     return f"{key[0]}x{key[1]} {str(key[2]).replace('torch.', '')}"
 
 
@@ -109,23 +110,35 @@ def decided(packs: list) -> dict:
     from cache_file(), the others measured and added to it (an unwritable cache: measured each load)."""
     if not enabled():
         return {}
-    path, machine = cache_file(), machine_key()
+    texts = {shape_of(pk): shape_text(shape_of(pk)) for pk in packs}
+    got = decided_once(cache_file(), texts, lambda missing: {
+        key: sorted(r) for key, r in measure([pk for pk in packs if shape_of(pk) in missing]).items()})
+    return {key: frozenset(r) for key, r in got.items() if r}
+
+
+def decided_once(path: Path, texts: dict, measure_missing) -> dict:
+    """Kernel choices kept per machine in `path` ({machine_key(): {text: choice}}), the one way
+    they are kept (row padding here, packed or stock in stock.py). texts: {key: its text in the
+    file}; measure_missing(keys) -> {key: choice (JSON)} for the keys this machine has not decided,
+    added to the file (an unwritable file: measured at each load). Returns {key: choice} for every
+    key decided now or before."""
+    machine = machine_key()
     try:
         known = json.loads(path.read_text()) if path.is_file() else {}
     except (OSError, ValueError):
         known = {}
     mine = known.get(machine, {})
-    wanted = {_key_text(key): key for key in shapes(packs)}
-    found = {key: frozenset(mine[text]) for text, key in wanted.items() if text in mine}
-    new = measure([pk for pk in packs if _key_text(shape_of(pk)) not in mine])
+    found = {key: mine[text] for key, text in texts.items() if text in mine}
+    missing = [key for key, text in texts.items() if text not in mine]
+    new = measure_missing(missing) if missing else {}
     if new:
-        known[machine] = {**mine, **{_key_text(key): sorted(r) for key, r in new.items()}}
+        known[machine] = {**mine, **{texts[key]: choice for key, choice in new.items()}}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(path, lambda f: f.write(json.dumps(known, indent=1).encode()))
         except OSError:
             pass
-    return {key: r for key, r in {**found, **new}.items() if r}
+    return {**found, **new}
 
 
 @torch.inference_mode()

@@ -18,7 +18,6 @@ label. SPECDEC_STOCK_SHAPES=0 turns the choice off (packed everywhere).
 """
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections import defaultdict
@@ -26,7 +25,6 @@ from collections import defaultdict
 import torch
 import torch.nn.functional as F
 
-from ..atomic import write_atomic
 from . import rows, switches
 from .packed import PAD_TO
 
@@ -85,30 +83,15 @@ def _stock_is_faster(group: list) -> bool:
 
 
 def decided(packs_with_sources: list) -> dict:
-    """measure(), once per machine: shapes this CPU model and torch already decided are read from
-    cache_file(), the others measured and added (an unwritable cache: measured each load). Returns
-    {shape: True} for the shapes that run on stock kernels."""
+    """measure(), once per machine (rows.decided_once): shapes this CPU model and torch already
+    decided are read from cache_file(), the others measured and added. Returns {shape: True} for
+    the shapes that run on stock kernels."""
     if not enabled():
         return {}
-    path, machine = cache_file(), rows.machine_key()
-    try:
-        known = json.loads(path.read_text()) if path.is_file() else {}
-    except (OSError, ValueError):
-        known = {}
-    mine = known.get(machine, {})
-    keys = {rows.shape_of(pk) for pk, _ in packs_with_sources}
-    text = {key: rows._key_text(key) for key in keys}
-    found = {key: bool(mine[text[key]]) for key in keys if text[key] in mine}
-    todo = [(pk, srcs) for pk, srcs in packs_with_sources if text[rows.shape_of(pk)] not in mine]
-    new = measure(todo) if todo else {}
-    if new:
-        known[machine] = {**mine, **{text[key]: on for key, on in new.items()}}
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, lambda f: f.write(json.dumps(known, indent=1).encode()))
-        except OSError:
-            pass
-    return {key: True for key, on in {**found, **new}.items() if on}
+    texts = {rows.shape_of(pk): rows.shape_text(rows.shape_of(pk)) for pk, _ in packs_with_sources}
+    got = rows.decided_once(cache_file(), texts, lambda missing: measure(
+        [(pk, srcs) for pk, srcs in packs_with_sources if rows.shape_of(pk) in missing]))
+    return {key: True for key, on in got.items() if on}
 
 
 def set_stock(packs: list, stock: dict) -> tuple:
