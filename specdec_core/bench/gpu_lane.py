@@ -4,8 +4,9 @@ dynamic cache, its static cache, and that cache compiled), on the same prompts, 
 
 Reported: tokens/s per lane (median over repeats, lanes taking turns per repeat), speculative ÷
 plain per prompt and their geometric mean, our best ÷ transformers' best, the plain step against
-the weight-streaming floor (bytes of weights ÷ measured copy bandwidth), where a speculative round's
-time goes (draft, verify, the host's accept + record), and greedy identity of every lane.
+the weight-streaming floor (costs/machine_costs: weight matrices ÷ read bandwidth), where a
+speculative round's time goes (draft, verify, the host's accept + record), and greedy identity of
+every lane.
 
     python -m specdec_core.bench.gpu_lane --device cuda --n 8 --out docs/bench/gpu-lane
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from ..costs.machine_costs import read_bandwidth, weight_bytes
 from ..decoding import autoregressive_generate, speculative_generate, warm_up
 from ..decoding.plan import parse_request
 from ..models import load_pair
@@ -31,29 +33,6 @@ from .. import data
 def _sync(device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def copy_bandwidth(device, mbytes: int = 1024) -> float:
-    """Bytes moved per second by a device-to-device copy (read + write counted), median of 5."""
-    src = torch.empty(mbytes << 18, dtype=torch.float32, device=device)
-    dst = torch.empty_like(src)
-    times = []
-    for _ in range(6):
-        _sync(device)
-        t = time.perf_counter()
-        dst.copy_(src)
-        _sync(device)
-        times.append(time.perf_counter() - t)
-    return 2 * src.numel() * 4 / statistics.median(times[1:])
-
-
-def weight_bytes(model) -> int:
-    seen, total = set(), 0
-    for p in model.parameters():
-        if p.data_ptr() not in seen:
-            seen.add(p.data_ptr())
-            total += p.numel() * p.element_size()
-    return total
 
 
 def _timed(fn, device) -> tuple:
@@ -96,7 +75,7 @@ def measure(args) -> dict:
             f"plain_{fixed}": lambda ids: autoregressive_generate(fix, ids, max_new_tokens=args.max_new_tokens),
             f"spec_{fixed}": lambda ids: speculative_generate(fix, ids, max_new_tokens=args.max_new_tokens)}
     hf = hf_lanes(dyn.target, args.hf_cache_len, args.hf_compile and device.type == "cuda")
-    floor_s = weight_bytes(dyn.target) / copy_bandwidth(device)
+    floor_s = weight_bytes(dyn.target) / read_bandwidth(device)      # the project's one floor (costs)
     report = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
               "dtype": str(dyn.dtype).replace("torch.", ""), "target": dyn.target_name, "draft": dyn.draft_name,
               "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "floor_ms": floor_s * 1e3,
@@ -205,7 +184,7 @@ def _write(report: dict, out: str) -> None:
     s, lines = report["summary"], []
     lines += [f"# The lane against its hardware: {report['target']} + {report['draft']} on {report['device']}",
               "", f"{report['dtype']}, greedy, {report['max_new_tokens']} new tokens, {len(report['prompts'])} prompts, "
-              f"median of {report['repeats']} repeats (lanes taking turns); floor = weights ÷ copy bandwidth = "
+              f"median of {report['repeats']} repeats (lanes taking turns); floor = weight matrices ÷ read bandwidth = "
               f"{report['floor_ms']:.3f} ms", "", "| lane | tok/s (geo. mean) | greedy identical to plain_dynamic |",
               "|---|---|---|"]
     lines += [f"| {k} | {v:.1f} | {'yes' if s['identical'][k] else 'NO'} |" for k, v in s["tok_s"].items()]

@@ -161,6 +161,14 @@ def _read_once(buf: torch.Tensor) -> float:
     return buf.numel() * buf.element_size() / (time.perf_counter() - t0)
 
 
+def read_bandwidth(device, reps: int = 5) -> float:
+    """Median bytes per second of `reps` reads of the floor's buffer on `device`, after a warm-up
+    read (the floor = weight_bytes ÷ this; step_vs_floor pairs each read with a step instead)."""
+    buf = _read_buffer(device)
+    _read_once(buf)
+    return statistics.median(_read_once(buf) for _ in range(reps))
+
+
 @torch.inference_mode()
 def step_vs_floor(target, vocab_size: int, reps: int = 9, context: int = CONTEXT) -> dict:
     """A 1-token step against the weight-streaming floor, measured in pairs: each rep reads the
