@@ -53,6 +53,14 @@ def test_sweep_summary_medians_spread_speedup_and_best_k():
     assert best_k_text(s).startswith("Best on this machine: k = 3") and s["within_noise"] == []
 
 
+def plain_repeats_scaled(runs: list) -> list:
+    """A sweep's runs with plain's three repeats scaled 1.0, 1.4, 0.8 against k = 3's 1.0, 1.2, 0.9:
+    plain's speed moves from repeat to repeat, as on a shared machine."""
+    for r, f in zip([r for r in runs if r["k"] == 0], (1.0, 1.4 / 1.2, 0.8 / 0.9)):
+        r["trace"] = scaled(r["trace"], f)
+    return runs
+
+
 def test_sweep_best_k_within_noise_is_not_announced():
     """Issue 61: "within noise" comes from the interval of the raced ratio, not from overlapping
     min–max ranges. k = 3 against plain per repeat (each repeat's lanes raced each other): the
@@ -64,10 +72,7 @@ def test_sweep_best_k_within_noise_is_not_announced():
     assert steady["best_measured"] == 3 and steady["within_noise"] == []
     assert steady["versus"][0].low == pytest.approx(steady["versus"][0].high) and steady["versus"][0].low > 1
     assert best_k_text(steady).startswith("Best on this machine: k = 3")
-    runs = sweep_runs(plain_step=0.2)[0]
-    for r, f in zip([r for r in runs if r["k"] == 0], (1.0, 1.4 / 1.2, 0.8 / 0.9)):
-        r["trace"] = scaled(r["trace"], f)
-    s = summarise(runs)
+    s = summarise(plain_repeats_scaled(sweep_runs(plain_step=0.2)[0]))
     ratio = s["versus"][0]
     assert s["best_measured"] == 3 and s["within_noise"] == [0] and ratio.low < 1 < ratio.high
     text = best_k_text(s)
@@ -99,10 +104,7 @@ def test_sweep_with_plain_fastest_names_it_only_from_the_fastest_ks_interval():
     interval = f"k = 3 ÷ plain = {ratio.value:.2f}× [{ratio.low:.2f}, {ratio.high:.2f}] over 3 raced repeats"
     assert text.startswith("Best on this machine: plain") and interval in text
     assert "raced repeats" in text and "× [" in text and "covers 1.0" not in text
-    runs = sweep_runs(plain_step=0.15)[0]
-    for r, f in zip([r for r in runs if r["k"] == 0], (1.0, 1.4 / 1.2, 0.8 / 0.9)):
-        r["trace"] = scaled(r["trace"], f)
-    s = summarise(runs)
+    s = summarise(plain_repeats_scaled(sweep_runs(plain_step=0.15)[0]))
     ratio = s["versus"][3]
     assert s["best_measured"] == 0 and s["within_noise"] == [3] and ratio.low < 1 < ratio.high
     text = best_k_text(s)

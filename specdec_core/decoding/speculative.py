@@ -96,7 +96,8 @@ def start_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafte
                                mode=mode, k_schedule=k_schedule, interleaved=interleaved, recalled_runs=warmed)
     trace = Trace(config=config,
                   prompt={"text": pair.decode(prompt.tolist()), "ids": prompt.tolist()}, token_bytes={})
-    passes = open_passes(pair, len(prompt) + max_new_tokens, drafter.feature_layers if drafter.wants_hidden else None)
+    layers = drafter.feature_layers if drafter.wants_hidden else None     # the taps the drafter reads
+    passes = open_passes(pair, len(prompt) + max_new_tokens, layers)
     st = DecodeState(pair, cfg, drafter, passes, prompt, generator, trace, max_new_tokens)
     if request.plan.auto:   # the shape rule's cost priors: measured once per target, before the clock starts
         pass_costs(pair.target, pair.vocab_size)
@@ -106,7 +107,7 @@ def start_decode(pair, prompt_ids, request: Request, *, drafter: Optional[Drafte
     # The target cache holds every committed token but the last; the last is the first input of
     # the next verify pass, so every round scores [last, drafts] alike.
     if len(prompt) > 1:
-        hidden = st.passes.prefill(prompt[:-1], drafter.feature_layers if drafter.wants_hidden else None)
+        hidden = st.passes.prefill(prompt[:-1], layers)
         if hidden is not None:
             drafter.observe(hidden)
     drafter.start(prompt, recalled if drafter.wants_logits else None)
