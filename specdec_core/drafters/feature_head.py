@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import data
+from . import memory
 from ..kernels import fastpath
 from ..registry import REGISTRY
 from ..kernels import fused_llama
@@ -101,6 +102,8 @@ class FeatureHead(nn.Module):
         self.packed_qkv: Optional[fastpath.Pack] = None               # ... q|k|v in one matrix
         self.packed_gate_up: Optional[fastpath.Pack] = None           # ... gate|up in one matrix
         self.version: Optional[str] = None                            # "<name> v<N>" once loaded
+        self.memory: Optional[memory.PhraseMemory] = None              # the target's phrasing (memory.py)
+        self.memory_cols: Optional[torch.Tensor] = None               # [E] each entry's head column (-1: none)
 
     def attach(self, embed_weight: torch.Tensor, head_weight: torch.Tensor) -> "FeatureHead":
         """Borrow the target's frozen embeddings [V, H] and output layer [V, H] (no copy of V×H)."""
@@ -174,6 +177,20 @@ class FeatureHead(nn.Module):
         if self.packed_logits is not None and self.packed_logits.usable_for([self.head_w]) and g.dtype == torch.float32:
             return self.packed_logits.linear(self.norm(g), self.bias)
         return self.norm(g) @ self.head_w.T.to(g.dtype) + self.bias
+
+    def attach_memory(self, mem: "memory.PhraseMemory") -> "FeatureHead":
+        """Use a phrase memory at drafting: its entries mapped to this head's columns once."""
+        self.memory, self.memory_cols = mem, torch.from_numpy(mem.columns(self.vocab_ids.cpu().numpy()))
+        return self
+
+    def with_memory(self, logits_n: torch.Tensor, contexts: list) -> torch.Tensor:
+        """logits_n [m, N] with the memory's bias added on each row, row r following the token ids
+        contexts[r] (a tuple, at least the memory's order long when the text is): see memory.py."""
+        rows, cols, delta = self.memory.bias_rows(contexts, self.memory_cols)
+        if len(rows) == 0:
+            return logits_n
+        dev = logits_n.device
+        return logits_n.index_put((rows.to(dev), cols.to(dev)), delta.to(dev, logits_n.dtype), accumulate=True)
 
     def use_fast_path(self) -> None:
         """Drafting only (no training after this): prepack every matrix, the output rows included,
@@ -268,6 +285,10 @@ def _load_head(target, path, name: str = "", make=FeatureHead) -> FeatureHead:
     dev = target.get_input_embeddings().weight.device
     head = head.to(dev).eval().attach(target.get_input_embeddings().weight,
                                       target.get_output_embeddings().weight)
+    mem = memory.load(path)
+    if mem is not None:      # shipped beside the weights: the target's phrasing (memory.py)
+        head.attach_memory(mem)
+        head.version += " + memory"
     if fastpath.kernels_of(target).name == fastpath.FAST:   # the head runs what its target runs
         head.use_fast_path()
     return head
@@ -305,6 +326,7 @@ class FeatureDrafter(Drafter):
         self.feats = torch.zeros(0, head.fc.out_features, device=self.device)
         self.cache, self.n_true, self.g_next = None, 0, None
         self.rows, self.cand_rows, self.cand_ids, self.depth = None, None, None, 0
+        self.row_ctx: list[tuple] = []      # with a memory: the tokens before each row's next token
 
     @torch.inference_mode()
     def start(self, prompt_ids, recalled=None):
@@ -352,14 +374,23 @@ class FeatureDrafter(Drafter):
             self._catch_up(committed.to(self.device))
             self.rows, self.depth = head_tree.Rows.first(self.g_next[0]), 0
             g, first_row = self.g_next[0], 0
+            if self.head.memory is not None:    # the root row follows the last committed tokens
+                self.row_ctx = [tuple(committed[-self.head.memory.order:].tolist())]
         else:
             # 2. The frontier's nodes (depth `self.depth`) in one head call, each over its own path.
             first_row = len(self.rows.g)
             g, self.cache, self.rows = head_tree.expand(self.head, self.cache, self.rows, self.cand_rows[expand],
                                                         self.cand_ids[expand], self.n_true, self.depth)
+            if self.head.memory is not None:    # a node's row follows its parent's tokens and its own
+                order = self.head.memory.order
+                self.row_ctx += [(self.row_ctx[r] + (t,))[-order:] for r, t in
+                                 zip(self.cand_rows[expand].tolist(), self.cand_ids[expand].tolist())]
         self.depth += 1
         # 3. Their children: the next level's candidates, each with its row's q.
-        logits_c = self._over_c(self.head.logits(g)).float()                # [f, C], columns by target id
+        logits_n = self.head.logits(g)                                     # [f, N]
+        if self.head.memory is not None:
+            logits_n = self.head.with_memory(logits_n, self.row_ctx[first_row:first_row + len(g)])
+        logits_c = self._over_c(logits_n).float()                          # [f, C], columns by target id
         over_c = dict(cols=self._cols_v, vocab_size=self.vocab_size)          # rows kept over C (Level.cols)
         if width == 1 and cfg.greedy:
             # warp_probs' one-hot at the argmax, found over C (the first maximum: the lowest id, as over V)

@@ -16,15 +16,18 @@ from ..kernels import fastpath
 from .yardstick import online_rows
 
 
-def drafting_copy(pair, head) -> FeatureHead:
+def drafting_copy(pair, head, use_memory: bool = True) -> FeatureHead:
     """A frozen copy of a training head for drafting: same weights, attached to the target, eval,
-    on the target's fast path where it runs one (the training head is left untouched)."""
+    on the target's fast path where it runs one (the training head is left untouched); its phrase
+    memory too unless use_memory is False."""
     target = pair.target
     copy = FeatureHead(head.cfg, head.vocab_ids.detach().clone())
     copy.load_state_dict({k: v.detach().clone() for k, v in head.state_dict().items()})
     copy = copy.to(target.get_input_embeddings().weight.device).eval()
     copy.attach(target.get_input_embeddings().weight, target.get_output_embeddings().weight)
     copy.version = "v3 (training)"
+    if use_memory and head.memory is not None:   # a phrase memory drafts with it (drafters/memory.py)
+        copy.attach_memory(head.memory)
     for p in copy.parameters():
         p.requires_grad_(False)
     if fastpath.kernels_of(target).name == fastpath.FAST:
@@ -33,10 +36,10 @@ def drafting_copy(pair, head) -> FeatureHead:
 
 
 @torch.no_grad()
-def first_guess(pair, head, prompts: list[dict], max_new: int = 64) -> dict:
+def first_guess(pair, head, prompts: list[dict], max_new: int = 64, use_memory: bool = True) -> dict:
     """prompts [{"name", "task", "text"}] -> first-guess acceptance and top-3 at draft step 1 over
     every round of every prompt (greedy, k = 1), overall and per task."""
-    h = drafting_copy(pair, head)
+    h = drafting_copy(pair, head, use_memory)
     factory = lambda p: FeatureDrafter(h, p.vocab_size, p.input_device)
     factory.name = FeatureDrafter.name
     scored = dataclasses.replace(pair, make_drafter=factory, draft_name="distilled v3 (training)")

@@ -4,6 +4,8 @@
                 streams; resumes from --out (default specdec_core/lab/runs/v4); --device cuda for a GPU
     v4-report   the run's mix (by source and kind), throughput, vocabulary coverage and learning curve
     v4-mix      a look at the next documents of the mixture (no model)
+    memory      the phrase memory (drafters/memory.py) from the target's written answers, beside a head;
+                --score: first-guess acceptance online on the selection prompts without and with it
 """
 from __future__ import annotations
 
@@ -43,6 +45,15 @@ def add_parsers(sub) -> None:
     w.add_argument("--out", default="specdec_core/lab/runs/v4")
     w.add_argument("-n", type=int, default=20000)
     w.add_argument("--file", required=True, help="the .jsonl.gz to write")
+    mm = sub.add_parser("memory", help="build the phrase memory from the target's written answers (train splits)")
+    mm.add_argument("--out", default="specdec_core/data/draft", help="the head folder that gets memory.npz")
+    mm.add_argument("--order", type=int, default=3)
+    mm.add_argument("--top", type=int, default=8)
+    mm.add_argument("--min-count", type=int, default=2)
+    mm.add_argument("--beta", type=float, default=0.5)
+    mm.add_argument("--eps", type=float, default=1e-3)
+    mm.add_argument("--score", action="store_true", help="score the head online without and with the memory")
+    mm.add_argument("--threads", type=int, default=2)
     m = sub.add_parser("v4-mix", help="print the next documents the mixture draws (no model)")
     m.add_argument("-n", type=int, default=12)
 
@@ -110,3 +121,32 @@ def cmd_mix(a) -> None:
     print(mix.available())
     for d in mix.take(a.n):
         print(f"--- {d.source} / {d.kind}\nUSER: {d.ask}\nANSWER: {(d.answer or '')[:400]!r}")
+
+
+def cmd_memory(a) -> None:
+    """The memory from the train splits of the target's written answers: each answer with the
+    prompt's last `order` tokens before it (how an answer starts is the target's; the user's words
+    are not)."""
+    import numpy as np
+    from ..drafters import memory
+    from .sources import target_outputs
+    t0 = time.monotonic()
+    seqs = [np.concatenate([np.asarray(s["prompt"])[-a.order:], np.asarray(s["gen"])]) for s in target_outputs("shared,gen")]
+    mem = memory.build(seqs, a.order, a.top, a.min_count, a.beta, a.eps)
+    mem.save(Path(a.out))
+    print(f"{len(seqs)} answers ({sum(map(len, seqs)):,} tokens) -> {mem.n_contexts:,} contexts, {len(mem.next_ids):,} "
+          f"entries in {Path(a.out) / memory.FILE} ({(Path(a.out) / memory.FILE).stat().st_size / 1e6:.1f} MB), "
+          f"{time.monotonic() - t0:.0f} s")
+    if a.score:
+        from ..drafters.feature_head import load_head
+        from .select import first_guess
+        from .v3 import load_target
+        from .v4 import CODE_KINDS, selection_prompts
+        torch.set_num_threads(a.threads)
+        pair = load_target("cpu")
+        head = load_head(pair.target, Path(a.out))
+        select = selection_prompts()
+        for name, use in (("without", False), ("with", True)):
+            res = first_guess(pair, head, select, use_memory=use)
+            print(f"{name} the memory: first guess {res['first']:.3f}, top-3 {res['top3']:.3f}, {res['rounds']} rounds; "
+                  f"code kinds {[res['by_kind'].get(k) for k in CODE_KINDS]}", flush=True)
