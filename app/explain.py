@@ -23,8 +23,9 @@ word with the greedy button; when the page samples, as likely as the target's ow
 LESSON = (
     ("Two models, one small and one large",
      "The **target** is SmolLM2-135M, **135 million** parameters, one pass per token. The **draft** is a head of "
-     "about **4 million** parameters that reads the target's hidden state and guesses the next few tokens "
-     "(where the text repeats, prompt lookup copies it instead)."),
+     "about **4 million** parameters that reads the target's hidden state and guesses the next few tokens, "
+     "helped by a memory of phrases the target itself wrote (where the text repeats, prompt lookup copies it "
+     "instead)."),
     ("Why checking several guesses costs about one step",
      "Each target pass reads **all its weights** from memory, and that read, not the arithmetic, is most of a "
      "step. A pass over the text plus 4 guesses reads them **once**: about one step, and it answers “what comes "

@@ -50,8 +50,8 @@ SYMBOLS = (
 WORDS = (
     Term("draft", "",
          "The small, fast model that guesses the next tokens; here a head of about 4 million parameters "
-         "that reads the target's hidden state (or prompt lookup, which copies earlier text and costs no "
-         "model pass)."),
+         "that reads the target's hidden state, helped by a memory of phrases the target itself wrote (or "
+         "prompt lookup, which copies earlier text and costs no model pass)."),
     Term("target", "",
          "The large model whose text we want, here SmolLM2-135M (135 million parameters); speculation never "
          "changes what it would write, only how fast."),

@@ -21,6 +21,7 @@ Contexts are keyed exactly (no hashing collisions): the order in the top bits, t
 """
 from __future__ import annotations
 
+import io
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from functools import cached_property
@@ -103,12 +104,13 @@ class PhraseMemory:
                             params=np.array([self.order, self.beta, self.eps], dtype=np.float64))
 
 
-def load(folder: Path) -> Optional[PhraseMemory]:
-    """The memory saved beside a head (None when the folder has none)."""
-    path = Path(folder) / FILE
+def load(folder) -> Optional[PhraseMemory]:
+    """The memory saved beside a head (None when the folder has none); folder a Path or the
+    package data's Traversable, read as bytes like the head's weights."""
+    path = (folder if hasattr(folder, "joinpath") else Path(folder)) / FILE
     if not path.is_file():
         return None
-    z = np.load(path, allow_pickle=False)
+    z = np.load(io.BytesIO(path.read_bytes()), allow_pickle=False)
     order, beta, eps = z["params"].tolist()
     return PhraseMemory(z["keys"], z["offsets"], z["next_ids"].astype(np.int64), z["logp"].astype(np.float32),
                         int(order), float(beta), float(eps))
