@@ -62,13 +62,13 @@ def test_saved_memory_loads_the_same(tmp_path):
 
 def test_bias_rows_map_columns_and_skip_unproposable():
     mem = M.build(SEQS, order=2, top=8, min_count=1)
-    cols = torch.from_numpy(mem.columns(np.array([4, 2, 3])))      # a head proposing 4, 2, 3 (columns 0, 1, 2)
-    rows, col, delta = mem.bias_rows([(1, 2), (6,), (3, 1)], cols)
+    cols = mem.columns(np.array([4, 2, 3]))                        # a head proposing 4, 2, 3 (columns 0, 1, 2)
+    rows, col, delta = mem.bias_rows([(1, 2), (6,), (3, 1)], cols, "cpu")
     # row 0 (after 1, 2): 3 -> column 2, 4 -> column 0; row 1 unseen; row 2 (after 3, 1): 2 -> column 1
     assert rows.tolist() == [0, 0, 2] and col.tolist() == [2, 0, 1]
     ids, d = mem.bias((1, 2))
     assert delta.tolist() == pytest.approx(d.tolist() + mem.bias((3, 1))[1].tolist())
-    _, none, _ = mem.bias_rows([(6,)], cols)
+    _, none, _ = mem.bias_rows([(6,)], cols, "cpu")
     assert none.numel() == 0
 
 

@@ -103,7 +103,7 @@ class FeatureHead(nn.Module):
         self.packed_gate_up: Optional[fastpath.Pack] = None           # ... gate|up in one matrix
         self.version: Optional[str] = None                            # "<name> v<N>" once loaded
         self.memory: Optional[memory.PhraseMemory] = None              # the target's phrasing (memory.py)
-        self.memory_cols: Optional[torch.Tensor] = None               # [E] each entry's head column (-1: none)
+        self.memory_cols: Optional["np.ndarray"] = None               # [E] each entry's head column (-1: none)
 
     def attach(self, embed_weight: torch.Tensor, head_weight: torch.Tensor) -> "FeatureHead":
         """Borrow the target's frozen embeddings [V, H] and output layer [V, H] (no copy of V×H)."""
@@ -180,17 +180,16 @@ class FeatureHead(nn.Module):
 
     def attach_memory(self, mem: "memory.PhraseMemory") -> "FeatureHead":
         """Use a phrase memory at drafting: its entries mapped to this head's columns once."""
-        self.memory, self.memory_cols = mem, torch.from_numpy(mem.columns(self.vocab_ids.cpu().numpy()))
+        self.memory, self.memory_cols = mem, mem.columns(self.vocab_ids.cpu().numpy())
         return self
 
     def with_memory(self, logits_n: torch.Tensor, contexts: list) -> torch.Tensor:
         """logits_n [m, N] with the memory's bias added on each row, row r following the token ids
         contexts[r] (a tuple, at least the memory's order long when the text is): see memory.py."""
-        rows, cols, delta = self.memory.bias_rows(contexts, self.memory_cols)
+        rows, cols, delta = self.memory.bias_rows(contexts, self.memory_cols, logits_n.device)
         if len(rows) == 0:
             return logits_n
-        dev = logits_n.device
-        return logits_n.index_put((rows.to(dev), cols.to(dev)), delta.to(dev, logits_n.dtype), accumulate=True)
+        return logits_n.index_put((rows, cols), delta.to(logits_n.dtype), accumulate=True)
 
     def use_fast_path(self) -> None:
         """Drafting only (no training after this): prepack every matrix, the output rows included,
@@ -285,7 +284,7 @@ def _load_head(target, path, name: str = "", make=FeatureHead) -> FeatureHead:
     dev = target.get_input_embeddings().weight.device
     head = head.to(dev).eval().attach(target.get_input_embeddings().weight,
                                       target.get_output_embeddings().weight)
-    mem = memory.load(path)
+    mem = memory.load(path) if make.kind == FeatureHead.kind else None    # the block drafter reads none
     if mem is not None:      # shipped beside the weights: the target's phrasing (memory.py)
         head.attach_memory(mem)
         head.version += " + memory"

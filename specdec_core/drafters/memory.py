@@ -80,19 +80,15 @@ class PhraseMemory:
         j = np.searchsorted(ids, self.next_ids).clip(0, len(ids) - 1)
         return np.where(ids[j] == self.next_ids, order[j], -1).astype(np.int64)
 
-    def bias_rows(self, contexts: list, cols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """For rows following contexts[r]: (row [n], column [n], bias [n]) of every remembered next
-        token a head with entry columns `cols` [E] (columns()) can propose; empty tensors when none."""
-        parts = [(r, self.find(ctx)) for r, ctx in enumerate(contexts)]
-        parts = [(r, s) for r, s in parts if s is not None]
-        if not parts:
-            empty = torch.zeros(0, dtype=torch.long)
-            return empty, empty, torch.zeros(0)
-        rows = torch.cat([torch.full((s.stop - s.start,), r, dtype=torch.long) for r, s in parts])
-        idx = torch.cat([torch.arange(s.start, s.stop) for _, s in parts])
-        col = cols[idx]
-        keep = col >= 0
-        return rows[keep], col[keep], torch.from_numpy(self.delta)[idx][keep]
+    def bias_rows(self, contexts: list, cols: np.ndarray, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For rows following contexts[r]: (row [n], column [n], bias [n]) on `device`, one entry per
+        remembered next token that a head with entry columns `cols` [E] (columns()) can propose."""
+        spans = [(r, s) for r, s in ((r, self.find(ctx)) for r, ctx in enumerate(contexts)) if s is not None]
+        idx = np.concatenate([np.arange(s.start, s.stop) for _, s in spans] or [np.zeros(0, np.int64)])
+        rows = np.concatenate([np.full(s.stop - s.start, r) for r, s in spans] or [np.zeros(0, np.int64)])
+        keep = cols[idx] >= 0
+        as_t = lambda a, dtype: torch.as_tensor(a, dtype=dtype, device=device)
+        return as_t(rows[keep], torch.long), as_t(cols[idx][keep], torch.long), as_t(self.delta[idx][keep], torch.float32)
 
     @property
     def n_contexts(self) -> int:
