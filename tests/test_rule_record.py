@@ -163,14 +163,17 @@ def test_draft_calls_are_the_calls_the_drafter_got(preset_pair, shape, fake_cloc
         return chosen
 
     drafter.model.draft, drafter.parts = draft, counted_parts
-    ids = preset_pair.encode_prompt("Summarise these notes in two lines: the meeting moves to Tuesday, Anna brings the "
-                                    "slides, Tom books the room.")
     seen, mixed = 0, 0
-    for trace in stream_speculative(preset_pair, ids, seed=5, max_new_tokens=32, temperature=0.7, top_p=0.9,
-                                    drafter=drafter, **shape):
-        rnd, calls = trace.rounds[-1], counts["model"]
-        assert rnd.levels == calls - seen, f"round {rnd.index}"
-        seen = calls
-        mixed += {n.source for n in rnd.tree or []} == {Source.LOOKUP, Source.MODEL}
-    assert mixed > 0, "no round merged a copy and the model's levels: the prompt does not test the count"
+    # two prompts lookup copies from (which rounds merge a copy with the model's levels depends on the draft)
+    for text in ("Summarise these notes in two lines: the meeting moves to Tuesday, Anna brings the slides, Tom "
+                 "books the room.", "Copy this list and add one item: apples, pears, plums, cherries, apricots, "
+                 "peaches, figs, dates, grapes, lemons."):
+        ids = preset_pair.encode_prompt(text)
+        for trace in stream_speculative(preset_pair, ids, seed=5, max_new_tokens=32, temperature=0.7, top_p=0.9,
+                                        drafter=drafter, **shape):
+            rnd, calls = trace.rounds[-1], counts["model"]
+            assert rnd.levels == calls - seen, f"round {rnd.index}"
+            seen = calls
+            mixed += {n.source for n in rnd.tree or []} == {Source.LOOKUP, Source.MODEL}
+    assert mixed > 0, "no round merged a copy and the model's levels: the prompts do not test the count"
     assert counts["lookup"] > 0

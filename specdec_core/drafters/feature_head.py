@@ -224,12 +224,15 @@ class FeatureHead(nn.Module):
 
 
 def save_head(head: FeatureHead, out_dir: Path, card: dict) -> None:
-    """weights.safetensors (fp16 state without the borrowed target tensors) + config.json."""
+    """weights.safetensors (fp16 state without the borrowed target tensors) + config.json (+ memory.npz
+    when the head drafts with a phrase memory)."""
     from safetensors.torch import save_file
     out_dir.mkdir(parents=True, exist_ok=True)
     state = {k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in head.state_dict().items()}
     save_file(state, str(out_dir / WEIGHTS))
     (out_dir / "config.json").write_text(json.dumps({"cfg": head.cfg, **card}, indent=1))
+    if head.memory is not None:     # the draft it is: the memory goes with the weights
+        head.memory.save(out_dir)
 
 
 def target_cfg(target) -> dict:
