@@ -5,6 +5,11 @@ with and without its phrase memory, and with its inputs ablated (the committed t
 random one, the features zeroed).
 
     python -m tests.measure_draft_ceiling specdec_core/data/draft [more head folders]
+    python -m tests.measure_draft_ceiling --window specdec_core/data/draft    # + the short-window yardstick
+
+--window adds a yardstick for the first head: the target itself reading only the last n tokens
+(after the assistant's turn marker) — what a short window of text knows about the next token —
+overall, on the positions the head (with its memory) misses, and where the window is sure.
 
 Prints a Markdown table (docs/lab/draft-v4.md quotes it). Not a test: a measurement, minutes of CPU.
 """
@@ -56,13 +61,51 @@ def first_guesses(head, seqs: list[dict], memory=None, swap_token=False, zero_fe
     return np.concatenate(hits), np.concatenate(confs)
 
 
+@torch.no_grad()
+def window_guesses(pair, seqs: list[dict], n: int, batch: int = 256):
+    """(the target's argmax [m], its probability [m]) reading only the assistant marker and the last
+    n tokens before each answer position, in first_guesses' order (row t of a sequence predicts
+    x_{t+2} from the tokens up to x_{t+1})."""
+    prefix = pair.tokenizer.encode("<|im_start|>assistant\n")
+    ctxs = []
+    for s in seqs:
+        toks, plen = s["ids"].tolist(), s["plen"]
+        ctxs += [prefix + toks[max(0, t + 2 - n):t + 2] for t in range(max(0, plen - 2), len(toks) - 2)]
+    guess, prob = [], []
+    for b in range(0, len(ctxs), batch):
+        group = ctxs[b:b + batch]
+        L = max(map(len, group))
+        ids = torch.full((len(group), L), 2, dtype=torch.long)
+        mask = torch.zeros(len(group), L, dtype=torch.long)
+        for r, c in enumerate(group):       # left-padded: the last column is every row's next token
+            ids[r, L - len(c):], mask[r, L - len(c):] = torch.tensor(c), 1
+        pos = (mask.cumsum(-1) - 1).clamp_min(0)
+        p = pair.target(ids, attention_mask=mask, position_ids=pos, logits_to_keep=1).logits[:, -1].softmax(-1)
+        top = p.max(-1)
+        guess.append(top.indices), prob.append(top.values)
+    return torch.cat(guess).numpy(), torch.cat(prob).numpy()
+
+
+def window_table(pair, seqs: list[dict], head_hit: np.ndarray, sizes=(2, 3, 4, 6)) -> str:
+    """The short-window yardstick against the head's hits head_hit [m] (first_guesses' order)."""
+    truth = np.concatenate([s["argmax"][max(0, s["plen"] - 1):len(s["ids"]) - 1].numpy() for s in seqs])
+    lines = ["| target reading the last n tokens | right | on the head's misses | either right | "
+             "window sure (p ≥ 0.5): share, window right, head right there |", "|---|---|---|---|---|"]
+    for n in sizes:
+        guess, prob = window_guesses(pair, seqs, n)
+        hit, sure = guess == truth, prob >= 0.5
+        lines.append(f"| n = {n} | {hit.mean():.3f} | {hit[~head_hit].mean():.3f} | {(hit | head_hit).mean():.3f} | "
+                     f"{sure.mean():.2f}, {hit[sure].mean():.3f}, {head_hit[sure].mean():.3f} |")
+    return "\n".join(lines)
+
+
 def row(name: str, hit: np.ndarray, conf: np.ndarray) -> str:
     k = np.digitize(conf, BINS)
     cells = [f"{hit[k == j].mean():.3f}" if (k == j).any() else "–" for j in range(len(BINS) + 1)]
     return f"| {name} | {hit.mean():.3f} | " + " | ".join(cells) + " |"
 
 
-def main(folders: list[str]) -> None:
+def main(folders: list[str], window: bool = False) -> None:
     from specdec_core.drafters.feature_head import load_head
     from specdec_core.lab.v3 import load_target
     torch.set_num_threads(2)
@@ -70,7 +113,7 @@ def main(folders: list[str]) -> None:
     heads = [(f, load_head(pair.target, Path(f))) for f in folders]
     layers = sorted({tuple(h.cfg["feature_layers"]) for _, h in heads}, key=len)[-1]
     seqs = answers(pair, layers)
-    k_all = None
+    k_all, first_hit = None, None
     lines = ["| head | all | target p < 0.5 | 0.5–0.7 | 0.7–0.9 | ≥ 0.9 |", "|---|---|---|---|---|---|"]
     for folder, head in heads:
         n_taps = len(head.cfg["feature_layers"])
@@ -78,14 +121,21 @@ def main(folders: list[str]) -> None:
         hit, conf = first_guesses(head, sub)
         lines.append(row(f"{folder}", hit, conf))
         k_all = conf
-        if head.memory is not None:
-            lines.append(row(f"{folder} + memory", *first_guesses(head, sub, head.memory)))
+        mem_hit = first_guesses(head, sub, head.memory)[0] if head.memory is not None else None
+        if mem_hit is not None:
+            lines.append(row(f"{folder} + memory", mem_hit, conf))
+        if first_hit is None:      # the window yardstick compares with the first head as it drafts
+            first_hit = hit if mem_hit is None else mem_hit
         lines.append(row(f"{folder}, committed token random", *first_guesses(head, sub, swap_token=True)))
         lines.append(row(f"{folder}, features zeroed", *first_guesses(head, sub, zero_feats=True)))
     shares = np.bincount(np.digitize(k_all, BINS), minlength=len(BINS) + 1) / len(k_all)
     lines.append(f"| share of positions ({len(k_all):,}) | 1 | " + " | ".join(f"{x:.2f}" for x in shares) + " |")
     print("\n".join(lines))
+    if window:
+        print("\n" + window_table(pair, seqs, first_hit))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["specdec_core/data/draft"])
+    args = sys.argv[1:]
+    folders = [a for a in args if a != "--window"]
+    main(folders or ["specdec_core/data/draft"], window="--window" in args)
