@@ -72,14 +72,9 @@ def window_guesses(pair, seqs: list[dict], n: int, batch: int = 256):
         toks, plen = s["ids"].tolist(), s["plen"]
         ctxs += [prefix + toks[max(0, t + 2 - n):t + 2] for t in range(max(0, plen - 2), len(toks) - 2)]
     guess, prob = [], []
+    from specdec_core.lab.capture import left_padded
     for b in range(0, len(ctxs), batch):
-        group = ctxs[b:b + batch]
-        L = max(map(len, group))
-        ids = torch.full((len(group), L), 2, dtype=torch.long)
-        mask = torch.zeros(len(group), L, dtype=torch.long)
-        for r, c in enumerate(group):       # left-padded: the last column is every row's next token
-            ids[r, L - len(c):], mask[r, L - len(c):] = torch.tensor(c), 1
-        pos = (mask.cumsum(-1) - 1).clamp_min(0)
+        ids, mask, pos = left_padded(ctxs[b:b + batch], "cpu")   # the last column: every row's next token
         p = pair.target(ids, attention_mask=mask, position_ids=pos, logits_to_keep=1).logits[:, -1].softmax(-1)
         top = p.max(-1)
         guess.append(top.indices), prob.append(top.values)

@@ -39,6 +39,18 @@ def _logit_fields(logits: torch.Tensor, topk: int):
     return lse, val - lse[:, None], idx
 
 
+def left_padded(prompts: list[list[int]], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Token lists -> (ids, attention mask, position ids), each [B, P] on device, left-padded with
+    EOS so that every row's last column is its last token."""
+    B, P = len(prompts), max(len(p) for p in prompts)
+    ids = torch.full((B, P), EOS, dtype=torch.long, device=device)
+    mask = torch.zeros(B, P, dtype=torch.long, device=device)
+    for r, p in enumerate(prompts):
+        ids[r, P - len(p):] = torch.tensor(p, dtype=torch.long, device=device)
+        mask[r, P - len(p):] = 1
+    return ids, mask, (mask.cumsum(-1) - 1).clamp_min(0)
+
+
 @torch.no_grad()
 def generate(target, prompts: list[list[int]], max_new: int, *, temperature: float = 0.0, top_p: float = 1.0,
              seed: int = 0, layers=(10, 20, -1), topk: int = TOPK, capture: bool = True) -> list[dict]:
@@ -46,13 +58,8 @@ def generate(target, prompts: list[list[int]], max_new: int, *, temperature: flo
     else temperature / top-p sampling from a generator seeded with `seed` on the target's device.
     capture=False: ids and plen only (the natural-prompt writer)."""
     dev = _device(target)
-    B, P = len(prompts), max(len(p) for p in prompts)
-    ids = torch.full((B, P), EOS, dtype=torch.long, device=dev)
-    mask = torch.zeros(B, P, dtype=torch.long, device=dev)
-    for r, p in enumerate(prompts):
-        ids[r, P - len(p):] = torch.tensor(p, dtype=torch.long, device=dev)
-        mask[r, P - len(p):] = 1
-    pos = (mask.cumsum(-1) - 1).clamp_min(0)
+    ids, mask, pos = left_padded(prompts, dev)
+    B, P = ids.shape
     cfg = SamplingConfig(temperature=temperature, top_p=top_p).check()
     gen = torch.Generator(device=dev).manual_seed(seed)
     cache = DynamicCache(config=target.config)
