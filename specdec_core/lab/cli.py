@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import block_run, corpus, v3_cli, v4_cli
+from . import block_run, corpus, v3_cli, v4_cli, v5_cli
 from .data import FEATURE_LAYERS, ENV_CACHE, ENV_CORPUS, ENV_DATA, SEED, cache_dir, extract, keyed_dir, load_sequences, split
 from .losses import LOSSES
 from .sources import (SOURCES, VAL_PER_SOURCE, draft_vocab, record, shard_dirs, source_caps, source_sets,
@@ -196,6 +196,7 @@ def main(argv=None) -> None:
     block_run.add_parsers(sub, run_name)
     v3_cli.add_parsers(sub)
     v4_cli.add_parsers(sub)
+    v5_cli.add_parsers(sub)
     a = p.parse_args(argv)
     # The folders travel in the environment: one visible channel for every command below.
     for value, env in ((a.data, ENV_DATA), (a.cache, ENV_CACHE), (a.corpus, ENV_CORPUS)):
@@ -206,4 +207,5 @@ def main(argv=None) -> None:
      "yardstick": cmd_yardstick, "prompts": cmd_prompts,
      "block-train": block_run.cmd_block_train, "block-ablate": block_run.cmd_block_ablate,
      "block-eval": block_run.cmd_block_eval, "v3-run": v3_cli.cmd_run, "v3-measure": v3_cli.cmd_measure,
-     "v3-report": v3_cli.cmd_report, "v4-run": v4_cli.cmd_run, "v4-report": v4_cli.cmd_report, "v4-mix": v4_cli.cmd_mix, "v4-docs": v4_cli.cmd_docs, "v4-score": v4_cli.cmd_score, "memory": v4_cli.cmd_memory}[a.cmd](a)
+     "v3-report": v3_cli.cmd_report, "v4-run": v4_cli.cmd_run, "v4-report": v4_cli.cmd_report, "v4-mix": v4_cli.cmd_mix, "v4-docs": v4_cli.cmd_docs, "v4-score": v4_cli.cmd_score, "memory": v4_cli.cmd_memory,
+     "v5-asks": v5_cli.cmd_asks, "v5-run": v5_cli.cmd_run, "v5-score": v5_cli.cmd_score}[a.cmd](a)

@@ -1,0 +1,98 @@
+"""The draft-v5 commands of `python -m specdec_core.lab` (issue 57; v5.py):
+
+    v5-asks    user turns for the target to answer (asks.py), chat-templated, into one .npz (CPU)
+    v5-run     the write-and-train loop (a lent GPU: --device cuda; a CPU runs it too, slowly)
+    v5-score   first-guess acceptance online on the selection prompts of every head a run saved,
+               without and with the shipped phrase memory: the learning curve
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+
+def add_parsers(sub) -> None:
+    a = sub.add_parser("v5-asks", help="draft v5: user turns for the target to answer, into an .npz")
+    a.add_argument("-n", type=int, default=60_000)
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--file", required=True)
+    r = sub.add_parser("v5-run", help="draft v5: the target writes answers in batches; the heads train on them")
+    r.add_argument("--asks", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--device", default="cuda")
+    r.add_argument("--seconds", type=float, default=480.0, help="the loop's deadline (setup included)")
+    r.add_argument("--write-batch", type=int, default=2048)
+    r.add_argument("--max-new", type=int, default=320)
+    r.add_argument("--max-tokens", type=int, default=65536)
+    r.add_argument("--lr", type=float, default=5e-4)
+    r.add_argument("--train-batch", type=int, default=32)
+    r.add_argument("--head", action="append", default=None, metavar="NAME=FOLDER[:VOCAB.npy[:TAPS]]",
+                   help="a head to train (repeat; default: v5.HEADS): its start weights, vocabulary, taps")
+    r.add_argument("--threads", type=int, default=8)
+    s = sub.add_parser("v5-score", help="draft v5: score every head a run saved (CPU), the learning curve")
+    s.add_argument("--out", required=True)
+    s.add_argument("--threads", type=int, default=2)
+    s.add_argument("--only", default="", help="comma-separated head folder names (default: all)")
+
+
+def cmd_asks(a) -> None:
+    from .asks import make_asks
+    from .v3 import load_target
+    from .v5 import save_asks
+    t0 = time.monotonic()
+    asks = make_asks(a.n, a.seed)
+    pair = load_target("cpu")
+    ids = [pair.encode_prompt(x["text"]) for x in asks]
+    save_asks(asks, ids, Path(a.file))
+    kinds = {}
+    for x in asks:
+        kinds[x["kind"]] = kinds.get(x["kind"], 0) + 1
+    print(f"{len(asks)} asks ({kinds}), {sum(map(len, ids)):,} prompt tokens -> {a.file} "
+          f"({Path(a.file).stat().st_size / 1e6:.1f} MB), {time.monotonic() - t0:.0f} s")
+
+
+def cmd_run(a) -> None:
+    from .stream import StreamConfig
+    from .v5 import V5Config, run
+    torch.set_num_threads(a.threads)
+    from .v5 import HEADS
+    heads = dict(kv.split("=", 1) for kv in a.head) if a.head else dict(HEADS)
+    cfg = V5Config(asks=a.asks, out=a.out, device=a.device, heads=heads, write_batch=a.write_batch, max_new=a.max_new,
+                   max_tokens=a.max_tokens, seconds=a.seconds,
+                   stream=StreamConfig(lr=a.lr, train_batch=a.train_batch, warmup=50))
+    run(cfg, log=lambda m: print(time.strftime("%H:%M:%S"), m, flush=True))
+
+
+def cmd_score(a) -> None:
+    from ..drafters import memory
+    from ..drafters.feature_head import load_head, shipped_head
+    from .v3 import load_target
+    from .v4 import score, selection_prompts
+    torch.set_num_threads(a.threads)
+    out = Path(a.out)
+    pair = load_target("cpu")
+    select = selection_prompts()
+    mem = memory.load(shipped_head())
+    path = out / "scores.json"
+    scores = json.loads(path.read_text()) if path.is_file() else {}
+    only = set(a.only.split(",")) if a.only else None
+    for folder in sorted(p for p in out.iterdir() if (p / "weights.safetensors").is_file()):
+        if (only and folder.name not in only) or folder.name in scores:
+            continue
+        head = load_head(pair.target, folder)
+        card = json.loads((folder / "config.json").read_text())
+        row = {"positions": card.get("positions")}
+        for name, m in (("alone", None), ("memory", mem)):
+            head.memory, head.memory_cols = None, None
+            if m is not None:
+                head.attach_memory(m)
+            res = score(pair, head, select, 64)
+            row[name] = {k: res[k] for k in ("first", "prose", "code", "top3", "rounds")}
+        scores[folder.name] = row
+        path.write_text(json.dumps(scores, indent=1))
+        print(f"{folder.name} ({row['positions']:,} positions): first guess {row['alone']['first']:.3f} alone "
+              f"(prose {row['alone']['prose']:.3f}, code {row['alone']['code']:.3f}), {row['memory']['first']:.3f} "
+              f"with the memory", flush=True)
