@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .instructions import LANGS, PERSONAS, TOPICS, make_instructions
+from .instructions import LANGS, PERSONAS, SENTENCES, TOPICS, make_instructions
 from .texts import LANG_NAMES, _fortune_units, _py_files
 
 EVERYDAY = {
@@ -166,8 +166,9 @@ def _typeable(text: str) -> bool:
         return False
 
 
-def make_asks(n: int, seed: int = 0) -> list[dict]:
-    """n user turns [{"task", "text"}] by SHARES, deduplicated, disjoint from every held-out set."""
+def make_asks(n: int, seed: int = 0, n_functions: int = 3000) -> list[dict]:
+    """n user turns [{"kind", "task", "text"}] by SHARES, deduplicated, disjoint from every held-out
+    set; n_functions: the pool of installed Python functions the code asks quote."""
     from .natural import Dedup, held_texts, normalise, shingles
     from .v4 import selection_prompts
     rng = np.random.default_rng(seed)
@@ -175,11 +176,14 @@ def make_asks(n: int, seed: int = 0) -> list[dict]:
     leaks = template_leaks(held)
     if leaks:
         raise ValueError(f"templates that make held-out prompts: {leaks[:3]}")
-    nouns, topics = common_nouns(), TOPICS
+    # Where Debian's word lists are missing (a bare CI machine) the lab's own topics and sentences stand in.
+    nouns, topics = common_nouns() or [(t, t) for t in TOPICS], TOPICS
     sayings = [u.split("|", 1) for u in _fortune_units()]
-    english = [t for lang, t in sayings if not lang and len(t) < 700]
+    english = [t for lang, t in sayings if not lang and len(t) < 700] or list(SENTENCES)
     foreign = [(LANG_NAMES[lang], t) for lang, t in sayings if lang in LANG_NAMES and len(t) < 500]
-    funcs, cmds = _functions(rng, 3000), _commands()
+    funcs, cmds = _functions(rng, n_functions), _commands()
+    passage_tasks = ["summary", "summary", "rewrite", "to-language", "code", "code", "code-ask"] \
+        + ["foreign"] * bool(foreign) + ["shell"] * bool(cmds)
     pick = lambda xs: xs[int(rng.integers(len(xs)))]
     num = lambda lo, hi: int(rng.integers(lo, hi))
 
@@ -191,7 +195,7 @@ def make_asks(n: int, seed: int = 0) -> list[dict]:
         return {"task": task, "text": text[:1].upper() + text[1:] if task != "chat" else text}
 
     def passage() -> dict:
-        task = pick(["summary", "summary", "rewrite", "foreign", "to-language", "code", "code", "code-ask", "shell"])
+        task = pick(passage_tasks)
         if task in ("code", "code-ask"):
             code, what = pick(funcs)
             if task == "code-ask" and not what:

@@ -199,16 +199,17 @@ def make_batch(seqs: list[dict], rows: list[int]) -> dict:
     chosen = [seqs[r] for r in rows]
     T = max(len(s["ids"]) for s in chosen)
     H = chosen[0]["feats"].shape[1]
-    ids = torch.full((len(chosen), T), 2, dtype=torch.long)
-    feats, lse = torch.zeros(len(chosen), T, H), torch.zeros(len(chosen), T)
-    valid = torch.zeros(len(chosen), T - 1, dtype=torch.bool)
+    dev = chosen[0]["feats"].device     # sequences kept on a GPU (force(..., on_device=True)) batch there
+    ids = torch.full((len(chosen), T), 2, dtype=torch.long, device=dev)
+    feats, lse = torch.zeros(len(chosen), T, H, device=dev), torch.zeros(len(chosen), T, device=dev)
+    valid = torch.zeros(len(chosen), T - 1, dtype=torch.bool, device=dev)
     for b, s in enumerate(chosen):
         n = len(s["ids"])
         ids[b, :n], feats[b, :n], lse[b, :n] = s["ids"], s["feats"].float(), s["lse"]
         valid[b, max(0, s["plen"] - 2):n - 2] = True
     out = dict(ids=ids, feats=feats, lse=lse, valid=valid)
     if all("argmax" in s for s in chosen):
-        out["argmax"] = torch.zeros(len(chosen), T, dtype=torch.long)
+        out["argmax"] = torch.zeros(len(chosen), T, dtype=torch.long, device=dev)
         for b, s in enumerate(chosen):
             out["argmax"][b, :len(s["ids"])] = s["argmax"]
     return out

@@ -18,10 +18,11 @@ from .capture import EOS, _device
 
 @torch.no_grad()
 def force(target, rows: list[tuple[np.ndarray, int]], layers=(10, 20, -1), max_tokens: int = 4096,
-          autocast: bool = False) -> list[dict]:
+          autocast: bool = False, on_device: bool = False) -> list[dict]:
     """rows [(ids int [n], plen)] -> capture-format sequences, in the input order. Batches are
     length-sorted and right-padded, at most max_tokens (padded) tokens each. autocast=True runs the
-    transformer in bf16 (labels then differ from the fp32 target's by bf16 rounding)."""
+    transformer in bf16 (labels then differ from the fp32 target's by bf16 rounding). on_device=True
+    leaves every tensor on the target's device (a GPU run trains there: no round trip to the host)."""
     dev = _device(target)
     W = target.get_output_embeddings().weight
     order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
@@ -51,6 +52,7 @@ def force(target, rows: list[tuple[np.ndarray, int]], layers=(10, 20, -1), max_t
             lse[lo:hi], argmax[lo:hi] = torch.logsumexp(logits, -1), logits.argmax(-1)
             feats = taps[r, :n].half()
             feats[n - 1] = 0                                            # never fed (as capture.generate)
-            out[i] = dict(ids=torch.as_tensor(np.asarray(ids), dtype=torch.long), plen=int(plen), greedy=False,
-                          feats=feats.cpu(), lse=lse.cpu(), argmax=argmax.cpu())
+            home = dev if on_device else torch.device("cpu")
+            out[i] = dict(ids=torch.as_tensor(np.asarray(ids), dtype=torch.long, device=home), plen=int(plen), greedy=False,
+                          feats=feats.to(home), lse=lse.to(home), argmax=argmax.to(home))
     return out

@@ -1,24 +1,26 @@
-"""Draft v5 (issue 57): the target *writes* its answers to tens of thousands of user turns in large
-batches on a lent GPU, and the head trains on each batch as soon as it is written — on-distribution
-text (the target's own phrasing, as the decoder meets it) at GPU speed, seen once.
+"""Draft v5 (issue 57): the target *writes* its answers to tens of thousands of user turns in
+batches, and the heads train on each batch as soon as it is written — on-distribution text (the
+target's own phrasing, as the decoder meets it), seen once; large batches on a lent GPU, small ones
+on a CPU, one resumable run across both.
 
-    python -m specdec_core.lab v5-asks --n 60000 --file .gpu/v5-asks.npz                  # here, CPU
-    python -m specdec_core.lab v5-run --asks .gpu/v5-asks.npz --out DIR --device cuda     # the lease
-    python -m specdec_core.lab v5-score --out DIR                                         # here, CPU
+    python -m specdec_core.lab v5-asks -n 60000 --file specdec_core/lab/runs/v5/asks.npz      # once
+    python -m specdec_core.lab v5-run [--device cuda --write-batch 2048 --seconds 500]         # resumes
+    python -m specdec_core.lab v5-score                                                        # CPU
 
-One round: the next `write_batch` asks (length-bucketed) are answered by a bf16 copy of the target
-(greedy and the bench's sampling, T 0.7 / top-p 0.9, alternately; `capture.generate`); the fp32
-target then teacher-forces what it wrote (`force.force`: labels are its full distribution) and every
-head (`HEADS`) takes one pass over it (`stream.train_on`). Before a head trains on a round it has never
-seen, its agreement with the target there is a held-out measure: the run logs it as its learning
-curve. The cosine schedule runs over the positions the run projects it will reach by its deadline.
-Everything written is kept (`written_*.npz`: token ids, prompt lengths, sampler) for the phrase
-memory and for later runs on CPU; heads at the curve's milestones are saved for `v5-score`.
+One round: the next `write_batch` asks of the run's seeded order are answered by the target (a bf16
+copy on a GPU; greedy and the bench's sampling, T 0.7 / top-p 0.9, by turns; `capture.generate`);
+the fp32 target teacher-forces what it wrote (`force.force`: the label is its full distribution) and
+every head (`HEADS`) takes one pass over it (`stream.train_on`). A head's agreement with the target on
+a round it has not yet trained on is a held-out measure: the log's learning curve. A checkpoint every
+`ckpt_minutes` (each head and its 8-bit moments, `checkpoint.py`; the rows written since the last one
+as a `written_NNN.npz` shard of token ids; state.json last) lets any machine go on where another
+stopped. Heads at the curve's milestones go to <out>/milestones (kept where the run ran) for v5-score.
 """
 from __future__ import annotations
 
 import copy
 import gzip
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -27,13 +29,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..atomic import write_atomic
+from . import checkpoint
 from .capture import generate
 from .data import select_taps
 from .force import force
 from .stream import StreamConfig, new_optimizer, train_on
 
 LAYERS = (10, 20, -1)                       # the taps forced; each head reads its own subset
-MILESTONES = (500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000)
+MILESTONES = (100_000, 250_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000)
 SAMPLERS = ((0.0, 1.0), (0.7, 0.9))          # (temperature, top-p): greedy, the bench's sampling
 # a: the shipped head as it is; b: the same start with three taps and v4's measured 16k vocabulary
 HEADS = {"a": "specdec_core/data/draft", "b": "specdec_core/data/draft:specdec_core/lab/runs/v4/vocab16k.npy:10/20/-1"}
@@ -50,6 +54,9 @@ class V5Config:
     max_prompt: int = 384
     max_tokens: int = 65536                  # padded tokens per forcing pass
     seconds: float = 480.0                   # the loop's deadline, from the start of run()
+    budget: int = 10_000_000                 # positions the cosine schedule spans (0: what this pace reaches by the deadline)
+    ckpt_minutes: float = 10.0
+    max_rounds: int | None = None            # stop (checkpointed) after this many rounds here
     stream: StreamConfig = field(default_factory=lambda: StreamConfig(lr=5e-4, train_batch=32, warmup=50))
     seed: int = 0
 
@@ -66,8 +73,8 @@ def save_asks(asks: list[dict], ids: list[list[int]], path: Path) -> None:
 
 def load_asks(path: str) -> tuple[list[np.ndarray], list[str]]:
     z = np.load(path)
-    off = z["offsets"]
-    return [z["ids"][off[i]:off[i + 1]].astype(np.int64) for i in range(len(off) - 1)], list(z["task"])
+    ids, off = z["ids"].astype(np.int64), z["offsets"]     # read once: each z[...] decompresses again
+    return [ids[off[i]:off[i + 1]] for i in range(len(off) - 1)], list(z["task"])
 
 
 def trainable_head(pair, spec: str, device):
@@ -98,17 +105,6 @@ def trainable_head(pair, spec: str, device):
     return head.to(device)
 
 
-def _bucketed(n_asks: int, lengths: np.ndarray, batch: int, rng) -> list[np.ndarray]:
-    """Batches of ask indices in a seeded order, sorted by prompt length within windows of 8 batches
-    (little left padding, yet every batch a mix of tasks)."""
-    order, out = rng.permutation(n_asks), []
-    for w in range(0, n_asks, 8 * batch):
-        win = order[w:w + 8 * batch]
-        win = win[np.argsort(lengths[win], kind="stable")]
-        out += [win[b:b + batch] for b in range(0, len(win), batch)]
-    return [out[i] for i in rng.permutation(len(out))]
-
-
 def save_written(rows: list[dict], path: Path) -> None:
     ids = np.concatenate([r["ids"].numpy().astype(np.uint16) for r in rows])
     off = np.cumsum([0] + [len(r["ids"]) for r in rows]).astype(np.int64)
@@ -116,15 +112,90 @@ def save_written(rows: list[dict], path: Path) -> None:
                         greedy=np.array([r["greedy"] for r in rows]), ask=np.array([r["ask"] for r in rows], np.int32))
 
 
-def _save(head, folder: Path, name: str, rec: dict, stream: StreamConfig) -> None:
+def _save(head, folder: Path, name: str, state: dict, stream: StreamConfig, device: str) -> None:
     """A head folder the app loads (`distilled:<folder>`), its card saying where it stands."""
     from ..drafters.feature_head import save_head
     save_head(head, folder, {"version": 5, "feature_layers": head.cfg["feature_layers"], "loss": stream.loss, "run": "v5",
-                             "head": name, "positions": rec["positions"], "written": rec["written"], "device": rec["device"]})
+                             "head": name, "positions": state["positions"], "written": state["written"], "device": device})
+
+
+def _ask_order(prompts: list[np.ndarray], max_prompt: int, seed: int) -> np.ndarray:
+    """Every usable ask (prompt ≤ max_prompt tokens) in one seeded order: a round takes the next
+    ones from the run's cursor, so any batch size on any machine continues the same stream."""
+    order = np.random.default_rng(seed).permutation(len(prompts))
+    return order[[len(prompts[i]) <= max_prompt for i in order]]
+
+
+def _settings(cfg: V5Config, heads: dict) -> dict:
+    """What a resumed run must share with the one that wrote the checkpoint — not the batch sizes
+    (a GPU writes and trains on larger ones), the device or where the start heads lie."""
+    digest = hashlib.md5(Path(cfg.asks).read_bytes()).hexdigest()
+    return {"asks": digest, "seed": cfg.seed, "max_new": cfg.max_new, "max_prompt": cfg.max_prompt,
+            "budget": cfg.budget, **{k: getattr(cfg.stream, k) for k in ("loss", "lr", "warmup", "noise", "weight_decay")},
+            "heads": {n: {"taps": h.cfg["feature_layers"], "vocab": len(h.vocab_ids)} for n, h in heads.items()}}
+
+
+def selection_set(pair, out: Path, device: str, max_tokens: int) -> list[dict]:
+    """The selection prompts (v4.selection_prompts: natural, never trained on) with the target's
+    greedy 64-token answers — written once per run into <out>/select.npz — forced for scoring."""
+    from .v4 import selection_prompts
+    sel, path = selection_prompts(), out / "select.npz"
+    if path.is_file():
+        z = np.load(path)
+        rows = [(z["ids"][a:b].astype(np.int64), int(pl)) for a, b, pl in zip(z["offsets"][:-1], z["offsets"][1:], z["plen"])]
+    else:
+        rows = []
+        for b in range(0, len(sel), 32):
+            rows += [(r["ids"].numpy(), r["plen"]) for r in
+                     generate(pair.target, [pair.encode_prompt(p["text"]) for p in sel[b:b + 32]], 64, capture=False)]
+        off = np.cumsum([0] + [len(i) for i, _ in rows])
+        np.savez_compressed(path, ids=np.concatenate([i for i, _ in rows]).astype(np.uint16), offsets=off,
+                            plen=np.array([pl for _, pl in rows]))
+    seqs = force(pair.target, rows, LAYERS, max_tokens, on_device=device != "cpu")
+    for s, p in zip(seqs, sel):
+        s["kind"] = p["task"]
+    return seqs
+
+
+@torch.no_grad()
+def forced_first_guess(head, seqs: list[dict]) -> dict:
+    """The head's first guess against the target's greedy token, teacher-forced over seqs' answers
+    (the online score's cheap twin: no memory, every position from the true context): all, prose, code."""
+    from .data import make_batch
+    from .losses import rollout
+    from .v4 import CODE_KINDS
+    seqs = select_taps(seqs, head.cfg["feature_layers"])
+    hits = {g: [0, 0] for g in ("all", "prose", "code")}
+    was_training = head.training
+    head.eval()
+    for b in range(0, len(seqs), 16):
+        rows = list(range(b, min(b + 16, len(seqs))))
+        batch = make_batch(seqs, rows)
+        g = rollout(head, batch["feats"], batch["ids"], 1)[0]
+        match = (head.vocab_ids[head.logits(g).argmax(-1)] == batch["argmax"][:, 1:]) & batch["valid"]
+        for r, i in enumerate(rows):
+            for group in ("all", "code" if seqs[i]["kind"] in CODE_KINDS else "prose"):
+                hits[group][0] += int(match[r].sum())
+                hits[group][1] += int(batch["valid"][r].sum())
+    head.train(was_training)
+    return {g: round(h / max(1, n), 4) for g, (h, n) in hits.items()} | {"positions": hits["all"][1]}
+
+
+def _checkpoint(out: Path, heads: dict, opts: dict, state: dict, pending: list[dict]) -> list[dict]:
+    """Each head and its moments (checkpoint.save), the rows written since the last one as a new
+    shard, then state.json (written last: a run killed mid-save resumes from the previous one)."""
+    for name, head in heads.items():
+        checkpoint.save(out / name, head, opts[name], {"head": name, "positions": state["positions"],
+                                                        "settings": {"layers": head.cfg["feature_layers"]}}, [])
+    if pending:
+        save_written(pending, out / f"written_{state['shards']:03d}.npz")
+        state["shards"] += 1
+    write_atomic(out / "state.json", lambda f: f.write(json.dumps(state, indent=1).encode()))
+    return []
 
 
 def run(cfg: V5Config, log=print) -> dict:
-    """The write-and-train loop until cfg.seconds; returns the run's record (also out/run.json)."""
+    """The write-and-train loop, fresh or resumed from cfg.out, until cfg.seconds; returns its state."""
     from .v3 import load_target
     t_start = time.monotonic()
     out = Path(cfg.out)
@@ -134,67 +205,89 @@ def run(cfg: V5Config, log=print) -> dict:
     pair = load_target(cfg.device)
     # A bf16 copy writes on a GPU (half the KV cache to copy each step); the CPU writes with the target itself.
     writer = copy.deepcopy(pair.target).to(torch.bfloat16).eval() if cfg.device == "cuda" else pair.target
-    prompts, tasks = load_asks(cfg.asks)
-    keep = [i for i, p in enumerate(prompts) if len(p) <= cfg.max_prompt]
-    lengths = np.array([len(p) for p in prompts])
-    rng = np.random.default_rng(cfg.seed)
-    batches = [b[np.isin(b, keep)] for b in _bucketed(len(prompts), lengths, cfg.write_batch, rng)]
-    heads = {name: trainable_head(pair, spec, cfg.device) for name, spec in cfg.heads.items()}
+    prompts, _ = load_asks(cfg.asks)
+    order = _ask_order(prompts, cfg.max_prompt, cfg.seed)
+    # A resumed run's heads come from its own checkpoint (their vocabulary and taps), wherever it started.
+    resumed = lambda name: (out / name / "state.json").is_file() and "settings" in json.loads((out / name / "state.json").read_text())
+    heads = {name: trainable_head(pair, str(out / name) if resumed(name) else spec, cfg.device) for name, spec in cfg.heads.items()}
     opts = {name: new_optimizer(h, cfg.stream) for name, h in heads.items()}
-    rec = {"config": {k: (v if not isinstance(v, StreamConfig) else v.__dict__) for k, v in cfg.__dict__.items()},
-           "rounds": [], "written": 0, "positions": 0, "write_s": 0.0, "train_s": 0.0, "milestones": [],
-           "device": torch.cuda.get_device_name() if cfg.device == "cuda" else "cpu", "steps": {n: 0 for n in heads}}
-    written, shard, stream = [], 0, cfg.stream
-    log(f"{len(keep)} asks of {len(prompts)} (prompt ≤ {cfg.max_prompt} tokens), heads {list(heads)}, "
-        f"setup {time.monotonic() - t_start:.0f} s")
-    for r, batch in enumerate(batches):
+    settings, stream = _settings(cfg, heads), cfg.stream
+    if (out / "state.json").is_file():
+        state = json.loads((out / "state.json").read_text())
+        state["settings"].pop("train_batch", None)      # locked by the first CPU run; free since
+        if state["settings"] != json.loads(json.dumps(settings)):
+            raise SystemExit(f"{out} holds a run with other settings ({state['settings']}): pass another --out")
+        for name, head in heads.items():
+            checkpoint.load(out / name, head, opts[name])
+        log(f"resumed {out}: {state['positions']:,} positions, {state['cursor']:,} asks answered")
+    else:
+        state = {"settings": settings, "cursor": 0, "round": 0, "positions": 0, "written": 0, "write_s": 0.0,
+                 "train_s": 0.0, "shards": 0, "steps": {n: 0 for n in heads}, "milestones": [], "rounds": [],
+                 "devices": []}
+    select = selection_set(pair, out, cfg.device, cfg.max_tokens)
+    if not state["rounds"]:       # the curve's first point: the start heads
+        state["curve"] = [{"positions": 0, **{n: forced_first_guess(h, select) for n, h in heads.items()}}]
+        log(f"selection, teacher-forced, at 0: " + ", ".join(f"{n} {c['all']:.3f}" for n, c in state["curve"][0].items() if n != "positions"))
+    device_name = torch.cuda.get_device_name() if cfg.device == "cuda" else "cpu"
+    state["devices"].append({"device": device_name, "from_positions": state["positions"], "write_batch": cfg.write_batch,
+                             "train_batch": stream.train_batch})
+    log(f"{len(order):,} asks (prompt ≤ {cfg.max_prompt} tokens), {len(order) - state['cursor']:,} left; heads "
+        f"{list(heads)}; setup {time.monotonic() - t_start:.0f} s")
+    pending, last_ckpt, rounds_here, loop_s = [], time.monotonic(), 0, 0.0
+    while state["cursor"] < len(order):
         left = cfg.seconds - (time.monotonic() - t_start)
-        if r and left < 1.3 * (rec["write_s"] + rec["train_s"]) / r:      # one more round would overrun
+        if left <= 0 or (rounds_here and left < 1.3 * loop_s / rounds_here):     # one more round would overrun
+            break
+        if cfg.max_rounds is not None and rounds_here >= cfg.max_rounds:
             break
         t0 = time.monotonic()
-        temperature, top_p = SAMPLERS[r % len(SAMPLERS)]
+        batch = order[state["cursor"]: state["cursor"] + cfg.write_batch]
+        batch = batch[np.argsort([len(prompts[i]) for i in batch], kind="stable")]     # little left padding
+        temperature, top_p = SAMPLERS[state["round"] % len(SAMPLERS)]
         rows = generate(writer, [prompts[i].tolist() for i in batch], cfg.max_new, temperature=temperature,
-                        top_p=top_p, seed=cfg.seed * 1_000_003 + r, capture=False)
+                        top_p=top_p, seed=cfg.seed * 1_000_003 + state["round"], capture=False)
         for row, i in zip(rows, batch):
             row["ask"] = int(i)
         t1 = time.monotonic()
-        seqs = force(pair.target, [(row["ids"].numpy(), row["plen"]) for row in rows], LAYERS, cfg.max_tokens)
+        seqs = force(pair.target, [(row["ids"].numpy(), row["plen"]) for row in rows], LAYERS, cfg.max_tokens,
+                     on_device=cfg.device != "cpu")
         n_new = sum(len(row["ids"]) - row["plen"] for row in rows)
-        # The schedule's length: the positions this pace reaches by the deadline (re-estimated each round).
-        pace = (rec["positions"] + n_new) / max(1e-6, rec["write_s"] + rec["train_s"] + (t1 - t0))
-        stream.positions = int(max(rec["positions"] + n_new, rec["positions"] + pace * max(0.0, left - (t1 - t0))))
+        if cfg.budget:
+            stream.positions = cfg.budget
+        else:    # the positions this pace reaches by the deadline (re-estimated each round)
+            pace = (state["positions"] + n_new) / max(1e-6, loop_s + (t1 - t0))
+            stream.positions = int(state["positions"] + max(n_new, pace * max(0.0, left - (t1 - t0))))
         stats = {}
         for name, head in heads.items():
-            gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed * 7919 + r)
+            gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed * 7919 + state["round"])
             res = train_on(head, opts[name], select_taps(seqs, head.cfg["feature_layers"]), stream,
-                           rec["steps"][name], rec["positions"], gen)
-            rec["steps"][name] += res["steps"]
+                           state["steps"][name], state["positions"], gen)
+            state["steps"][name] += res["steps"]
             stats[name] = {"agree": round(res["agree"], 4), "loss": round(res["loss"], 4)}
             trained = res["positions"]
-        written += rows
-        rec["written"] += n_new
-        rec["positions"] += trained
-        rec["write_s"] += t1 - t0
-        rec["train_s"] += time.monotonic() - t1
-        rec["rounds"].append({"round": r, "greedy": temperature == 0, "answers": len(rows), "written": n_new,
-                              "positions": rec["positions"], "t": round(time.monotonic() - t_start, 1), **stats})
-        log(f"round {r}: {len(rows)} answers, {n_new} tokens written ({n_new / (t1 - t0):.0f}/s), positions "
-            f"{rec['positions']:,} (trained {trained / max(1e-6, time.monotonic() - t1):.0f}/s); "
-            + ", ".join(f"{n} agree {s['agree']:.3f}" for n, s in stats.items()) + f"; schedule {stream.positions:,}")
+        pending += rows
+        t2 = time.monotonic()
+        state["positions"] += trained
+        state.update(cursor=state["cursor"] + len(batch), round=state["round"] + 1, written=state["written"] + n_new,
+                     write_s=state["write_s"] + t1 - t0, train_s=state["train_s"] + t2 - t1)
+        state["rounds"].append({"round": state["round"] - 1, "greedy": temperature == 0, "answers": len(rows), "written": n_new,
+                                "positions": state["positions"], "device": device_name, **stats})
+        rounds_here, loop_s = rounds_here + 1, loop_s + t2 - t0
+        # The learning curve: the selection answers, teacher-forced (not counted in the loop's pace)
+        state.setdefault("curve", []).append({"positions": state["positions"], **{n: forced_first_guess(h, select) for n, h in heads.items()}})
+        log(f"round {state['round'] - 1}: {len(rows)} answers, {n_new} tokens written ({n_new / (t1 - t0):.0f}/s), positions "
+            f"{state['positions']:,} (forced + trained {trained / max(1e-6, t2 - t1):.0f}/s); "
+            + ", ".join(f"{n} agree {s['agree']:.3f}, selection {state['curve'][-1][n]['all']:.3f}" for n, s in stats.items()))
         for m in MILESTONES:
-            if m <= rec["positions"] and m not in rec["milestones"]:
-                rec["milestones"].append(m)
+            if m <= state["positions"] and m not in state["milestones"]:
+                state["milestones"].append(m)
                 for name, head in heads.items():
-                    _save(head, out / f"{name}-{m}", name, rec, stream)
-        if sum(len(w["ids"]) for w in written) > 6_000_000:        # a shard per ~12 MB of ids
-            save_written(written, out / f"written_{shard}.npz")
-            written, shard = [], shard + 1
-    if written:
-        save_written(written, out / f"written_{shard}.npz")
+                    _save(head, out / "milestones" / f"{name}-{m}", name, state, stream, device_name)
+        if time.monotonic() - last_ckpt >= cfg.ckpt_minutes * 60:
+            pending, last_ckpt = _checkpoint(out, heads, opts, state, pending), time.monotonic()
+    _checkpoint(out, heads, opts, state, pending)
     for name, head in heads.items():
-        _save(head, out / f"{name}-final", name, rec, stream)
-    rec["total_s"] = round(time.monotonic() - t_start, 1)
-    (out / "run.json").write_text(json.dumps(rec, indent=1))
-    log(f"done: {rec['written']:,} tokens written in {rec['write_s']:.0f} s, {rec['positions']:,} positions trained in "
-        f"{rec['train_s']:.0f} s, {len(rec['rounds'])} rounds, {rec['total_s']:.0f} s in all")
-    return rec
+        _save(head, out / "milestones" / f"{name}-last", name, state, stream, device_name)
+    log(f"stopped: {state['written']:,} tokens written in {state['write_s']:.0f} s, {state['positions']:,} positions "
+        f"trained in {state['train_s']:.0f} s (all sessions), {state['round']} rounds; {time.monotonic() - t_start:.0f} s here")
+    return state

@@ -18,13 +18,15 @@ def add_parsers(sub) -> None:
     a = sub.add_parser("v5-asks", help="draft v5: user turns for the target to answer, into an .npz")
     a.add_argument("-n", type=int, default=60_000)
     a.add_argument("--seed", type=int, default=0)
-    a.add_argument("--file", required=True)
+    a.add_argument("--file", default="specdec_core/lab/runs/v5/asks.npz")
     r = sub.add_parser("v5-run", help="draft v5: the target writes answers in batches; the heads train on them")
-    r.add_argument("--asks", required=True)
-    r.add_argument("--out", required=True)
-    r.add_argument("--device", default="cuda")
-    r.add_argument("--seconds", type=float, default=480.0, help="the loop's deadline (setup included)")
-    r.add_argument("--write-batch", type=int, default=2048)
+    r.add_argument("--asks", default="specdec_core/lab/runs/v5/asks.npz")
+    r.add_argument("--out", default="specdec_core/lab/runs/v5", help="checkpoint folder (committed; resumed from)")
+    r.add_argument("--device", default="cpu", help="cpu or cuda")
+    r.add_argument("--seconds", type=float, default=3600.0, help="stop (checkpointed) after this long, setup included")
+    r.add_argument("--budget", type=int, default=10_000_000, help="positions the lr's cosine spans (0: what this pace reaches by --seconds)")
+    r.add_argument("--ckpt-minutes", type=float, default=10.0)
+    r.add_argument("--write-batch", type=int, default=24, help="answers written per round (a GPU takes 2048)")
     r.add_argument("--max-new", type=int, default=320)
     r.add_argument("--max-tokens", type=int, default=65536)
     r.add_argument("--lr", type=float, default=5e-4)
@@ -33,7 +35,7 @@ def add_parsers(sub) -> None:
                    help="a head to train (repeat; default: v5.HEADS): its start weights, vocabulary, taps")
     r.add_argument("--threads", type=int, default=8)
     s = sub.add_parser("v5-score", help="draft v5: score every head a run saved (CPU), the learning curve")
-    s.add_argument("--out", required=True)
+    s.add_argument("--out", default="specdec_core/lab/runs/v5")
     s.add_argument("--threads", type=int, default=2)
     s.add_argument("--only", default="", help="comma-separated head folder names (default: all)")
 
@@ -61,7 +63,7 @@ def cmd_run(a) -> None:
     from .v5 import HEADS
     heads = dict(kv.split("=", 1) for kv in a.head) if a.head else dict(HEADS)
     cfg = V5Config(asks=a.asks, out=a.out, device=a.device, heads=heads, write_batch=a.write_batch, max_new=a.max_new,
-                   max_tokens=a.max_tokens, seconds=a.seconds,
+                   max_tokens=a.max_tokens, seconds=a.seconds, budget=a.budget, ckpt_minutes=a.ckpt_minutes,
                    stream=StreamConfig(lr=a.lr, train_batch=a.train_batch, warmup=50))
     run(cfg, log=lambda m: print(time.strftime("%H:%M:%S"), m, flush=True))
 
@@ -79,7 +81,8 @@ def cmd_score(a) -> None:
     path = out / "scores.json"
     scores = json.loads(path.read_text()) if path.is_file() else {}
     only = set(a.only.split(",")) if a.only else None
-    for folder in sorted(p for p in out.iterdir() if (p / "weights.safetensors").is_file()):
+    folders = [p for p in (out / "milestones").iterdir() if (p / "weights.safetensors").is_file()]
+    for folder in sorted(folders, key=lambda p: json.loads((p / "config.json").read_text()).get("positions", 0)):
         if (only and folder.name not in only) or folder.name in scores:
             continue
         head = load_head(pair.target, folder)
