@@ -57,7 +57,7 @@ class V5Config:
     budget: int = 10_000_000                 # positions the cosine schedule spans (0: what this pace reaches by the deadline)
     ckpt_minutes: float = 10.0
     max_rounds: int | None = None            # stop (checkpointed) after this many rounds here
-    stream: StreamConfig = field(default_factory=lambda: StreamConfig(lr=5e-4, train_batch=32, warmup=50))
+    stream: StreamConfig = field(default_factory=lambda: StreamConfig(lr=3e-4, train_batch=8, warmup=50))
     seed: int = 0
 
 

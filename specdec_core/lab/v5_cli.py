@@ -26,11 +26,12 @@ def add_parsers(sub) -> None:
     r.add_argument("--seconds", type=float, default=3600.0, help="stop (checkpointed) after this long, setup included")
     r.add_argument("--budget", type=int, default=10_000_000, help="positions the lr's cosine spans (0: what this pace reaches by --seconds)")
     r.add_argument("--ckpt-minutes", type=float, default=10.0)
+    r.add_argument("--max-rounds", type=int, default=None, help="stop (checkpointed) after this many rounds here")
     r.add_argument("--write-batch", type=int, default=24, help="answers written per round (a GPU takes 2048)")
     r.add_argument("--max-new", type=int, default=320)
     r.add_argument("--max-tokens", type=int, default=65536)
-    r.add_argument("--lr", type=float, default=5e-4)
-    r.add_argument("--train-batch", type=int, default=32)
+    r.add_argument("--lr", type=float, default=3e-4)
+    r.add_argument("--train-batch", type=int, default=8, help="sequences per optimiser step (a GPU takes 32)")
     r.add_argument("--head", action="append", default=None, metavar="NAME=FOLDER[:VOCAB.npy[:TAPS]]",
                    help="a head to train (repeat; default: v5.HEADS): its start weights, vocabulary, taps")
     r.add_argument("--threads", type=int, default=8)
@@ -64,6 +65,7 @@ def cmd_run(a) -> None:
     heads = dict(kv.split("=", 1) for kv in a.head) if a.head else dict(HEADS)
     cfg = V5Config(asks=a.asks, out=a.out, device=a.device, heads=heads, write_batch=a.write_batch, max_new=a.max_new,
                    max_tokens=a.max_tokens, seconds=a.seconds, budget=a.budget, ckpt_minutes=a.ckpt_minutes,
+                   max_rounds=a.max_rounds,
                    stream=StreamConfig(lr=a.lr, train_batch=a.train_batch, warmup=50))
     run(cfg, log=lambda m: print(time.strftime("%H:%M:%S"), m, flush=True))
 

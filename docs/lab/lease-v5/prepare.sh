@@ -6,13 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 RUN=${1:-specdec_core/lab/runs/v5}
-PART=${PART_MB:-48}
+PART=${PART_MB:-50}
 rm -rf .gpu/blob .gpu/parts && mkdir -p .gpu/blob/wheels .gpu/parts
 .venv/bin/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   -d .gpu/blob/wheels gguf==0.19.0 jsonschema jsonschema-specifications referencing rpds-py
 cp "$(.venv/bin/python -c 'from specdec_core.models.embedded import find_gguf; print(find_gguf())')" .gpu/blob/
-cp -r specdec_core/data/draft .gpu/blob/draft
+# A run with a checkpoint resumes its heads from it; a fresh one starts from the shipped head.
+[ -f "$RUN/state.json" ] || cp -r specdec_core/data/draft .gpu/blob/draft
 mkdir -p .gpu/blob/run && cp -r "$RUN"/. .gpu/blob/run/ && rm -rf .gpu/blob/run/milestones .gpu/blob/run/asks.json.gz
 tar cf .gpu/blob.tar -C .gpu/blob .
 md5sum .gpu/blob.tar | cut -d' ' -f1 > .gpu/parts/md5
