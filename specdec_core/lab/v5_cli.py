@@ -3,7 +3,9 @@
     v5-asks    user turns for the target to answer (asks.py), chat-templated, into one .npz (CPU)
     v5-run     the write-and-train loop (a lent GPU: --device cuda; a CPU runs it too, slowly)
     v5-score   first-guess acceptance online on the selection prompts of every head a run saved,
-               without and with the shipped phrase memory: the learning curve
+               without and with the shipped phrase memory
+    v5-report  the run's learning curve (teacher-forced selection, per head, prose and code apart),
+               what it wrote, and its pace on each machine
 """
 from __future__ import annotations
 
@@ -35,6 +37,9 @@ def add_parsers(sub) -> None:
     r.add_argument("--head", action="append", default=None, metavar="NAME=FOLDER[:VOCAB.npy[:TAPS]]",
                    help="a head to train (repeat; default: v5.HEADS): its start weights, vocabulary, taps")
     r.add_argument("--threads", type=int, default=8)
+    p = sub.add_parser("v5-report", help="draft v5: the learning curve, the written mix and the pace (no model)")
+    p.add_argument("--out", default="specdec_core/lab/runs/v5")
+    p.add_argument("--every", type=int, default=0, help="curve rows at least this many positions apart (0: all)")
     s = sub.add_parser("v5-score", help="draft v5: score every head a run saved (CPU), the learning curve")
     s.add_argument("--out", default="specdec_core/lab/runs/v5")
     s.add_argument("--threads", type=int, default=2)
@@ -101,3 +106,30 @@ def cmd_score(a) -> None:
         print(f"{folder.name} ({row['positions']:,} positions): first guess {row['alone']['first']:.3f} alone "
               f"(prose {row['alone']['prose']:.3f}, code {row['alone']['code']:.3f}), {row['memory']['first']:.3f} "
               f"with the memory", flush=True)
+
+
+def report(state: dict, every: int = 0) -> str:
+    """Markdown: the curve (teacher-forced first guess on the selection answers), written tokens
+    and the pace per machine."""
+    heads = list(state["settings"]["heads"])
+    lines = [f"Positions trained: {state['positions']:,} in {state['round']} rounds; {state['cursor']:,} asks answered, "
+             f"{state['written']:,} answer tokens written in {state['write_s']:.0f} s, forced and trained in "
+             f"{state['train_s']:.0f} s ({state['positions'] / max(1e-9, state['write_s'] + state['train_s']):.0f} positions/s "
+             f"over the run's life); {sum(r['greedy'] for r in state['rounds'])} greedy rounds, "
+             f"{sum(not r['greedy'] for r in state['rounds'])} sampled.", "",
+             "| positions | " + " | ".join(f"{h} all | {h} prose | {h} code" for h in heads) + " |",
+             "|---|" + "---|" * (3 * len(heads))]
+    last = None
+    for c in state.get("curve", []):
+        if last is not None and every and c["positions"] - last < every and c is not state["curve"][-1]:
+            continue
+        last = c["positions"]
+        lines.append(f"| {c['positions']:,} | " + " | ".join(f"{c[h]['all']:.3f} | {c[h]['prose']:.3f} | {c[h]['code']:.3f}"
+                                                             for h in heads) + " |")
+    lines += ["", "| machine | from positions | answers a round | sequences a step |", "|---|---|---|---|"]
+    lines += [f"| {d['device']} | {d['from_positions']:,} | {d['write_batch']} | {d.get('train_batch', '')} |" for d in state["devices"]]
+    return "\n".join(lines)
+
+
+def cmd_report(a) -> None:
+    print(report(json.loads((Path(a.out) / "state.json").read_text()), a.every))
