@@ -50,7 +50,7 @@ def test_v5_run_resumes_exactly(tmp_path):
 
     def go(out, rounds):
         cfg = V5Config(asks=str(tmp_path / "asks.npz"), out=str(out), device="cpu", heads=heads, write_batch=3,
-                       max_new=6, max_tokens=4096, seconds=600, ckpt_minutes=0.0, max_rounds=rounds,
+                       max_new=6, max_tokens=4096, seconds=600, ckpt_minutes=0.0, max_rounds=rounds, score_sets=(),
                        stream=StreamConfig(lr=1e-3, train_batch=2, warmup=1))
         return run(cfg, log=lambda m: None)
 
@@ -76,3 +76,30 @@ def test_make_asks_without_debian_word_lists(monkeypatch):
     monkeypatch.setattr(asks_mod, "_commands", lambda: [])
     out = asks_mod.make_asks(200, seed=1, n_functions=10)
     assert len(out) == 200 and not any(a["task"] in ("foreign", "shell") for a in out)
+
+
+def test_forced_first_guess_counts_each_sequence_as_alone():
+    # The curve's batches pad sequences of different lengths together: the count must equal the
+    # one made sequence by sequence (padding never leaks into a real row), prose and code apart.
+    from specdec_core.lab.force import force
+    from specdec_core.lab.train import new_head
+    from specdec_core.lab.v5 import forced_first_guess
+    from tests.test_lab_v3 import prompts_of, tiny_target
+    target = tiny_target()
+    lengths, plens = [23, 9, 40, 17, 31], [5, 3, 11, 2, 7]
+    seqs = force(target, [(np.array(s), p) for s, p in zip(prompts_of(lengths), plens)], layers=(10, 20, -1), max_tokens=60)
+    for s, kind in zip(seqs, ["code", "chat", "debug", "maths", "list"]):
+        s["kind"] = kind
+    head = new_head(target, torch.arange(96), 20, (-1,))
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for p in head.parameters():
+            p.add_(0.5 * torch.randn_like(p))       # a head that guesses some right and some wrong
+    together = forced_first_guess(head, seqs)
+    alone = [forced_first_guess(head, [s]) for s in seqs]
+    assert together["positions"] == sum(a["positions"] for a in alone) == sum(n - p for n, p in zip(lengths, plens))
+    hits = sum(a["all"] * a["positions"] for a in alone)
+    assert abs(together["all"] * together["positions"] - hits) < 0.01
+    assert 0 < together["all"] < 1
+    code = [a for a, s in zip(alone, seqs) if s["kind"] in ("code", "debug")]
+    assert abs(together["code"] * sum(a["positions"] for a in code) - sum(a["all"] * a["positions"] for a in code)) < 0.01

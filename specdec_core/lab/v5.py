@@ -57,6 +57,7 @@ class V5Config:
     budget: int = 10_000_000                 # positions the cosine schedule spans (0: what this pace reaches by the deadline)
     ckpt_minutes: float = 10.0
     max_rounds: int | None = None            # stop (checkpointed) after this many rounds here
+    score_sets: tuple = ("select", "yardstick")   # the learning curve's sets (() : none, a test's quick run)
     stream: StreamConfig = field(default_factory=lambda: StreamConfig(lr=3e-4, train_batch=8, warmup=50))
     seed: int = 0
 
@@ -135,11 +136,18 @@ def _settings(cfg: V5Config, heads: dict) -> dict:
             "heads": {n: {"taps": h.cfg["feature_layers"], "vocab": len(h.vocab_ids)} for n, h in heads.items()}}
 
 
-def selection_set(pair, out: Path, device: str, max_tokens: int) -> list[dict]:
-    """The selection prompts (v4.selection_prompts: natural, never trained on) with the target's
-    greedy 64-token answers — written once per run into <out>/select.npz — forced for scoring."""
+def _scoring_prompts(name: str) -> list[dict]:
+    """select: the natural prompts selection reads (v4.selection_prompts); yardstick: the frozen
+    70-prompt held-out set the defaults bench draws from (reported, never selected on)."""
+    from .instructions import heldout_prompts
     from .v4 import selection_prompts
-    sel, path = selection_prompts(), out / "select.npz"
+    return selection_prompts() if name == "select" else heldout_prompts()
+
+
+def selection_set(pair, out: Path, device: str, max_tokens: int, name: str = "select") -> list[dict]:
+    """A scoring set's prompts with the target's greedy 64-token answers — written once per run into
+    <out>/<name>.npz — forced for scoring."""
+    sel, path = _scoring_prompts(name), out / f"{name}.npz"
     if path.is_file():
         z = np.load(path)
         rows = [(z["ids"][a:b].astype(np.int64), int(pl)) for a, b, pl in zip(z["offsets"][:-1], z["offsets"][1:], z["plen"])]
@@ -155,6 +163,16 @@ def selection_set(pair, out: Path, device: str, max_tokens: int) -> list[dict]:
     for s, p in zip(seqs, sel):
         s["kind"] = p["task"]
     return seqs
+
+
+def curve_point(heads: dict, sets: dict, positions: int) -> dict:
+    """One point of the learning curve: each head's forced first guess on each scoring set (the
+    selection set's at the top level, as the run has always kept it; the others under their name)."""
+    point = {"positions": positions, **{n: forced_first_guess(h, sets["select"]) for n, h in heads.items()}}
+    for name, seqs in sets.items():
+        if name != "select":
+            point[name] = {n: forced_first_guess(h, seqs) for n, h in heads.items()}
+    return point
 
 
 @torch.no_grad()
@@ -224,10 +242,10 @@ def run(cfg: V5Config, log=print) -> dict:
         state = {"settings": settings, "cursor": 0, "round": 0, "positions": 0, "written": 0, "write_s": 0.0,
                  "train_s": 0.0, "shards": 0, "steps": {n: 0 for n in heads}, "milestones": [], "rounds": [],
                  "devices": []}
-    select = selection_set(pair, out, cfg.device, cfg.max_tokens)
-    if not state["rounds"]:       # the curve's first point: the start heads
-        state["curve"] = [{"positions": 0, **{n: forced_first_guess(h, select) for n, h in heads.items()}}]
-        log(f"selection, teacher-forced, at 0: " + ", ".join(f"{n} {c['all']:.3f}" for n, c in state["curve"][0].items() if n != "positions"))
+    sets = {name: selection_set(pair, out, cfg.device, cfg.max_tokens, name) for name in cfg.score_sets}
+    if not state["rounds"] and "select" in sets:       # the curve's first point: the start heads
+        state["curve"] = [curve_point(heads, sets, 0)]
+        log("selection, teacher-forced, at 0: " + ", ".join(f"{n} {state['curve'][0][n]['all']:.3f}" for n in heads))
     device_name = torch.cuda.get_device_name() if cfg.device == "cuda" else "cpu"
     state["devices"].append({"device": device_name, "from_positions": state["positions"], "write_batch": cfg.write_batch,
                              "train_batch": stream.train_batch})
@@ -274,10 +292,12 @@ def run(cfg: V5Config, log=print) -> dict:
                                 "positions": state["positions"], "device": device_name, **stats})
         rounds_here, loop_s = rounds_here + 1, loop_s + t2 - t0
         # The learning curve: the selection answers, teacher-forced (not counted in the loop's pace)
-        state.setdefault("curve", []).append({"positions": state["positions"], **{n: forced_first_guess(h, select) for n, h in heads.items()}})
+        if "select" in sets:
+            state.setdefault("curve", []).append(curve_point(heads, sets, state["positions"]))
         log(f"round {state['round'] - 1}: {len(rows)} answers, {n_new} tokens written ({n_new / (t1 - t0):.0f}/s), positions "
             f"{state['positions']:,} (forced + trained {trained / max(1e-6, t2 - t1):.0f}/s); "
-            + ", ".join(f"{n} agree {s['agree']:.3f}, selection {state['curve'][-1][n]['all']:.3f}" for n, s in stats.items()))
+            + ", ".join(f"{n} agree {s['agree']:.3f}" + (f", selection {state['curve'][-1][n]['all']:.3f}" if "select" in sets else "")
+                        for n, s in stats.items()))
         for m in MILESTONES:
             if m <= state["positions"] and m not in state["milestones"]:
                 state["milestones"].append(m)

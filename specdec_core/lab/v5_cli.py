@@ -108,24 +108,36 @@ def cmd_score(a) -> None:
               f"with the memory", flush=True)
 
 
+def _thinned(curve: list[dict], every: int) -> list[dict]:
+    """Curve points at least `every` positions apart, the last one always kept."""
+    out = []
+    for c in curve:
+        if not out or not every or c["positions"] - out[-1]["positions"] >= every or c is curve[-1]:
+            out.append(c)
+    return out
+
+
 def report(state: dict, every: int = 0) -> str:
-    """Markdown: the curve (teacher-forced first guess on the selection answers), written tokens
-    and the pace per machine."""
+    """Markdown: the curve (teacher-forced first guess on the selection answers; the yardstick's
+    beside it where measured), written tokens and the pace per machine."""
     heads = list(state["settings"]["heads"])
     lines = [f"Positions trained: {state['positions']:,} in {state['round']} rounds; {state['cursor']:,} asks answered, "
              f"{state['written']:,} answer tokens written in {state['write_s']:.0f} s, forced and trained in "
              f"{state['train_s']:.0f} s ({state['positions'] / max(1e-9, state['write_s'] + state['train_s']):.0f} positions/s "
              f"over the run's life); {sum(r['greedy'] for r in state['rounds'])} greedy rounds, "
              f"{sum(not r['greedy'] for r in state['rounds'])} sampled.", "",
+             "The 89 selection prompts (natural, never trained on), teacher-forced first guess:", "",
              "| positions | " + " | ".join(f"{h} all | {h} prose | {h} code" for h in heads) + " |",
              "|---|" + "---|" * (3 * len(heads))]
-    last = None
-    for c in state.get("curve", []):
-        if last is not None and every and c["positions"] - last < every and c is not state["curve"][-1]:
-            continue
-        last = c["positions"]
-        lines.append(f"| {c['positions']:,} | " + " | ".join(f"{c[h]['all']:.3f} | {c[h]['prose']:.3f} | {c[h]['code']:.3f}"
-                                                             for h in heads) + " |")
+    curve = state.get("curve", [])
+    lines += [f"| {c['positions']:,} | " + " | ".join(f"{c[h]['all']:.3f} | {c[h]['prose']:.3f} | {c[h]['code']:.3f}" for h in heads)
+              + " |" for c in _thinned(curve, every)]
+    yard = [c for c in curve if "yardstick" in c]
+    if yard:    # the defaults bench's held-out prompts, reported beside (never selected on)
+        lines += ["", "The frozen 70-prompt yardstick (reported, never selected on), teacher-forced first guess:", "",
+                  "| positions | " + " | ".join(f"{h} all | {h} code" for h in heads) + " |", "|---|" + "---|" * (2 * len(heads))]
+        lines += [f"| {c['positions']:,} | " + " | ".join(f"{c['yardstick'][h]['all']:.3f} | {c['yardstick'][h]['code']:.3f}"
+                                                         for h in heads) + " |" for c in _thinned(yard, every)]
     lines += ["", "| machine | from positions | answers a round | sequences a step |", "|---|---|---|---|"]
     lines += [f"| {d['device']} | {d['from_positions']:,} | {d['write_batch']} | {d.get('train_batch', '')} |" for d in state["devices"]]
     return "\n".join(lines)
