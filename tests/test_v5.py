@@ -83,7 +83,7 @@ def test_forced_first_guess_counts_each_sequence_as_alone():
     # one made sequence by sequence (padding never leaks into a real row), prose and code apart.
     from specdec_core.lab.force import force
     from specdec_core.lab.train import new_head
-    from specdec_core.lab.v5 import forced_first_guess
+    from specdec_core.lab.curve import forced_first_guess
     from tests.test_lab_v3 import prompts_of, tiny_target
     target = tiny_target()
     lengths, plens = [23, 9, 40, 17, 31], [5, 3, 11, 2, 7]

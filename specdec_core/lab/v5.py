@@ -32,11 +32,11 @@ import torch
 from ..atomic import write_atomic
 from . import checkpoint
 from .capture import generate
-from .data import select_taps
+from .curve import curve_point, selection_set
+from .data import FEATURE_LAYERS as LAYERS, select_taps
 from .force import force
 from .stream import StreamConfig, new_optimizer, train_on
 
-LAYERS = (10, 20, -1)                       # the taps forced; each head reads its own subset
 MILESTONES = (100_000, 250_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000)
 SAMPLERS = ((0.0, 1.0), (0.7, 0.9))          # (temperature, top-p): greedy, the bench's sampling
 # a: the shipped head as it is; b: the same start with three taps and v4's measured 16k vocabulary
@@ -134,69 +134,6 @@ def _settings(cfg: V5Config, heads: dict) -> dict:
     return {"asks": digest, "seed": cfg.seed, "max_new": cfg.max_new, "max_prompt": cfg.max_prompt,
             "budget": cfg.budget, **{k: getattr(cfg.stream, k) for k in ("loss", "lr", "warmup", "noise", "weight_decay")},
             "heads": {n: {"taps": h.cfg["feature_layers"], "vocab": len(h.vocab_ids)} for n, h in heads.items()}}
-
-
-def _scoring_prompts(name: str) -> list[dict]:
-    """select: the natural prompts selection reads (v4.selection_prompts); yardstick: the frozen
-    70-prompt held-out set the defaults bench draws from (reported, never selected on)."""
-    from .instructions import heldout_prompts
-    from .v4 import selection_prompts
-    return selection_prompts() if name == "select" else heldout_prompts()
-
-
-def selection_set(pair, out: Path, device: str, max_tokens: int, name: str = "select") -> list[dict]:
-    """A scoring set's prompts with the target's greedy 64-token answers — written once per run into
-    <out>/<name>.npz — forced for scoring."""
-    sel, path = _scoring_prompts(name), out / f"{name}.npz"
-    if path.is_file():
-        z = np.load(path)
-        rows = [(z["ids"][a:b].astype(np.int64), int(pl)) for a, b, pl in zip(z["offsets"][:-1], z["offsets"][1:], z["plen"])]
-    else:
-        rows = []
-        for b in range(0, len(sel), 32):
-            rows += [(r["ids"].numpy(), r["plen"]) for r in
-                     generate(pair.target, [pair.encode_prompt(p["text"]) for p in sel[b:b + 32]], 64, capture=False)]
-        off = np.cumsum([0] + [len(i) for i, _ in rows])
-        np.savez_compressed(path, ids=np.concatenate([i for i, _ in rows]).astype(np.uint16), offsets=off,
-                            plen=np.array([pl for _, pl in rows]))
-    seqs = force(pair.target, rows, LAYERS, max_tokens, on_device=device != "cpu")
-    for s, p in zip(seqs, sel):
-        s["kind"] = p["task"]
-    return seqs
-
-
-def curve_point(heads: dict, sets: dict, positions: int) -> dict:
-    """One point of the learning curve: each head's forced first guess on each scoring set (the
-    selection set's at the top level, as the run has always kept it; the others under their name)."""
-    point = {"positions": positions, **{n: forced_first_guess(h, sets["select"]) for n, h in heads.items()}}
-    for name, seqs in sets.items():
-        if name != "select":
-            point[name] = {n: forced_first_guess(h, seqs) for n, h in heads.items()}
-    return point
-
-
-@torch.no_grad()
-def forced_first_guess(head, seqs: list[dict]) -> dict:
-    """The head's first guess against the target's greedy token, teacher-forced over seqs' answers
-    (the online score's cheap twin: no memory, every position from the true context): all, prose, code."""
-    from .data import make_batch
-    from .losses import rollout
-    from .v4 import CODE_KINDS
-    seqs = select_taps(seqs, head.cfg["feature_layers"])
-    hits = {g: [0, 0] for g in ("all", "prose", "code")}
-    was_training = head.training
-    head.eval()
-    for b in range(0, len(seqs), 16):
-        rows = list(range(b, min(b + 16, len(seqs))))
-        batch = make_batch(seqs, rows)
-        g = rollout(head, batch["feats"], batch["ids"], 1)[0]
-        match = (head.vocab_ids[head.logits(g).argmax(-1)] == batch["argmax"][:, 1:]) & batch["valid"]
-        for r, i in enumerate(rows):
-            for group in ("all", "code" if seqs[i]["kind"] in CODE_KINDS else "prose"):
-                hits[group][0] += int(match[r].sum())
-                hits[group][1] += int(batch["valid"][r].sum())
-    head.train(was_training)
-    return {g: round(h / max(1, n), 4) for g, (h, n) in hits.items()} | {"positions": hits["all"][1]}
 
 
 def _checkpoint(out: Path, heads: dict, opts: dict, state: dict, pending: list[dict]) -> list[dict]:
