@@ -103,3 +103,14 @@ def test_forced_first_guess_counts_each_sequence_as_alone():
     assert 0 < together["all"] < 1
     code = [a for a, s in zip(alone, seqs) if s["kind"] in ("code", "debug")]
     assert abs(together["code"] * sum(a["positions"] for a in code) - sum(a["all"] * a["positions"] for a in code)) < 0.01
+
+
+def test_dedup_near_check_of_held_out_only():
+    # near_kept=False (the asks): templated texts may be near each other, never near a held-out one.
+    from specdec_core.lab.natural import Dedup
+    d = Dedup(held=["Explain the ocean to a ten-year-old."], near_kept=False)
+    assert not d.add("Explain the ocean to a ten-year-old, please.")     # near a held-out prompt
+    assert d.add("Give me 5 fun facts about volcanoes.")
+    assert d.add("Give me 7 fun facts about volcanoes.")                # near a kept one: kept
+    assert not d.add("give me 7 fun facts about VOLCANOES!")            # exact after normalising
+    assert not Dedup(near_kept=True).add("") and Dedup().near_kept

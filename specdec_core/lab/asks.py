@@ -169,7 +169,7 @@ def _typeable(text: str) -> bool:
 def make_asks(n: int, seed: int = 0, n_functions: int = 3000) -> list[dict]:
     """n user turns [{"kind", "task", "text"}] by SHARES, deduplicated, disjoint from every held-out
     set; n_functions: the pool of installed Python functions the code asks quote."""
-    from .natural import Dedup, held_texts, normalise, shingles
+    from .natural import Dedup, held_texts
     from .v4 import selection_prompts
     rng = np.random.default_rng(seed)
     held = held_texts() + [p["text"] for p in selection_prompts()]
@@ -182,8 +182,8 @@ def make_asks(n: int, seed: int = 0, n_functions: int = 3000) -> list[dict]:
     english = [t for lang, t in sayings if not lang and len(t) < 700] or list(SENTENCES)
     foreign = [(LANG_NAMES[lang], t) for lang, t in sayings if lang in LANG_NAMES and len(t) < 500]
     funcs, cmds = _functions(rng, n_functions), _commands()
-    passage_tasks = ["summary", "summary", "rewrite", "to-language", "code", "code", "code-ask"] \
-        + ["foreign"] * bool(foreign) + ["shell"] * bool(cmds)
+    passage_tasks = [t for t in ("summary", "summary", "rewrite", "foreign", "to-language", "code", "code", "code-ask", "shell")
+                     if (t != "foreign" or foreign) and (t != "shell" or cmds)]      # in the order the committed asks drew
     pick = lambda xs: xs[int(rng.integers(len(xs)))]
     num = lambda lo, hi: int(rng.integers(lo, hi))
 
@@ -218,11 +218,7 @@ def make_asks(n: int, seed: int = 0, n_functions: int = 3000) -> list[dict]:
     make = {"everyday": everyday, "passage": passage, "maths": maths}
     kinds = list(SHARES)
     p = np.array([SHARES[k] for k in kinds])
-    # Exact duplicates anywhere, near duplicates of held-out texts (a near check among the asks
-    # themselves would cost O(n²) and drop what templates are for)
-    near_held, seen, out = Dedup(), set(), []
-    for h in held:
-        near_held._keep(h)
+    keep, out = Dedup(held=held, near_kept=False), []
     for _ in range(30 * n):
         if len(out) >= n:
             break
@@ -233,10 +229,6 @@ def make_asks(n: int, seed: int = 0, n_functions: int = 3000) -> list[dict]:
             ask = existing.pop()
         else:
             ask = make[kind]()
-        if not _typeable(ask["text"]):
-            continue
-        key = normalise(ask["text"])
-        if key and key not in seen and key not in near_held.exact and not near_held._near_of(shingles(ask["text"])):
-            seen.add(key)
+        if _typeable(ask["text"]) and keep.add(ask["text"]):
             out.append({"kind": kind, **ask})
     return out

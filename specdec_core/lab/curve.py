@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .capture import generate
-from .data import FEATURE_LAYERS as LAYERS, select_taps
+from .data import FEATURE_LAYERS as LAYERS, load_ids, save_ids, select_taps
 from .force import force
 
 
@@ -30,16 +30,14 @@ def selection_set(pair, out: Path, device: str, max_tokens: int, name: str = "se
     <out>/<name>.npz — forced for scoring."""
     sel, path = _scoring_prompts(name), out / f"{name}.npz"
     if path.is_file():
-        z = np.load(path)
-        rows = [(z["ids"][a:b].astype(np.int64), int(pl)) for a, b, pl in zip(z["offsets"][:-1], z["offsets"][1:], z["plen"])]
+        ids, arrays = load_ids(path)
+        rows = [(x, int(pl)) for x, pl in zip(ids, arrays["plen"])]
     else:
         rows = []
         for b in range(0, len(sel), 32):
             rows += [(r["ids"].numpy(), r["plen"]) for r in
                      generate(pair.target, [pair.encode_prompt(p["text"]) for p in sel[b:b + 32]], 64, capture=False)]
-        off = np.cumsum([0] + [len(i) for i, _ in rows])
-        np.savez_compressed(path, ids=np.concatenate([i for i, _ in rows]).astype(np.uint16), offsets=off,
-                            plen=np.array([pl for _, pl in rows]))
+        save_ids(path, [i for i, _ in rows], plen=np.array([pl for _, pl in rows]))
     seqs = force(pair.target, rows, LAYERS, max_tokens, on_device=device != "cpu")
     for s, p in zip(seqs, sel):
         s["kind"] = p["task"]

@@ -160,6 +160,22 @@ def save_npz(path: Path, **arrays) -> None:
     write_atomic(path, lambda f: np.savez(f, **arrays))
 
 
+def save_ids(path: Path, seqs, **extra) -> None:
+    """Token-id sequences (any int arrays or CPU tensors) as one compressed npz, atomically: flat
+    uint16 `ids` (the target's 49,152 ids fit) + int64 `offsets` [n+1], + extra per-sequence arrays."""
+    flat = np.concatenate([np.asarray(s, dtype=np.uint16) for s in seqs])
+    off = np.cumsum([0] + [len(s) for s in seqs]).astype(np.int64)
+    write_atomic(path, lambda f: np.savez_compressed(f, ids=flat, offsets=off, **extra))
+
+
+def load_ids(path: Path) -> tuple[list[np.ndarray], dict]:
+    """save_ids' file -> (the int64 sequences, the extra arrays by name); each array read once."""
+    with np.load(path) as z:     # NpzFile re-reads (and decompresses) an array on every access
+        arrays = {k: z[k] for k in z.files}
+    ids, off = arrays.pop("ids").astype(np.int64), arrays.pop("offsets")
+    return [ids[off[i]:off[i + 1]] for i in range(len(off) - 1)], arrays
+
+
 def read_shards(folder: Path, stem: str, max_shards: int = 10**9):
     """Each finished <folder>/<stem>_XXXX.npz in order, as a dict of arrays (read once each)."""
     for path in sorted(p for p in Path(folder).glob(f"{stem}_*.npz") if ".tmp" not in p.name)[:max_shards]:

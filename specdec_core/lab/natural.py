@@ -141,10 +141,13 @@ def shingles(text: str, n: int = 3) -> set[str]:
 
 class Dedup:
     """Keeps texts that are neither an exact (normalised) nor a near duplicate (word-3-gram Jaccard
-    ≥ `near`) of a kept text or of a held-out text; an inverted index keeps the check cheap."""
+    ≥ `near`) of a kept text or of a held-out text; an inverted index keeps the check cheap.
+    near_kept=False checks near duplicates of held-out texts only (tens of thousands of templated
+    texts share most 3-grams with each other: the near check among them would cost O(n²) and drop
+    what the templates are for); exact duplicates are refused either way."""
 
-    def __init__(self, held: list[str] = (), near: float = 0.6):
-        self.near, self.exact, self.index, self.sets = near, set(), {}, []
+    def __init__(self, held: list[str] = (), near: float = 0.6, near_kept: bool = True):
+        self.near, self.near_kept, self.exact, self.index, self.sets = near, near_kept, set(), {}, []
         self.held_exact = {normalise(h) for h in held}
         self.held = Dedup(near=near) if held else None
         for h in held:
@@ -167,11 +170,14 @@ class Dedup:
     def add(self, text: str) -> bool:
         """True (and remembered) if text is new and not held out."""
         key, sh = normalise(text), shingles(text)
-        if not key or key in self.exact or key in self.held_exact or self._near_of(sh):
+        if not key or key in self.exact or key in self.held_exact or (self.near_kept and self._near_of(sh)):
             return False
         if self.held is not None and self.held._near_of(sh):
             return False
-        self._keep(text)
+        if self.near_kept:
+            self._keep(text)
+        else:
+            self.exact.add(key)
         return True
 
 

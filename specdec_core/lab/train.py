@@ -31,6 +31,17 @@ def new_head(target, vocab: torch.Tensor, init_layer: int, feature_layers=(-1,))
     return head.attach(target.get_input_embeddings().weight, target.get_output_embeddings().weight)
 
 
+def load_start(head, state: dict) -> None:
+    """Start `head` from another head's saved state (safetensors dict): every float tensor they share
+    (strict=False: taps the other head lacked keep their pass-through start), the output bias carried
+    over by token id (the other head's lowest for a token it did not have)."""
+    head.load_state_dict({k: v.float() for k, v in state.items() if k not in ("bias", "vocab_ids") and v.is_floating_point()},
+                         strict=False)
+    old = dict(zip(state["vocab_ids"].tolist(), state["bias"].float().tolist()))
+    with torch.no_grad():
+        head.bias.copy_(torch.tensor([old.get(int(t), min(old.values())) for t in head.vocab_ids.tolist()]))
+
+
 def head_objective(loss: str, K: int):
     """The feature head's objective: (head, batch) -> (loss, first step's terms, valid rows)."""
     def objective(head, b):

@@ -137,18 +137,13 @@ def build_vocab(pair, seqs: list[dict], log=print) -> tuple[int, torch.Tensor, d
 def _new_head(pair, cfg: RunConfig, vocab: torch.Tensor):
     """v3's layer (or another head's), its output bias carried over by token id."""
     from safetensors.torch import load as st_load
-    from .train import new_head
+    from .train import load_start, new_head
     torch.manual_seed(cfg.seed)
     head = new_head(pair.target, vocab.to(pair.target.get_input_embeddings().weight.device), cfg.init_layer, cfg.layers)
     if cfg.init_head:
         folder = Path(cfg.init_head)
         path = folder / ("head.safetensors" if (folder / "head.safetensors").is_file() else "weights.safetensors")
-        st = st_load(path.read_bytes())
-        head.load_state_dict({k: v.float() for k, v in st.items() if k not in ("bias", "vocab_ids") and v.is_floating_point()},
-                             strict=False)
-        old = dict(zip(st["vocab_ids"].tolist(), st["bias"].float().tolist()))
-        with torch.no_grad():
-            head.bias.copy_(torch.tensor([old.get(int(t), min(old.values())) for t in vocab]))
+        load_start(head, st_load(path.read_bytes()))
     return head.to(cfg.device)
 
 

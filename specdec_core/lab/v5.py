@@ -33,7 +33,7 @@ from ..atomic import write_atomic
 from . import checkpoint
 from .capture import generate
 from .curve import curve_point, selection_set
-from .data import FEATURE_LAYERS as LAYERS, select_taps
+from .data import FEATURE_LAYERS as LAYERS, load_ids, save_ids, select_taps
 from .force import force
 from .stream import StreamConfig, new_optimizer, train_on
 
@@ -63,19 +63,16 @@ class V5Config:
 
 
 def save_asks(asks: list[dict], ids: list[list[int]], path: Path) -> None:
-    """Asks and their chat-templated prompt ids -> an npz (flat uint16 ids + offsets; tasks) and
-    the asks themselves in <path>.json.gz."""
-    flat = np.concatenate([np.asarray(x, np.uint16) for x in ids])
-    off = np.cumsum([0] + [len(x) for x in ids]).astype(np.int64)
-    np.savez_compressed(path, ids=flat, offsets=off, task=np.array([a["task"] for a in asks]))
+    """Asks and their chat-templated prompt ids -> an npz (data.save_ids, + tasks) and the asks
+    themselves in <path>.json.gz."""
+    save_ids(path, ids, task=np.array([a["task"] for a in asks]))
     # The texts stay beside it (not needed where the asks are answered)
     path.with_suffix(".json.gz").write_bytes(gzip.compress(json.dumps(asks).encode()))
 
 
 def load_asks(path: str) -> tuple[list[np.ndarray], list[str]]:
-    z = np.load(path)
-    ids, off = z["ids"].astype(np.int64), z["offsets"]     # read once: each z[...] decompresses again
-    return [ids[off[i]:off[i + 1]] for i in range(len(off) - 1)], list(z["task"])
+    prompts, arrays = load_ids(Path(path))
+    return prompts, list(arrays["task"])
 
 
 def trainable_head(pair, spec: str, device):
@@ -85,7 +82,7 @@ def trainable_head(pair, spec: str, device):
     hidden states it reads, '/'-separated (e.g. 10/20/-1; new taps start as a pass-through of the
     final state, as `init_from_target` makes them). fp32, on device."""
     from safetensors.torch import load as st_load
-    from .train import new_head
+    from .train import load_start, new_head
     folder, vocab_file, taps = (spec.split(":") + [None, None])[:3]
     folder = Path(folder)
     if (folder / "weights.safetensors").is_file():
@@ -97,20 +94,14 @@ def trainable_head(pair, spec: str, device):
     layers = [int(x) for x in taps.split("/")] if taps else list(layers)
     vocab = torch.from_numpy(np.load(vocab_file).astype(np.int64)) if vocab_file else st["vocab_ids"]
     head = new_head(pair.target, vocab.to(pair.target.get_input_embeddings().weight.device), 29, layers)
-    mine = head.state_dict()       # what fits this head's shapes (new taps keep their pass-through start)
-    head.load_state_dict({k: v.float() for k, v in st.items() if k in mine and k not in ("vocab_ids", "bias")
-                          and mine[k].shape == v.shape}, strict=False)
-    old = dict(zip(st["vocab_ids"].tolist(), st["bias"].float().tolist()))
-    with torch.no_grad():
-        head.bias.copy_(torch.tensor([old.get(int(t), min(old.values())) for t in vocab.tolist()]))
+    load_start(head, st)
     return head.to(device)
 
 
 def save_written(rows: list[dict], path: Path) -> None:
-    ids = np.concatenate([r["ids"].numpy().astype(np.uint16) for r in rows])
-    off = np.cumsum([0] + [len(r["ids"]) for r in rows]).astype(np.int64)
-    np.savez_compressed(path, ids=ids, offsets=off, plen=np.array([r["plen"] for r in rows], np.int32),
-                        greedy=np.array([r["greedy"] for r in rows]), ask=np.array([r["ask"] for r in rows], np.int32))
+    """A shard of written rows: prompt + answer ids, prompt length, sampler, ask index (data.save_ids)."""
+    save_ids(path, [r["ids"] for r in rows], plen=np.array([r["plen"] for r in rows], np.int32),
+             greedy=np.array([r["greedy"] for r in rows]), ask=np.array([r["ask"] for r in rows], np.int32))
 
 
 def _save(head, folder: Path, name: str, state: dict, stream: StreamConfig, device: str) -> None:
@@ -163,13 +154,12 @@ def run(cfg: V5Config, log=print) -> dict:
     prompts, _ = load_asks(cfg.asks)
     order = _ask_order(prompts, cfg.max_prompt, cfg.seed)
     # A resumed run's heads come from its own checkpoint (their vocabulary and taps), wherever it started.
-    resumed = lambda name: (out / name / "state.json").is_file() and "settings" in json.loads((out / name / "state.json").read_text())
-    heads = {name: trainable_head(pair, str(out / name) if resumed(name) else spec, cfg.device) for name, spec in cfg.heads.items()}
+    heads = {name: trainable_head(pair, str(out / name) if (out / name / "state.json").is_file() else spec, cfg.device)
+             for name, spec in cfg.heads.items()}
     opts = {name: new_optimizer(h, cfg.stream) for name, h in heads.items()}
     settings, stream = _settings(cfg, heads), cfg.stream
     if (out / "state.json").is_file():
         state = json.loads((out / "state.json").read_text())
-        state["settings"].pop("train_batch", None)      # locked by the first CPU run; free since
         if state["settings"] != json.loads(json.dumps(settings)):
             raise SystemExit(f"{out} holds a run with other settings ({state['settings']}): pass another --out")
         for name, head in heads.items():
