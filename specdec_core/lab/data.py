@@ -73,7 +73,8 @@ def load_sequences(folder: Path = None) -> tuple[list[dict], list[str]]:
     folder = Path(folder) if folder else data_dir()
     if not (folder / "selfdistill.npz").is_file():
         raise FileNotFoundError(f"no self-distillation data in {folder}: pass --data DIR or set {ENV_DATA}")
-    d = np.load(folder / "selfdistill.npz")
+    with np.load(folder / "selfdistill.npz") as z:     # each array read once (NpzFile re-reads on access)
+        d = {k: z[k] for k in z.files}
     instructions = json.loads((folder / "instructions.json").read_text())
     po, go = d["prompt_offsets"], d["gen_offsets"]
     seqs = [dict(prompt=d["prompt_ids"][po[i]:po[i + 1]].astype(np.int64),
