@@ -79,6 +79,45 @@ def test_capture_equals_a_separate_teacher_forced_pass(temperature):
             assert torch.equal(r["ids"][pl:], r["argmax"][span])
 
 
+def eos_prone_target():
+    """A tiny target whose greedy answers end (EOS) after 1, 11, 14 or 16 tokens on prompts_of(LENGTHS, 4)."""
+    target = tiny_target(4)
+    with torch.no_grad():
+        target.model.embed_tokens.weight[2] *= 4       # a longer EOS row: some answers end early
+    return target
+
+
+LENGTHS = [5, 9, 3, 12, 7, 4]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 8])
+def test_batched_writer_equals_transformers_generate_row_by_row(chunk):
+    """Prefill in chunks, in-place KV buffer, ended rows leaving the batch: each answer is the one
+    transformers' own generate writes for that prompt alone (greedy)."""
+    target = eos_prone_target()
+    prompts = prompts_of(LENGTHS, 4)
+    rows = generate(target, prompts, 16, capture=False, chunk=chunk)
+    lengths = []
+    for p, r in zip(prompts, rows):
+        ref = target.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
+                              max_new_tokens=16, do_sample=False, eos_token_id=2, pad_token_id=2)[0]
+        assert torch.equal(r["ids"], ref) and r["plen"] == len(p)
+        lengths.append(len(ref) - len(p))
+    assert min(lengths) == 1 and max(lengths) == 16 and len(set(lengths)) >= 3     # rows left at different steps
+
+
+def test_capture_with_rows_leaving_equals_teacher_forcing():
+    target = eos_prone_target()
+    prompts = prompts_of(LENGTHS, 4)
+    for r in generate(target, prompts, 16, layers=LAYERS, chunk=2):
+        n, pl = len(r["ids"]), r["plen"]
+        ref = teacher_force(target, r["ids"], LAYERS)
+        assert torch.allclose(r["feats"][: n - 1].float(), ref["feats"][: n - 1].float(), atol=2e-3, rtol=1e-3)
+        span = slice(pl - 1, n - 1)
+        assert torch.equal(r["top_ids"][span], ref["top_ids"][span])
+        assert torch.allclose(r["lse"][span], ref["lse"][span], atol=1e-4)
+
+
 # -- checkpoint and resume -------------------------------------------------------------------------
 def _head(target, seed):
     torch.manual_seed(seed)

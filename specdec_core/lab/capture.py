@@ -19,9 +19,10 @@ Every tensor is created on the target's device; only the returned copies move to
 from __future__ import annotations
 
 import torch
-from transformers import DynamicCache
 
 from ..sampling import SamplingConfig, draw, warp_probs
+from . import kv
+from .kv import left_padded  # noqa: F401  (re-exported: the measurement scripts use it)
 
 EOS = 2
 TOPK = 8
@@ -39,49 +40,50 @@ def _logit_fields(logits: torch.Tensor, topk: int):
     return lse, val - lse[:, None], idx
 
 
-def left_padded(prompts: list[list[int]], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Token lists -> (ids, attention mask, position ids), each [B, P] on device, left-padded with
-    EOS so that every row's last column is its last token."""
-    B, P = len(prompts), max(len(p) for p in prompts)
-    ids = torch.full((B, P), EOS, dtype=torch.long, device=device)
-    mask = torch.zeros(B, P, dtype=torch.long, device=device)
-    for r, p in enumerate(prompts):
-        ids[r, P - len(p):] = torch.tensor(p, dtype=torch.long, device=device)
-        mask[r, P - len(p):] = 1
-    return ids, mask, (mask.cumsum(-1) - 1).clamp_min(0)
+def _rows(x: torch.Tensor, alive: torch.Tensor, B: int, fill) -> torch.Tensor:
+    """x [len(alive), …] -> [B, …]: the alive rows in their places, `fill` in the rows that ended."""
+    if len(alive) == B:
+        return x
+    full = x.new_full((B, *x.shape[1:]), fill)
+    full[alive] = x
+    return full
 
 
 @torch.no_grad()
 def generate(target, prompts: list[list[int]], max_new: int, *, temperature: float = 0.0, top_p: float = 1.0,
-             seed: int = 0, layers=(10, 20, -1), topk: int = TOPK, capture: bool = True) -> list[dict]:
-    """Left-padded batched generation with a KV cache; B = len(prompts). Greedy at temperature 0,
-    else temperature / top-p sampling from a generator seeded with `seed` on the target's device.
-    capture=False: ids and plen only (the natural-prompt writer)."""
+             seed: int = 0, layers=(10, 20, -1), topk: int = TOPK, capture: bool = True, chunk: int = 8) -> list[dict]:
+    """Batched generation with an in-place KV cache (`kv.py`); B = len(prompts). Greedy at
+    temperature 0, else temperature / top-p sampling from a generator seeded with `seed` on the
+    target's device. Prompts are prefilled `chunk` rows of similar length at a time; a row that
+    ends (EOS) leaves the batch. capture=False: ids and plen only (the writers of v3 / v5)."""
     dev = _device(target)
-    ids, mask, pos = left_padded(prompts, dev)
-    B, P = ids.shape
+    B = len(prompts)
     cfg = SamplingConfig(temperature=temperature, top_p=top_p).check()
     gen = torch.Generator(device=dev).manual_seed(seed)
-    cache = DynamicCache(config=target.config)
-    out = target(ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True,
-                 output_hidden_states=capture, logits_to_keep=1)
-    feats, fields, new = [], [], []          # per step: [B, t, taps·H] / (lse, top_lp, top_ids) / [B]
-    done = torch.zeros(B, dtype=torch.bool, device=dev)
+    cache = kv.buffered_cache(target, B, max(len(p) for p in prompts) + max_new)
+    logits, hidden, mask, pos = kv.prefill(target, cache, prompts, chunk, hidden=capture)
+    P = mask.shape[1]
+    feats, fields, new = [], [], []          # per step, all B rows: [B, t, taps·H] / (lse, top_lp, top_ids) / [B]
+    alive = torch.arange(B, device=dev)      # the rows still writing, in cache order
     for step in range(max_new):
-        logits = out.logits[:, -1]
         if capture:
-            feats.append(torch.cat([out.hidden_states[i] for i in layers], -1).half())
-            fields.append(_logit_fields(logits, topk))
+            f = torch.cat([hidden[i] for i in layers], -1).half()
+            feats.append(f if step == 0 else _rows(f, alive, B, 0))
+            fields.append(tuple(_rows(x, alive, B, 0) for x in _logit_fields(logits, topk)))
         tok = draw(warp_probs(logits, cfg), cfg, gen)
-        tok = torch.where(done, torch.full_like(tok, EOS), tok)
-        new.append(tok)
-        done = done | (tok == EOS)
-        if bool(done.all()) or step + 1 == max_new:
+        new.append(_rows(tok, alive, B, EOS))
+        going = tok != EOS
+        if step + 1 == max_new or not bool(going.any()):
             break
-        mask = torch.cat([mask, torch.ones(B, 1, dtype=torch.long, device=dev)], 1)
-        pos = pos[:, -1:] + 1
+        if not bool(going.all()):            # ended rows leave: no step is spent on them
+            keep = going.nonzero()[:, 0]
+            alive, tok, mask, pos = alive[keep], tok[keep], mask[keep], pos[keep]
+            cache.batch_select_indices(keep)
+        mask = torch.cat([mask, torch.ones(len(alive), 1, dtype=torch.long, device=dev)], 1)
+        pos = pos + 1
         out = target(tok[:, None], attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True,
                      output_hidden_states=capture)
+        logits, hidden = out.logits[:, -1], out.hidden_states
     new = torch.stack(new, 1).cpu()                                        # [B, G]
     if capture:
         F = torch.cat(feats, 1).cpu()                                      # [B, P + G − 1, taps·H]

@@ -189,13 +189,16 @@ def run(cfg: V5Config, log=print) -> dict:
         batch = order[state["cursor"]: state["cursor"] + cfg.write_batch]
         batch = batch[np.argsort([len(prompts[i]) for i in batch], kind="stable")]     # little left padding
         temperature, top_p = SAMPLERS[state["round"] % len(SAMPLERS)]
+        # On a CPU the writer is the fp32 target: it keeps the labels as it writes (no forcing pass).
+        # On a GPU a bf16 copy writes and the fp32 target forces its rows afterwards.
+        on_cpu = cfg.device == "cpu"
         rows = generate(writer, [prompts[i].tolist() for i in batch], cfg.max_new, temperature=temperature,
-                        top_p=top_p, seed=cfg.seed * 1_000_003 + state["round"], capture=False)
+                        top_p=top_p, seed=cfg.seed * 1_000_003 + state["round"], capture=on_cpu, layers=LAYERS)
         for row, i in zip(rows, batch):
             row["ask"] = int(i)
         t1 = time.monotonic()
-        seqs = force(pair.target, [(row["ids"].numpy(), row["plen"]) for row in rows], LAYERS, cfg.max_tokens,
-                     on_device=cfg.device != "cpu")
+        seqs = rows if on_cpu else force(pair.target, [(row["ids"].numpy(), row["plen"]) for row in rows], LAYERS,
+                                         cfg.max_tokens, on_device=True)
         n_new = sum(len(row["ids"]) - row["plen"] for row in rows)
         if cfg.budget:
             stream.positions = cfg.budget
@@ -210,7 +213,7 @@ def run(cfg: V5Config, log=print) -> dict:
             state["steps"][name] += res["steps"]
             stats[name] = {"agree": round(res["agree"], 4), "loss": round(res["loss"], 4)}
             trained = res["positions"]
-        pending += rows
+        pending += [{k: row[k] for k in ("ids", "plen", "greedy", "ask")} for row in rows]   # ids only: not the labels
         t2 = time.monotonic()
         state["positions"] += trained
         state.update(cursor=state["cursor"] + len(batch), round=state["round"] + 1, written=state["written"] + n_new,

@@ -1,0 +1,112 @@
+"""The writer's KV cache: one buffer per layer written in place, rows that leave, prompts filled by length.
+
+HF's DynamicCache grows by `torch.cat`, copying the whole cache at every step (39 % of a batch-24
+step of the default target on 2 cores, measured by the profiler at 250 cached tokens). Here each
+layer holds a [B, kv heads, capacity, d] buffer: a step writes one slot and attention reads a view
+of the filled part. Finished rows leave the batch (`batch_select_indices`), so no step is spent on
+an answer that has ended. And the prompts are prefilled in chunks of similar length, each written
+right-aligned into the buffer: a padded prefill of a whole batch computes every row to the longest
+prompt (3.7× the useful prompt tokens in v5's rounds of 24 asks, 5.7× in rounds of 2,048).
+
+    cache = buffered_cache(target, batch=B, capacity=P + max_new)
+    logits, hidden, mask, pos = prefill(target, cache, prompts, chunk=8, hidden=True)
+"""
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import Cache, DynamicLayer
+
+EOS = 2
+
+
+class BufferLayer(DynamicLayer):
+    """One layer's keys and values in a preallocated buffer; `keys` / `values` are views of the filled part."""
+
+    def __init__(self, batch: int, capacity: int):
+        super().__init__()
+        self.batch, self.capacity, self.filled = batch, capacity, 0
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        super().lazy_initialization(key_states, value_states)
+        shape = (self.batch, key_states.shape[1], self.capacity, key_states.shape[-1])
+        # Zeros, not empty: masked slots still enter attention's product (0 × garbage could be NaN).
+        self.k_buf = key_states.new_zeros(shape)
+        self.v_buf = value_states.new_zeros(shape)
+
+    def _expose(self) -> None:
+        self.keys, self.values = self.k_buf[..., : self.filled, :], self.v_buf[..., : self.filled, :]
+
+    def put(self, rows: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, end: int) -> None:
+        """Write keys / values [len(rows), h, t, d] into the rows' slots end − t … end − 1 (prefill)."""
+        if not self.is_initialized:
+            self.lazy_initialization(keys, values)
+        t = keys.shape[-2]
+        self.k_buf[rows, :, end - t: end] = keys
+        self.v_buf[rows, :, end - t: end] = values
+        self.filled = max(self.filled, end)
+        self._expose()
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        end = self.filled + key_states.shape[-2]
+        if end > self.capacity:
+            raise RuntimeError(f"KV buffer full: {end} > capacity {self.capacity}")
+        self.k_buf[..., self.filled: end, :] = key_states
+        self.v_buf[..., self.filled: end, :] = value_states
+        self.filled = end
+        self._expose()
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self.k_buf, self.v_buf = self.k_buf[indices], self.v_buf[indices]
+        self.batch = len(indices)
+        self._expose()
+
+
+def left_padded(prompts: list[list[int]], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Token lists -> (ids, attention mask, position ids), each [B, P] on device, left-padded with
+    EOS so that every row's last column is its last token."""
+    B, P = len(prompts), max(len(p) for p in prompts)
+    ids = torch.full((B, P), EOS, dtype=torch.long, device=device)
+    mask = torch.zeros(B, P, dtype=torch.long, device=device)
+    for r, p in enumerate(prompts):
+        ids[r, P - len(p):] = torch.tensor(p, dtype=torch.long, device=device)
+        mask[r, P - len(p):] = 1
+    return ids, mask, (mask.cumsum(-1) - 1).clamp_min(0)
+
+
+def buffered_cache(target, batch: int, capacity: int) -> Cache:
+    """A cache of BufferLayers for every decoder layer of target: B rows, `capacity` positions each."""
+    return Cache(layers=[BufferLayer(batch, capacity) for _ in range(target.config.num_hidden_layers)])
+
+
+@torch.no_grad()
+def prefill(target, cache: Cache, prompts: list[list[int]], chunk: int, hidden: bool = False):
+    """Fill cache with prompts (B rows, right-aligned to P = the longest), `chunk` rows of similar
+    length at a time. Returns logits [B, V] at each prompt's last token, hidden states (a tuple
+    over layers of [B, P, H], meaningless left of each prompt; None unless `hidden`), the attention mask
+    [B, P] and each row's last position id [B, 1] (the decode loop goes on from these)."""
+    dev = target.get_input_embeddings().weight.device
+    B, P = len(prompts), max(len(p) for p in prompts)
+    lengths = torch.tensor([len(p) for p in prompts])
+    mask = (torch.arange(P)[None] >= P - lengths[:, None]).long().to(dev)
+    logits, states = None, None
+    for part in torch.argsort(lengths, stable=True).split(chunk):      # similar lengths: little padding
+        ids, m, pos = left_padded([prompts[int(r)] for r in part], dev)
+        Pc = ids.shape[1]
+        part_cache = DynamicCache(config=target.config)
+        out = target(ids, attention_mask=m, position_ids=pos, past_key_values=part_cache, use_cache=True,
+                     output_hidden_states=hidden, logits_to_keep=1)
+        rows_dev = part.to(dev)
+        for layer, part_layer in zip(cache.layers, part_cache.layers):
+            layer.put(rows_dev, part_layer.keys, part_layer.values, P)
+        if logits is None:
+            logits = out.logits.new_zeros(B, out.logits.shape[-1])
+            states = [h.new_zeros(B, P, h.shape[-1]) for h in out.hidden_states] if hidden else None
+        logits[rows_dev] = out.logits[:, -1]
+        if hidden:
+            for s, h in zip(states, out.hidden_states):
+                s[rows_dev, P - Pc:] = h
+    return logits, (tuple(states) if hidden else None), mask, (lengths - 1).to(dev)[:, None]
