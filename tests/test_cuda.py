@@ -86,7 +86,7 @@ def test_cuda_speculative_greedy_equals_plain(gpu_pair, references, text, draft)
     if draft == "ngram":
         pair = gpu_pair
     elif draft == "distilled":
-        from specdec_core.drafters.feature_head import drafter_factory
+        from specdec_core.drafters.feature_drafter import drafter_factory
         pair = ModelPair.from_models(target, drafter_factory(target), gpu_pair.tokenizer)
     else:
         pair = ModelPair.from_models(target, draft_from_target_layers(target, 2), gpu_pair.tokenizer)

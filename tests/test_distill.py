@@ -9,7 +9,8 @@ import torch
 
 from specdec_core import ModelPair, speculative_generate
 from specdec_core.lab import cli, train as D
-from specdec_core.drafters.feature_head import WEIGHTS, FeatureDrafter, FeatureHead, shipped_head, target_cfg
+from specdec_core.drafters.feature_drafter import FeatureDrafter
+from specdec_core.drafters.feature_head import WEIGHTS, FeatureHead, shipped_head, target_cfg
 from specdec_core.sampling import SamplingConfig
 
 from .conftest import draft_chain, tiny_llama
@@ -131,7 +132,7 @@ def test_feature_drafter_reads_the_prompt_in_the_prefill(truncated_pair):
 def test_shipped_draft_beats_ngram(default_pair):
     """On prompts whose answers do not copy the prompt, the n-gram drafter has little to go on;
     the distilled draft must accept more and commit more tokens per round there (greedy, k = 2)."""
-    from specdec_core.drafters.feature_head import drafter_factory
+    from specdec_core.drafters.feature_drafter import drafter_factory
     assert len((shipped_head() / WEIGHTS).read_bytes()) < 20 * 2**20     # shipped, and small
     pair = ModelPair.from_models(default_pair.target, drafter_factory(default_pair.target),
                                 default_pair.tokenizer)

@@ -16,7 +16,8 @@ from specdec_core.decoding.tree import keep_path, tree_mask, tree_positions, ver
 from .conftest import draft_chain, draft_tree, tree_generate_ids
 from specdec_core.drafters import ModelDrafter, Source
 from specdec_core.drafters.base import TokenTree, crop_cache
-from specdec_core.drafters.feature_head import FeatureDrafter, FeatureHead, target_cfg
+from specdec_core.drafters.feature_drafter import FeatureDrafter
+from specdec_core.drafters.feature_head import FeatureHead, target_cfg
 from specdec_core.kernels import fastpath
 from specdec_core.sampling import SamplingConfig
 from specdec_core.trace.compare import greedy_check

@@ -30,7 +30,8 @@ from torch import nn
 
 from ..sampling import draw, raw_probs, warp_probs
 from .base import Level, empty_level
-from .feature_head import FeatureDrafter, FeatureHead, load_head
+from .feature_drafter import FeatureDrafter
+from .feature_head import FeatureHead, load_head
 
 
 class BlockHead(FeatureHead):

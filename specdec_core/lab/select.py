@@ -11,7 +11,8 @@ import dataclasses
 
 import torch
 
-from ..drafters.feature_head import FeatureDrafter, FeatureHead
+from ..drafters.feature_drafter import FeatureDrafter
+from ..drafters.feature_head import FeatureHead
 from ..kernels import fastpath
 from .yardstick import online_rows
 

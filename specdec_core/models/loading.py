@@ -231,8 +231,8 @@ def load_pair(target: str = DEFAULT_PRESET, draft: Union[str, DraftSpec, None] =
     draft_name = None
     if spec.kind in HEADS:
         # a factory, not a model: the feature head and the block drafter need the target's features
-        from ..drafters import block_head, feature_head
-        factory = (feature_head if spec.kind == DISTILLED else block_head).drafter_factory
+        from ..drafters import block_head, feature_drafter
+        factory = (feature_drafter if spec.kind == DISTILLED else block_head).drafter_factory
         draft_model = factory(model, os.path.expanduser(spec.ref) if spec.ref else None)
     elif spec.kind in (NGRAM, RECYCLE):
         draft_model = None

@@ -7,11 +7,11 @@ run as they are (2 torch threads) and wrapped in torch.set_num_threads(1), alter
 import json, statistics, sys, time
 import torch
 from specdec_core import load_pair, speculative_generate
-from specdec_core.drafters import feature_head
+from specdec_core.drafters import feature_drafter
 pair = load_pair("smollm2-135m", device="cpu")
 d = json.load(open("docs/bench/smollm2-135m-defaults-heldout73/prompts.json"))["prompts"]
 texts = [p["text"] for p in d][::8]
-plain_draft = feature_head.FeatureDrafter.draft
+plain_draft = feature_drafter.FeatureDrafter.draft
 T = {"t": 0.0, "n": 0}
 def one_thread(self, *a, **k):
     t = time.perf_counter(); torch.set_num_threads(1)
@@ -25,7 +25,7 @@ def two(self, *a, **k):
 speculative_generate(pair, pair.encode_prompt(texts[0], chat=True), max_new_tokens=8)
 for rep in range(2):
     for name, fn in (("2 threads", two), ("1 thread", one_thread)):
-        feature_head.FeatureDrafter.draft = fn
+        feature_drafter.FeatureDrafter.draft = fn
         T.update(t=0.0, n=0); tps = []; rounds = 0; tot = 0.0
         for t in texts:
             tr = speculative_generate(pair, pair.encode_prompt(t, chat=True), temperature=0.0, max_new_tokens=48)
