@@ -9,7 +9,7 @@ import gradio as gr
 
 from specdec_core import PRESETS
 
-from . import explain, form_fields, handlers, player, views
+from . import explain, form_fields, handlers, jobs, player, views
 from .components import Page
 from .scale import scale_figure
 
@@ -55,7 +55,7 @@ RESIZE_JS = "() => { for (const ms of [60, 400]) setTimeout(() => window.dispatc
 
 
 def _session(request) -> str:
-    return getattr(request, "session_hash", None) or str(id(request))
+    return jobs.session_key(request)
 
 
 def listeners(C: Page) -> None:

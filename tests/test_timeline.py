@@ -205,6 +205,35 @@ def test_a_stop_asked_while_the_run_waits_in_the_queue_ends_it_when_it_starts():
     assert not sessions.should_stop("a")
 
 
+def test_a_long_job_stops_by_itself_and_only_its_own_session_and_job():
+    """The A/B, k sweep and exactness lab (app/jobs.py): Stop asks, the job's loop reads it and its
+    own last update says so. Another visitor's job, or the same visitor's race, is not asked."""
+    from types import SimpleNamespace
+    from app import jobs
+    from app.handlers import RunSessions
+    sessions = RunSessions()
+    me, other = SimpleNamespace(session_hash="me"), SimpleNamespace(session_hash="other")
+    seen = []
+
+    def job(request, stop_after):
+        with jobs.running(sessions, request, "ab") as stop_asked:
+            for step in range(5):
+                if stop_asked():
+                    seen.append((request.session_hash, "stopped at", step))
+                    return
+                if step == stop_after:        # I press Stop (what my page's button does)
+                    seen.append(("asked", sessions.stop(jobs.session_key(me, "ab"))))
+        seen.append((request.session_hash, "done"))
+
+    job(other, stop_after=2)          # my Stop does not reach another visitor's A/B
+    job(me, stop_after=2)
+    assert seen == [("asked", False), ("other", "done"), ("asked", True), ("me", "stopped at", 3)]
+    assert not sessions.stop(jobs.session_key(me, "ab"))         # ended: nothing left to stop
+    sessions.pressed(jobs.session_key(me, "ab"))
+    assert not sessions.stop(jobs.session_key(me))               # my race is not my A/B
+    assert jobs.session_key(me, "ab") != jobs.session_key(me, "sweep") != jobs.session_key(me)
+
+
 def test_classroom_scaling_reaches_every_font_of_a_figure():
     import plotly.graph_objects as go
     from app.charts import _layout

@@ -11,7 +11,7 @@ import gradio as gr
 from specdec_core import ABArm as Arm, ab_prompt_sets as prompt_sets, ab_record as record, own_prompts, seeds_for
 from specdec_core import summarise_ab
 
-from .. import form_fields
+from .. import form_fields, jobs
 from ..components import Page
 from ..scale import scale_figure
 from . import ab_view, pace, runs
@@ -118,7 +118,7 @@ def listeners(C: Page, queue: str) -> None:
                 C.ab_vocab: ab_view.vocab_markdown(summary, names), C.ab_prompts: ab_view.prompt_table(summary)}
 
     def on_ab(preset, target, device, chat, top_k, top_p, a_draft, a_shape, a_temperature, b_draft, b_shape,
-              b_temperature, sets, b_sets, own, n_seeds, tokens, scale, progress=gr.Progress()):
+              b_temperature, sets, b_sets, own, n_seeds, tokens, scale, request: gr.Request, progress=gr.Progress()):
         target_ref = (target or "").strip() or preset
         try:
             tokens = form_fields.whole_number(tokens, "new tokens per run", TOKENS_MIN, TOKENS_MAX)
@@ -135,23 +135,27 @@ def listeners(C: Page, queue: str) -> None:
                                  if paired else f"A: {len(prompts)} prompts, B: {len(b_prompts)} prompts, × "
                                                 f"{len(seeds)} seed{'s' * (len(seeds) > 1)}).")}
             by_arm = prompts if paired else {"A": prompts, "B": b_prompts}
-            for run in runs.ab(target_ref, arms, device or "auto", by_arm, bool(chat), seeds, progress, gr.Info):
-                t0 = t0 or time.perf_counter()
-                if not run["trace"].finished:
-                    if due():
-                        yield {C.ab_text: gr.skip()}   # lets Stop end the A/B after this round (pace.py)
-                    continue
-                records.append(record(run["trace"], run["arm"], run["prompt"], run["seed"], run["race"]))
-                text = ab_view.progress_text(run["done"], run["total"], time.perf_counter() - t0,
-                                             run["prompt"], run["seed"])
-                yield views(summarise_ab(records, paired=paired), arms, on, text, scale)
+            with jobs.running(C.sessions, request, "ab") as stop_asked:
+                for run in runs.ab(target_ref, arms, device or "auto", by_arm, bool(chat), seeds, progress, gr.Info):
+                    if stop_asked():      # the A/B's own last update: nothing of it lands after this
+                        yield {C.ab_text: f"■ Stopped. {len(records)} of {n_runs} runs done: the tables keep "
+                                          "the runs finished so far."}
+                        return
+                    t0 = t0 or time.perf_counter()
+                    if not run["trace"].finished:
+                        if due():
+                            yield {C.ab_text: gr.skip()}   # a page closed meanwhile ends the A/B here (pace.py)
+                        continue
+                    records.append(record(run["trace"], run["arm"], run["prompt"], run["seed"], run["race"]))
+                    text = ab_view.progress_text(run["done"], run["total"], time.perf_counter() - t0,
+                                                 run["prompt"], run["seed"])
+                    yield views(summarise_ab(records, paired=paired), arms, on, text, scale)
             yield {C.ab_text: f"✓ Done: {len(records)} runs. " + (
                 "Acceptance, α and tokens per pass are timing-free: run it again and they come out the same."
                 if all(a.timing_free for a in arms) else
                 "A timing-driven shape (auto) was used: its acceptance moves from run to run.")}
         except Exception as e:
             raise gr.Error(str(form_fields.user_error(e, target_ref))) from None
-    event = C.ab_run.click(on_ab, inputs, outputs, concurrency_limit=1, concurrency_id=queue, api_name="ab",
-                           show_progress="hidden")
-    C.ab_stop.click(lambda text: "■ Stopped. " + (text or "").split(" · ")[0].split(" (")[0]
-                    + ": the tables keep the runs finished so far.", C.ab_text, C.ab_text, cancels=[event])
+    C.ab_run.click(on_ab, inputs, outputs, concurrency_limit=1, concurrency_id=queue, api_name="ab",
+                   show_progress="hidden")
+    jobs.wire_stop(C.sessions, C.ab_run, C.ab_stop, C.ab_text, "ab", "A/B")

@@ -9,7 +9,7 @@ import pandas as pd
 from specdec_core import best_k_text, summarise_sweep as summarise
 from specdec_core.trace import mismatch
 
-from .. import charts, form_fields, views
+from .. import charts, form_fields, jobs, views
 from ..components import Page
 from ..scale import NARROW_PX, scale_figure, set_width
 from . import ab_tab, figures, pace, runs, trees
@@ -165,7 +165,7 @@ def listeners(C: Page, queue: str) -> None:
         return form_fields.parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed)
 
     def on_sweep(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p, max_new, seed,
-                 repeats, progress=gr.Progress()):
+                 repeats, request: gr.Request, progress=gr.Progress()):
         target_ref = target or preset
         try:
             repeats = _repeats(repeats)
@@ -178,36 +178,38 @@ def listeners(C: Page, queue: str) -> None:
             yield {C.sweep_text: f"Racing repeat 1 of {repeats}: every k and plain take turns a round at a time; "
                                  "the runs end together, and their counts come then."}
             done, due = [], pace.every()
-            for run in runs.sweep(target_ref, draft_ref, device or "auto", prompt, bool(chat), settings, repeats,
-                                  progress, gr.Info):
-                if not run["trace"].finished:
-                    # A round of a lane still racing: nothing new to plot, but yielding lets Stop end
-                    # the sweep here, after this round (at most once a second: pace.py).
-                    if due():
-                        yield {C.sweep_text: gr.skip()}
-                    continue
-                done.append(run)
-                progress(run["done"] / run["total"], desc=f"k sweep: run {run['done']} of {run['total']}")
-                if run["done"] % (run["total"] // repeats):
-                    # Mid-repeat: the count only. Drawing the chart while lanes still race costs them
-                    # CPU (the server serializes the figure as the next round runs): ~9 % of plain's
-                    # tok/s on 2 cores (tests/measure_debugger_agreement.py).
-                    yield {C.sweep_text: f"{run['done']} of {run['total']} runs…"}
-                    continue
-                summary = summarise(done, final=False)      # no best k named before the sweep ends
-                yield {C.sweep_text: f"{run['done']} of {run['total']} runs… the best k is named when every k "
-                                     f"has run its {repeats} repeats.",
-                       C.sweep_plot: scale_figure(figures.sweep_figure(summary)), C.sweep_table: figures.sweep_table(summary)}
+            with jobs.running(C.sessions, request, "sweep") as stop_asked:
+                for run in runs.sweep(target_ref, draft_ref, device or "auto", prompt, bool(chat), settings, repeats,
+                                      progress, gr.Info):
+                    if stop_asked():      # the sweep's own last update: nothing of it lands after this
+                        yield {C.sweep_text: f"■ Stopped after {len(done)} runs: the plot keeps the runs so far."}
+                        return
+                    if not run["trace"].finished:
+                        # A round of a lane still racing: nothing new to plot, but a page closed
+                        # meanwhile ends the sweep at a yield (at most once a second: pace.py).
+                        if due():
+                            yield {C.sweep_text: gr.skip()}
+                        continue
+                    done.append(run)
+                    progress(run["done"] / run["total"], desc=f"k sweep: run {run['done']} of {run['total']}")
+                    if run["done"] % (run["total"] // repeats):
+                        # Mid-repeat: the count only. Drawing the chart while lanes still race costs them
+                        # CPU (the server serializes the figure as the next round runs): ~9 % of plain's
+                        # tok/s on 2 cores (tests/measure_debugger_agreement.py).
+                        yield {C.sweep_text: f"{run['done']} of {run['total']} runs…"}
+                        continue
+                    summary = summarise(done, final=False)      # no best k named before the sweep ends
+                    yield {C.sweep_text: f"{run['done']} of {run['total']} runs… the best k is named when every k "
+                                         f"has run its {repeats} repeats.",
+                           C.sweep_plot: scale_figure(figures.sweep_figure(summary)), C.sweep_table: figures.sweep_table(summary)}
             final = summarise(done)
             yield {C.sweep_text: best_k_text(final) or "", C.sweep_plot: scale_figure(figures.sweep_figure(final)),
                    C.sweep_table: figures.sweep_table(final)}
         except Exception as e:
             raise gr.Error(str(form_fields.user_error(e, target_ref))) from None
-    sweep_event = C.sweep_run.click(on_sweep, race_in + [C.sweep_repeats],
-                                       [C.sweep_text, C.sweep_plot, C.sweep_table], concurrency_limit=1,
-                                       concurrency_id=queue, api_name="k_sweep", show_progress_on=[C.sweep_plot])
-    C.sweep_stop.click(lambda: "■ Stopped: the plot keeps the runs so far.", None, C.sweep_text,
-                          cancels=[sweep_event])
+    C.sweep_run.click(on_sweep, race_in + [C.sweep_repeats], [C.sweep_text, C.sweep_plot, C.sweep_table],
+                      concurrency_limit=1, concurrency_id=queue, api_name="k_sweep", show_progress_on=[C.sweep_plot])
+    jobs.wire_stop(C.sessions, C.sweep_run, C.sweep_stop, C.sweep_text, "sweep", "k sweep")
 
     def on_compare(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p, max_new, seed,
                    draft_a, draft_b, repeats, progress=gr.Progress()):

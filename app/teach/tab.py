@@ -7,7 +7,7 @@ from typing import Optional
 
 import gradio as gr
 
-from .. import explain, form_fields, player, views
+from .. import explain, form_fields, jobs, player, views
 from ..components import Page
 from ..scale import scale_figure
 from . import classroom, figures, lab
@@ -238,22 +238,27 @@ def listeners(C: Page, queue: str) -> None:
                         concurrency_limit=1, concurrency_id=queue, api_name="measure_cost",
                         show_progress_on=[C.cost_plot])
 
-    def on_lab(preset, target, draft, drafter, device, prompt, chat, lab_draft, n, seed, on, progress=gr.Progress()):
+    def on_lab(preset, target, draft, drafter, device, prompt, chat, lab_draft, n, seed, on, request: gr.Request,
+               progress=gr.Progress()):
         target_ref, scale = target or preset, classroom.FONT_SCALE if on else 1.0
         try:
             target_ref, _ = form_fields.pair_args(preset, target, draft, drafter)
-            for frac, result in lab.run_exactness(target_ref, (lab_draft or lab.LAB_DRAFT).strip(), device, prompt,
-                                                  chat, n, seed, progress, gr.Info):
-                if result is None:
-                    yield {C.lab_summary: f"Drawing… {frac:.0%}"}
-                else:
-                    yield {C.lab_summary: lab.summary_markdown(result), C.lab_result: result,
-                           C.lab_plot: figures.exactness_figure(result, scale),
-                           C.lab_broken: figures.exactness_figure(result, scale, broken=True)}
+            with jobs.running(C.sessions, request, "lab") as stop_asked:
+                for frac, result in lab.run_exactness(target_ref, (lab_draft or lab.LAB_DRAFT).strip(), device, prompt,
+                                                      chat, n, seed, progress, gr.Info):
+                    if stop_asked():      # the lab's own last update: nothing of it lands after this
+                        yield {C.lab_summary: f"■ Stopped at {frac:.0%} of the draws: nothing is tallied from a part."}
+                        return
+                    if result is None:
+                        yield {C.lab_summary: f"Drawing… {frac:.0%}"}
+                    else:
+                        yield {C.lab_summary: lab.summary_markdown(result), C.lab_result: result,
+                               C.lab_plot: figures.exactness_figure(result, scale),
+                               C.lab_broken: figures.exactness_figure(result, scale, broken=True)}
         except Exception as e:
             raise gr.Error(str(form_fields.user_error(e, target_ref))) from None
-    lab_event = C.lab_run.click(
+    C.lab_run.click(
         on_lab, race_target() + [C[n] for n in ("lab_prompt", "lab_chat", "lab_draft", "lab_n", "lab_seed", "classroom")],
         [C.lab_summary, C.lab_plot, C.lab_broken, C.lab_result], concurrency_limit=1, concurrency_id=queue,
         api_name="exactness_lab", show_progress_on=[C.lab_plot])
-    C.lab_stop.click(lambda: "■ Stopped.", None, C.lab_summary, cancels=[lab_event])
+    jobs.wire_stop(C.sessions, C.lab_run, C.lab_stop, C.lab_summary, "lab", "exactness lab")
