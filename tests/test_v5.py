@@ -48,11 +48,11 @@ def test_v5_run_resumes_exactly(tmp_path):
     save_asks([{"task": "t", "text": t} for t in texts], [pair.encode_prompt(t) for t in texts], tmp_path / "asks.npz")
     heads = {"a": "specdec_core/data/draft"}
 
-    def go(out, rounds):
+    def go(out, rounds, log=lambda m: None):
         cfg = V5Config(asks=str(tmp_path / "asks.npz"), out=str(out), device="cpu", heads=heads, write_batch=3,
                        max_new=6, max_tokens=4096, seconds=600, ckpt_minutes=0.0, max_rounds=rounds, score_sets=(),
                        stream=StreamConfig(lr=1e-3, train_batch=2, warmup=1))
-        return run(cfg, log=lambda m: None)
+        return run(cfg, log=log)
 
     whole = go(tmp_path / "whole", 2)
     go(tmp_path / "split", 1)
@@ -67,50 +67,11 @@ def test_v5_run_resumes_exactly(tmp_path):
     assert sorted(asked.tolist()) == list(range(6))
     state = json.loads((tmp_path / "split" / "state.json").read_text())
     assert [d["from_positions"] for d in state["devices"]][0] == 0 and len(state["devices"]) == 2
-
-
-def test_make_asks_without_debian_word_lists(monkeypatch):
-    # A bare machine (CI) has no WordNet, fortunes or man pages: the lab's topics stand in.
-    monkeypatch.setattr(asks_mod, "common_nouns", lambda n=4000: [])
-    monkeypatch.setattr(asks_mod, "_fortune_units", lambda: [])
-    monkeypatch.setattr(asks_mod, "_commands", lambda: [])
-    out = asks_mod.make_asks(200, seed=1, n_functions=10)
-    assert len(out) == 200 and not any(a["task"] in ("foreign", "shell") for a in out)
-
-
-def test_forced_first_guess_counts_each_sequence_as_alone():
-    # The curve's batches pad sequences of different lengths together: the count must equal the
-    # one made sequence by sequence (padding never leaks into a real row), prose and code apart.
-    from specdec_core.lab.force import force
-    from specdec_core.lab.train import new_head
-    from specdec_core.lab.curve import forced_first_guess
-    from tests.test_lab_v3 import prompts_of, tiny_target
-    target = tiny_target()
-    lengths, plens = [23, 9, 40, 17, 31], [5, 3, 11, 2, 7]
-    seqs = force(target, [(np.array(s), p) for s, p in zip(prompts_of(lengths), plens)], layers=(10, 20, -1), max_tokens=60)
-    for s, kind in zip(seqs, ["code", "chat", "debug", "maths", "list"]):
-        s["kind"] = kind
-    head = new_head(target, torch.arange(96), 20, (-1,))
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for p in head.parameters():
-            p.add_(0.5 * torch.randn_like(p))       # a head that guesses some right and some wrong
-    together = forced_first_guess(head, seqs)
-    alone = [forced_first_guess(head, [s]) for s in seqs]
-    assert together["positions"] == sum(a["positions"] for a in alone) == sum(n - p for n, p in zip(lengths, plens))
-    hits = sum(a["all"] * a["positions"] for a in alone)
-    assert abs(together["all"] * together["positions"] - hits) < 0.01
-    assert 0 < together["all"] < 1
-    code = [a for a, s in zip(alone, seqs) if s["kind"] in ("code", "debug")]
-    assert abs(together["code"] * sum(a["positions"] for a in code) - sum(a["all"] * a["positions"] for a in code)) < 0.01
-
-
-def test_dedup_near_check_of_held_out_only():
-    # near_kept=False (the asks): templated texts may be near each other, never near a held-out one.
-    from specdec_core.lab.natural import Dedup
-    d = Dedup(held=["Explain the ocean to a ten-year-old."], near_kept=False)
-    assert not d.add("Explain the ocean to a ten-year-old, please.")     # near a held-out prompt
-    assert d.add("Give me 5 fun facts about volcanoes.")
-    assert d.add("Give me 7 fun facts about volcanoes.")                # near a kept one: kept
-    assert not d.add("give me 7 fun facts about VOLCANOES!")            # exact after normalising
-    assert not Dedup(near_kept=True).add("") and Dedup().near_kept
+    # SIGTERM (a session ending) ends an open-ended run after its round, checkpointed like a planned stop.
+    import os
+    import signal
+    term = lambda m: m.startswith("round ") and os.kill(os.getpid(), signal.SIGTERM)
+    handler = signal.getsignal(signal.SIGTERM)
+    ended = go(tmp_path / "term", None, log=term)
+    assert ended["cursor"] == 3 and json.loads((tmp_path / "term" / "state.json").read_text())["cursor"] == 3
+    assert signal.getsignal(signal.SIGTERM) == handler           # the process's own handler is back

@@ -22,6 +22,8 @@ import copy
 import gzip
 import hashlib
 import json
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,8 +181,14 @@ def run(cfg: V5Config, log=print) -> dict:
     log(f"{len(order):,} asks (prompt ≤ {cfg.max_prompt} tokens), {len(order) - state['cursor']:,} left; heads "
         f"{list(heads)}; setup {time.monotonic() - t_start:.0f} s")
     pending, last_ckpt, rounds_here, loop_s = [], time.monotonic(), 0, 0.0
+    # SIGTERM (a session ending, `kill`) ends the run after the round in progress, checkpointed.
+    asked_to_end, main = [], threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, lambda *_: asked_to_end.append(True)) if main else None
     while state["cursor"] < len(order):
         left = cfg.seconds - (time.monotonic() - t_start)
+        if asked_to_end:
+            log("SIGTERM: ending after the round in progress")
+            break
         if left <= 0 or (rounds_here and left < 1.3 * loop_s / rounds_here):     # one more round would overrun
             break
         if cfg.max_rounds is not None and rounds_here >= cfg.max_rounds:
@@ -193,7 +201,8 @@ def run(cfg: V5Config, log=print) -> dict:
         # On a GPU a bf16 copy writes and the fp32 target forces its rows afterwards.
         on_cpu = cfg.device == "cpu"
         rows = generate(writer, [prompts[i].tolist() for i in batch], cfg.max_new, temperature=temperature,
-                        top_p=top_p, seed=cfg.seed * 1_000_003 + state["round"], capture=on_cpu, layers=LAYERS)
+                        top_p=top_p, seed=cfg.seed * 1_000_003 + state["round"], capture=on_cpu, layers=LAYERS,
+                        chunk=8 if on_cpu else 128)     # prompts prefilled a chunk at a time: a GPU takes more
         for row, i in zip(rows, batch):
             row["ask"] = int(i)
         t1 = time.monotonic()
@@ -235,6 +244,8 @@ def run(cfg: V5Config, log=print) -> dict:
                     _save(head, out / "milestones" / f"{name}-{m}", name, state, stream, device_name)
         if time.monotonic() - last_ckpt >= cfg.ckpt_minutes * 60:
             pending, last_ckpt = _checkpoint(out, heads, opts, state, pending), time.monotonic()
+    if main:
+        signal.signal(signal.SIGTERM, before)
     _checkpoint(out, heads, opts, state, pending)
     for name, head in heads.items():
         _save(head, out / "milestones" / f"{name}-last", name, state, stream, device_name)
