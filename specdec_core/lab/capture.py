@@ -54,8 +54,8 @@ def generate(target, prompts: list[list[int]], max_new: int, *, temperature: flo
              seed: int = 0, layers=(10, 20, -1), topk: int = TOPK, capture: bool = True, chunk: int = 8) -> list[dict]:
     """Batched generation with an in-place KV cache (`kv.py`); B = len(prompts). Greedy at
     temperature 0, else temperature / top-p sampling from a generator seeded with `seed` on the
-    target's device. Prompts are prefilled `chunk` rows of similar length at a time; a row that
-    ends (EOS) leaves the batch. capture=False: ids and plen only (the writers of v3 / v5)."""
+    target's device. Prompts are prefilled `chunk` rows of similar length at a time; rows that
+    end (EOS) leave the batch once a quarter of it has ended. capture=False: ids and plen only (the writers of v3 / v5)."""
     dev = _device(target)
     B = len(prompts)
     cfg = SamplingConfig(temperature=temperature, top_p=top_p).check()
@@ -64,20 +64,22 @@ def generate(target, prompts: list[list[int]], max_new: int, *, temperature: flo
     logits, hidden, mask, pos = kv.prefill(target, cache, prompts, chunk, hidden=capture)
     P = mask.shape[1]
     feats, fields, new = [], [], []          # per step, all B rows: [B, t, taps·H] / (lse, top_lp, top_ids) / [B]
-    alive = torch.arange(B, device=dev)      # the rows still writing, in cache order
+    alive = torch.arange(B, device=dev)      # each cache row's row in prompts
+    ended = torch.zeros(B, dtype=torch.bool, device=dev)
     for step in range(max_new):
         if capture:
             f = torch.cat([hidden[i] for i in layers], -1).half()
             feats.append(f if step == 0 else _rows(f, alive, B, 0))
             fields.append(tuple(_rows(x, alive, B, 0) for x in _logit_fields(logits, topk)))
         tok = draw(warp_probs(logits, cfg), cfg, gen)
+        tok = torch.where(ended, torch.full_like(tok, EOS), tok)      # an ended row still in the batch
         new.append(_rows(tok, alive, B, EOS))
-        going = tok != EOS
-        if step + 1 == max_new or not bool(going.any()):
+        ended = ended | (tok == EOS)
+        if step + 1 == max_new or bool(ended.all()):
             break
-        if not bool(going.all()):            # ended rows leave: no step is spent on them
-            keep = going.nonzero()[:, 0]
-            alive, tok, mask, pos = alive[keep], tok[keep], mask[keep], pos[keep]
+        if 4 * int(ended.sum()) >= len(alive):   # a quarter have ended: they leave (one copy of the cache)
+            keep = (~ended).nonzero()[:, 0]
+            alive, tok, mask, pos, ended = alive[keep], tok[keep], mask[keep], pos[keep], ended[keep]
             cache.batch_select_indices(keep)
         mask = torch.cat([mask, torch.ones(len(alive), 1, dtype=torch.long, device=dev)], 1)
         pos = pos + 1
