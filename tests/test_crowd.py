@@ -109,8 +109,8 @@ def test_a_failing_decode_ends_only_its_request(server, monkeypatch):
 
 
 def test_memory_and_temporary_files_stay_flat(server, monkeypatch):
-    """20 runs on one pair, then 9 alternating between three, with the registry bound low: no trace
-    or model outlives its run (a leak of one trace a run would show 20) (live objects counted, not RSS, which moves with the allocator and
+    """12 runs on one pair, then 6 alternating between three, with the registry bound low: no trace
+    or model outlives its run (a leak of one trace a run would show 12) (live objects counted, not RSS, which moves with the allocator and
     the machine), the bound evicts, and the download folders stay within budget."""
     import gc
 
@@ -125,13 +125,13 @@ def test_memory_and_temporary_files_stay_flat(server, monkeypatch):
     for i in range(3):    # warm-up: every pair once, first-call allocations done
         client.predict(*run_args(PROMPTS[i % 4], 2, 0.0, i, draft=f"target-layers:{1 + i}", max_new=6), api_name="/run")
     rss0, traces0 = proc.memory_info().rss, live(Trace)
-    for i in range(20):
+    for i in range(12):
         client.predict(*run_args(PROMPTS[i % 4], 2, 0.8, i, max_new=6), api_name="/run")
-    for i in range(9):
+    for i in range(6):
         client.predict(*run_args(PROMPTS[i % 4], 2, 0.0, i, draft=f"target-layers:{1 + i % 3}", max_new=6),
                        api_name="/run")
     growth = (proc.memory_info().rss - rss0) / 2**20
-    print(f"RSS after warm-up {rss0 / 2**20:.0f} MB, after 29 runs +{growth:.0f} MB; "
+    print(f"RSS after warm-up {rss0 / 2**20:.0f} MB, after 18 runs +{growth:.0f} MB; "
           f"models held {len(REGISTRY.loaded())}; download folders {len(list(views.trace_dir().glob('run-*')))}")
     # The last run's traces may still be referenced by gradio's state; nothing accumulates.
     assert live(Trace) <= traces0 + 4

@@ -29,7 +29,7 @@ def add_parsers(sub) -> None:
     r.add_argument("--budget", type=int, default=10_000_000, help="positions the lr's cosine spans (0: what this pace reaches by --seconds)")
     r.add_argument("--ckpt-minutes", type=float, default=10.0)
     r.add_argument("--max-rounds", type=int, default=None, help="stop (checkpointed) after this many rounds here")
-    r.add_argument("--write-batch", type=int, default=24, help="answers written per round (a GPU takes 2048)")
+    r.add_argument("--write-batch", type=int, default=64, help="answers written per round (64 on a CPU: 116 answer tokens/s against 79 at 24; a GPU takes 2048)")
     r.add_argument("--max-new", type=int, default=320)
     r.add_argument("--max-tokens", type=int, default=65536)
     r.add_argument("--lr", type=float, default=3e-4)
