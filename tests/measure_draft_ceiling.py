@@ -72,7 +72,7 @@ def window_guesses(pair, seqs: list[dict], n: int, batch: int = 256):
         toks, plen = s["ids"].tolist(), s["plen"]
         ctxs += [prefix + toks[max(0, t + 2 - n):t + 2] for t in range(max(0, plen - 2), len(toks) - 2)]
     guess, prob = [], []
-    from specdec_core.lab.capture import left_padded
+    from specdec_core.lab.kv import left_padded
     for b in range(0, len(ctxs), batch):
         ids, mask, pos = left_padded(ctxs[b:b + batch], "cpu")   # the last column: every row's next token
         p = pair.target(ids, attention_mask=mask, position_ids=pos, logits_to_keep=1).logits[:, -1].softmax(-1)

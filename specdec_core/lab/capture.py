@@ -22,7 +22,6 @@ import torch
 
 from ..sampling import SamplingConfig, draw, warp_probs
 from . import kv
-from .kv import left_padded  # noqa: F401  (re-exported: the measurement scripts use it)
 
 EOS = 2
 TOPK = 8
@@ -61,15 +60,16 @@ def generate(target, prompts: list[list[int]], max_new: int, *, temperature: flo
     cfg = SamplingConfig(temperature=temperature, top_p=top_p).check()
     gen = torch.Generator(device=dev).manual_seed(seed)
     cache = kv.buffered_cache(target, B, max(len(p) for p in prompts) + max_new)
-    logits, hidden, mask, pos = kv.prefill(target, cache, prompts, chunk, hidden=capture)
+    logits, taps, mask, pos = kv.prefill(target, cache, prompts, chunk, layers=layers if capture else None)
     P = mask.shape[1]
     feats, fields, new = [], [], []          # per step, all B rows: [B, t, taps·H] / (lse, top_lp, top_ids) / [B]
     alive = torch.arange(B, device=dev)      # each cache row's row in prompts
     ended = torch.zeros(B, dtype=torch.bool, device=dev)
+    hidden = None                            # a decode step's hidden states (all layers)
     for step in range(max_new):
         if capture:
-            f = torch.cat([hidden[i] for i in layers], -1).half()
-            feats.append(f if step == 0 else _rows(f, alive, B, 0))
+            # the prompt's taps from the prefill, then each step's new token's, in their rows
+            feats.append(taps.half() if step == 0 else _rows(torch.cat([hidden[i] for i in layers], -1).half(), alive, B, 0))
             fields.append(tuple(_rows(x, alive, B, 0) for x in _logit_fields(logits, topk)))
         tok = draw(warp_probs(logits, cfg), cfg, gen)
         tok = torch.where(ended, torch.full_like(tok, EOS), tok)      # an ended row still in the batch

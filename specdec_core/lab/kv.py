@@ -9,7 +9,7 @@ right-aligned into the buffer: a padded prefill of a whole batch computes every 
 prompt (3.7× the useful prompt tokens in v5's rounds of 24 asks, 5.7× in rounds of 2,048).
 
     cache = buffered_cache(target, batch=B, capacity=P + max_new)
-    logits, hidden, mask, pos = prefill(target, cache, prompts, chunk=8, hidden=True)
+    logits, taps, mask, pos = prefill(target, cache, prompts, chunk=8, layers=(10, 20, -1))
 """
 from __future__ import annotations
 
@@ -87,30 +87,31 @@ def buffered_cache(target, batch: int, capacity: int) -> Cache:
 
 
 @torch.no_grad()
-def prefill(target, cache: Cache, prompts: list[list[int]], chunk: int, hidden: bool = False):
+def prefill(target, cache: Cache, prompts: list[list[int]], chunk: int, layers=None):
     """Fill cache with prompts (B rows, right-aligned to P = the longest), `chunk` rows of similar
-    length at a time. Returns logits [B, V] at each prompt's last token, hidden states (a tuple
-    over layers of [B, P, H], meaningless left of each prompt; None unless `hidden`), the attention mask
-    [B, P] and each row's last position id [B, 1] (the decode loop goes on from these)."""
+    length at a time. Returns logits [B, V] at each prompt's last token, the hidden states of
+    `layers` side by side ([B, P, len(layers)·H], meaningless left of each prompt; None without
+    layers), the attention mask [B, P] and each row's last position id [B, 1] (the decode loop goes
+    on from these)."""
     dev = target.get_input_embeddings().weight.device
     B, P = len(prompts), max(len(p) for p in prompts)
     lengths = torch.tensor([len(p) for p in prompts])
     mask = (torch.arange(P)[None] >= P - lengths[:, None]).long().to(dev)
-    logits, states = None, None
+    logits, taps = None, None
     for part in torch.argsort(lengths, stable=True).split(chunk):      # similar lengths: little padding
         ids, m, pos = left_padded([prompts[int(r)] for r in part], dev)
         Pc = ids.shape[1]
         part_cache = DynamicCache(config=target.config)
         out = target(ids, attention_mask=m, position_ids=pos, past_key_values=part_cache, use_cache=True,
-                     output_hidden_states=hidden, logits_to_keep=1)
+                     output_hidden_states=layers is not None, logits_to_keep=1)
         rows_dev = part.to(dev)
         for layer, part_layer in zip(cache.layers, part_cache.layers):
             layer.put(rows_dev, part_layer.keys, part_layer.values, P)
+        part_taps = torch.cat([out.hidden_states[i] for i in layers], -1) if layers is not None else None
         if logits is None:
             logits = out.logits.new_zeros(B, out.logits.shape[-1])
-            states = [h.new_zeros(B, P, h.shape[-1]) for h in out.hidden_states] if hidden else None
+            taps = part_taps.new_zeros(B, P, part_taps.shape[-1]) if layers is not None else None
         logits[rows_dev] = out.logits[:, -1]
-        if hidden:
-            for s, h in zip(states, out.hidden_states):
-                s[rows_dev, P - Pc:] = h
-    return logits, (tuple(states) if hidden else None), mask, (lengths - 1).to(dev)[:, None]
+        if layers is not None:
+            taps[rows_dev, P - Pc:] = part_taps
+    return logits, taps, mask, (lengths - 1).to(dev)[:, None]
