@@ -118,7 +118,8 @@ def listeners(C: Page, queue: str) -> None:
                 C.ab_vocab: ab_view.vocab_markdown(summary, names), C.ab_prompts: ab_view.prompt_table(summary)}
 
     def on_ab(preset, target, device, chat, top_k, top_p, a_draft, a_shape, a_temperature, b_draft, b_shape,
-              b_temperature, sets, b_sets, own, n_seeds, tokens, scale, request: gr.Request, progress=gr.Progress()):
+              b_temperature, sets, b_sets, own, n_seeds, tokens, scale, request: gr.Request = None,
+              progress=gr.Progress()):
         target_ref = (target or "").strip() or preset
         try:
             tokens = form_fields.whole_number(tokens, "new tokens per run", TOKENS_MIN, TOKENS_MAX)

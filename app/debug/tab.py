@@ -165,7 +165,7 @@ def listeners(C: Page, queue: str) -> None:
         return form_fields.parse_settings(k, temperature, top_k, top_p, max_new_tokens, seed)
 
     def on_sweep(preset, target, draft, drafter, device, prompt, chat, k, temperature, top_k, top_p, max_new, seed,
-                 repeats, request: gr.Request, progress=gr.Progress()):
+                 repeats, request: gr.Request = None, progress=gr.Progress()):
         target_ref = target or preset
         try:
             repeats = _repeats(repeats)

@@ -238,8 +238,8 @@ def listeners(C: Page, queue: str) -> None:
                         concurrency_limit=1, concurrency_id=queue, api_name="measure_cost",
                         show_progress_on=[C.cost_plot])
 
-    def on_lab(preset, target, draft, drafter, device, prompt, chat, lab_draft, n, seed, on, request: gr.Request,
-               progress=gr.Progress()):
+    def on_lab(preset, target, draft, drafter, device, prompt, chat, lab_draft, n, seed, on,
+               request: gr.Request = None, progress=gr.Progress()):
         target_ref, scale = target or preset, classroom.FONT_SCALE if on else 1.0
         try:
             target_ref, _ = form_fields.pair_args(preset, target, draft, drafter)
