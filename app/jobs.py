@@ -12,7 +12,7 @@ so nothing of the job can land after it.
                 yield {text: "■ Stopped …"}
                 return
             yield …
-    jobs.wire_stop(C.sessions, C.ab_run, C.ab_stop, C.ab_text, "ab", "an A/B")
+    jobs.wire_stop(C.sessions, C.ab_run, C.ab_stop, C.ab_text, "ab", "A/B")
 """
 from __future__ import annotations
 

@@ -54,7 +54,8 @@ def generate(target, prompts: list[list[int]], max_new: int, *, temperature: flo
     """Batched generation with an in-place KV cache (`kv.py`); B = len(prompts). Greedy at
     temperature 0, else temperature / top-p sampling from a generator seeded with `seed` on the
     target's device. Prompts are prefilled `chunk` rows of similar length at a time; rows that
-    end (EOS) leave the batch once a quarter of it has ended. capture=False: ids and plen only (the writers of v3 / v5)."""
+    end (EOS) leave the batch once a quarter of it has ended. capture=False: ids and plen only
+    (v3's prompt writer; v5's bf16 writer on a GPU)."""
     dev = _device(target)
     B = len(prompts)
     cfg = SamplingConfig(temperature=temperature, top_p=top_p).check()

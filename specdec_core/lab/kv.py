@@ -94,9 +94,9 @@ def prefill(target, cache: Cache, prompts: list[list[int]], chunk: int, layers=N
     layers), the attention mask [B, P] and each row's last position id [B, 1] (the decode loop goes
     on from these)."""
     dev = target.get_input_embeddings().weight.device
-    B, P = len(prompts), max(len(p) for p in prompts)
+    _, mask, positions = left_padded(prompts, dev)      # the whole batch's mask and positions, no forward
+    B, P = mask.shape
     lengths = torch.tensor([len(p) for p in prompts])
-    mask = (torch.arange(P)[None] >= P - lengths[:, None]).long().to(dev)
     logits, taps = None, None
     for part in torch.argsort(lengths, stable=True).split(chunk):      # similar lengths: little padding
         ids, m, pos = left_padded([prompts[int(r)] for r in part], dev)
@@ -114,4 +114,4 @@ def prefill(target, cache: Cache, prompts: list[list[int]], chunk: int, layers=N
         logits[rows_dev] = out.logits[:, -1]
         if layers is not None:
             taps[rows_dev, P - Pc:] = part_taps
-    return logits, taps, mask, (lengths - 1).to(dev)[:, None]
+    return logits, taps, mask, positions[:, -1:]

@@ -25,6 +25,7 @@ import json
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,6 +130,21 @@ def _settings(cfg: V5Config, heads: dict) -> dict:
             "heads": {n: {"taps": h.cfg["feature_layers"], "vocab": len(h.vocab_ids)} for n, h in heads.items()}}
 
 
+@contextmanager
+def _sigterm_ends_run():
+    """Yields a list that SIGTERM appends to (the run ends after its round); the process's own
+    handler is back afterwards, however the run ends. Off the main thread (no signals there): a list never appended to."""
+    asked: list = []
+    if threading.current_thread() is not threading.main_thread():
+        yield asked
+        return
+    before = signal.signal(signal.SIGTERM, lambda *_: asked.append(True))
+    try:
+        yield asked
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def _checkpoint(out: Path, heads: dict, opts: dict, state: dict, pending: list[dict]) -> list[dict]:
     """Each head and its moments (checkpoint.save), the rows written since the last one as a new
     shard, then state.json (written last: a run killed mid-save resumes from the previous one)."""
@@ -153,6 +169,8 @@ def run(cfg: V5Config, log=print) -> dict:
     pair = load_target(cfg.device)
     # A bf16 copy writes on a GPU (half the KV cache to copy each step); the CPU writes with the target itself.
     writer = copy.deepcopy(pair.target).to(torch.bfloat16).eval() if cfg.device == "cuda" else pair.target
+    # The fp32 target writing keeps the labels as it writes (no forcing pass); a bf16 copy's rows are forced.
+    own_labels = writer is pair.target
     prompts, _ = load_asks(cfg.asks)
     order = _ask_order(prompts, cfg.max_prompt, cfg.seed)
     # A resumed run's heads come from its own checkpoint (their vocabulary and taps), wherever it started.
@@ -182,70 +200,64 @@ def run(cfg: V5Config, log=print) -> dict:
         f"{list(heads)}; setup {time.monotonic() - t_start:.0f} s")
     pending, last_ckpt, rounds_here, loop_s = [], time.monotonic(), 0, 0.0
     # SIGTERM (a session ending, `kill`) ends the run after the round in progress, checkpointed.
-    asked_to_end, main = [], threading.current_thread() is threading.main_thread()
-    before = signal.signal(signal.SIGTERM, lambda *_: asked_to_end.append(True)) if main else None
-    while state["cursor"] < len(order):
-        left = cfg.seconds - (time.monotonic() - t_start)
-        if asked_to_end:
-            log("SIGTERM: ending after the round in progress")
-            break
-        if left <= 0 or (rounds_here and left < 1.3 * loop_s / rounds_here):     # one more round would overrun
-            break
-        if cfg.max_rounds is not None and rounds_here >= cfg.max_rounds:
-            break
-        t0 = time.monotonic()
-        batch = order[state["cursor"]: state["cursor"] + cfg.write_batch]
-        batch = batch[np.argsort([len(prompts[i]) for i in batch], kind="stable")]     # little left padding
-        temperature, top_p = SAMPLERS[state["round"] % len(SAMPLERS)]
-        # On a CPU the writer is the fp32 target: it keeps the labels as it writes (no forcing pass).
-        # On a GPU a bf16 copy writes and the fp32 target forces its rows afterwards.
-        on_cpu = cfg.device == "cpu"
-        rows = generate(writer, [prompts[i].tolist() for i in batch], cfg.max_new, temperature=temperature,
-                        top_p=top_p, seed=cfg.seed * 1_000_003 + state["round"], capture=on_cpu, layers=LAYERS,
-                        chunk=8 if on_cpu else 128)     # prompts prefilled a chunk at a time: a GPU takes more
-        for row, i in zip(rows, batch):
-            row["ask"] = int(i)
-        t1 = time.monotonic()
-        seqs = rows if on_cpu else force(pair.target, [(row["ids"].numpy(), row["plen"]) for row in rows], LAYERS,
-                                         cfg.max_tokens, on_device=True)
-        n_new = sum(len(row["ids"]) - row["plen"] for row in rows)
-        if cfg.budget:
-            stream.positions = cfg.budget
-        else:    # the positions this pace reaches by the deadline (re-estimated each round)
-            pace = (state["positions"] + n_new) / max(1e-6, loop_s + (t1 - t0))
-            stream.positions = int(state["positions"] + max(n_new, pace * max(0.0, left - (t1 - t0))))
-        stats = {}
-        for name, head in heads.items():
-            gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed * 7919 + state["round"])
-            res = train_on(head, opts[name], select_taps(seqs, head.cfg["feature_layers"]), stream,
-                           state["steps"][name], state["positions"], gen)
-            state["steps"][name] += res["steps"]
-            stats[name] = {"agree": round(res["agree"], 4), "loss": round(res["loss"], 4)}
-            trained = res["positions"]
-        pending += [{k: row[k] for k in ("ids", "plen", "greedy", "ask")} for row in rows]   # ids only: not the labels
-        t2 = time.monotonic()
-        state["positions"] += trained
-        state.update(cursor=state["cursor"] + len(batch), round=state["round"] + 1, written=state["written"] + n_new,
-                     write_s=state["write_s"] + t1 - t0, train_s=state["train_s"] + t2 - t1)
-        state["rounds"].append({"round": state["round"] - 1, "greedy": temperature == 0, "answers": len(rows), "written": n_new,
-                                "positions": state["positions"], "device": device_name, **stats})
-        rounds_here, loop_s = rounds_here + 1, loop_s + t2 - t0
-        # The learning curve: the selection answers, teacher-forced (not counted in the loop's pace)
-        if "select" in sets:
-            state.setdefault("curve", []).append(curve_point(heads, sets, state["positions"]))
-        log(f"round {state['round'] - 1}: {len(rows)} answers, {n_new} tokens written ({n_new / (t1 - t0):.0f}/s), positions "
-            f"{state['positions']:,} (forced + trained {trained / max(1e-6, t2 - t1):.0f}/s); "
-            + ", ".join(f"{n} agree {s['agree']:.3f}" + (f", selection {state['curve'][-1][n]['all']:.3f}" if "select" in sets else "")
-                        for n, s in stats.items()))
-        for m in MILESTONES:
-            if m <= state["positions"] and m not in state["milestones"]:
-                state["milestones"].append(m)
-                for name, head in heads.items():
-                    _save(head, out / "milestones" / f"{name}-{m}", name, state, stream, device_name)
-        if time.monotonic() - last_ckpt >= cfg.ckpt_minutes * 60:
-            pending, last_ckpt = _checkpoint(out, heads, opts, state, pending), time.monotonic()
-    if main:
-        signal.signal(signal.SIGTERM, before)
+    with _sigterm_ends_run() as asked_to_end:
+        while state["cursor"] < len(order):
+            left = cfg.seconds - (time.monotonic() - t_start)
+            if asked_to_end:
+                log("SIGTERM: ending after the round in progress")
+                break
+            if left <= 0 or (rounds_here and left < 1.3 * loop_s / rounds_here):     # one more round would overrun
+                break
+            if cfg.max_rounds is not None and rounds_here >= cfg.max_rounds:
+                break
+            t0 = time.monotonic()
+            batch = order[state["cursor"]: state["cursor"] + cfg.write_batch]
+            batch = batch[np.argsort([len(prompts[i]) for i in batch], kind="stable")]     # by length, as every round so far
+            temperature, top_p = SAMPLERS[state["round"] % len(SAMPLERS)]
+            rows = generate(writer, [prompts[i].tolist() for i in batch], cfg.max_new, temperature=temperature,
+                            top_p=top_p, seed=cfg.seed * 1_000_003 + state["round"], capture=own_labels,
+                            layers=LAYERS, chunk=8 if cfg.device == "cpu" else 128)   # a GPU prefills more at a time
+            for row, i in zip(rows, batch):
+                row["ask"] = int(i)
+            t1 = time.monotonic()
+            seqs = rows if own_labels else force(pair.target, [(row["ids"].numpy(), row["plen"]) for row in rows], LAYERS,
+                                             cfg.max_tokens, on_device=True)
+            n_new = sum(len(row["ids"]) - row["plen"] for row in rows)
+            if cfg.budget:
+                stream.positions = cfg.budget
+            else:    # the positions this pace reaches by the deadline (re-estimated each round)
+                pace = (state["positions"] + n_new) / max(1e-6, loop_s + (t1 - t0))
+                stream.positions = int(state["positions"] + max(n_new, pace * max(0.0, left - (t1 - t0))))
+            stats = {}
+            for name, head in heads.items():
+                gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed * 7919 + state["round"])
+                res = train_on(head, opts[name], select_taps(seqs, head.cfg["feature_layers"]), stream,
+                               state["steps"][name], state["positions"], gen)
+                state["steps"][name] += res["steps"]
+                stats[name] = {"agree": round(res["agree"], 4), "loss": round(res["loss"], 4)}
+                trained = res["positions"]
+            pending += [{k: row[k] for k in ("ids", "plen", "greedy", "ask")} for row in rows]   # ids only: not the labels
+            t2 = time.monotonic()
+            state["positions"] += trained
+            state.update(cursor=state["cursor"] + len(batch), round=state["round"] + 1, written=state["written"] + n_new,
+                         write_s=state["write_s"] + t1 - t0, train_s=state["train_s"] + t2 - t1)
+            state["rounds"].append({"round": state["round"] - 1, "greedy": temperature == 0, "answers": len(rows), "written": n_new,
+                                    "positions": state["positions"], "device": device_name, **stats})
+            rounds_here, loop_s = rounds_here + 1, loop_s + t2 - t0
+            # The learning curve: the selection answers, teacher-forced (not counted in the loop's pace)
+            if "select" in sets:
+                state.setdefault("curve", []).append(curve_point(heads, sets, state["positions"]))
+            log(f"round {state['round'] - 1}: {len(rows)} answers, {n_new} tokens written ({n_new / (t1 - t0):.0f}/s), positions "
+                f"{state['positions']:,} (forced + trained {trained / max(1e-6, t2 - t1):.0f}/s); "
+                + ", ".join(f"{n} agree {s['agree']:.3f}" + (f", selection {state['curve'][-1][n]['all']:.3f}" if "select" in sets else "")
+                            for n, s in stats.items()))
+            for m in MILESTONES:
+                if m <= state["positions"] and m not in state["milestones"]:
+                    state["milestones"].append(m)
+                    for name, head in heads.items():
+                        _save(head, out / "milestones" / f"{name}-{m}", name, state, stream, device_name)
+            if time.monotonic() - last_ckpt >= cfg.ckpt_minutes * 60:
+                pending, last_ckpt = _checkpoint(out, heads, opts, state, pending), time.monotonic()
     _checkpoint(out, heads, opts, state, pending)
     for name, head in heads.items():
         _save(head, out / "milestones" / f"{name}-last", name, state, stream, device_name)
