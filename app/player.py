@@ -289,7 +289,7 @@ def player_css() -> str:
 # Runs once when the player's HTML component loads, and again whenever its value (a new race) is
 # rendered. `element`, `trigger` and `watch` are Gradio's (gr.HTML js_on_load).
 PLAYER_JS = r"""
-const S = {i: 0, playing: false, timer: null, data: null, sent: null};
+const S = {i: 0, playing: false, timer: null, data: null, sent: null, opened: false};
 function q(sel) { return element.querySelector(sel); }
 function firstDecide(r) { return S.data.frames.findIndex(f => f.round === r && f.phase === 'decide'); }
 function lastOfRound(r) { let j = -1; S.data.frames.forEach((f, k) => { if (f.round === r && f.phase !== 'finish') j = k; }); return j; }
@@ -300,7 +300,7 @@ function setup() {
   S.data = JSON.parse(blob.textContent);
   const start = S.data.start;
   S.i = Math.max(0, firstDecide(start !== null && start !== undefined ? start : 0));
-  S.sent = null;
+  S.sent = null; S.opened = true;     // the server drew the linked views on this round: only say where it rests
   render();
 }
 function laneText(box, tokens, upto, isNew) {
@@ -341,8 +341,10 @@ function render() {
   if (S.sent !== f.round) {
     S.sent = f.round;
     clearTimeout(S.notify);
-    S.notify = setTimeout(() => trigger('select', {round: f.round}), S.playing ? 0 : 150);
+    const opened = S.opened;
+    S.notify = setTimeout(() => trigger('select', {round: f.round, opened: opened}), S.playing ? 0 : 150);
   }
+  S.opened = false;
 }
 function go(j) { S.i = Math.max(0, Math.min(S.data.frames.length - 1, j)); render(); }
 function frameMs() {
@@ -382,7 +384,8 @@ element.addEventListener('input', (e) => {
 document.addEventListener('click', (e) => {
   const t = e.target.closest('#sd-timeline [data-round]');
   if (!t || !S.data) return;
-  S.playing = false; clearTimeout(S.timer);
+  // the timeline's own event draws the round and records it: no notice of ours may land after it
+  S.playing = false; clearTimeout(S.timer); clearTimeout(S.notify);
   const j = lastOfRound(Number(t.dataset.round)); if (j >= 0) { S.sent = Number(t.dataset.round); go(j); }
 });
 watch('value', setup);

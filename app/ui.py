@@ -221,10 +221,12 @@ def _layout_charts(C: Page, init: dict) -> None:
     gr.Markdown("## Charts")
     with gr.Row():
         for name in views.CHART_NAMES[:3]:
-            C[name] = gr.Plot(scale_figure(init[name]), show_label=False, elem_classes="sd-plot", min_width=300)
+            C[name] = gr.Plot(scale_figure(init[name]), show_label=False, elem_classes="sd-plot", min_width=300,
+                              elem_id="sd-" + name.replace("_", "-"))
     with gr.Row():
         for name in views.CHART_NAMES[3:]:
-            C[name] = gr.Plot(scale_figure(init[name]), show_label=False, elem_classes="sd-plot", min_width=300)
+            C[name] = gr.Plot(scale_figure(init[name]), show_label=False, elem_classes="sd-plot", min_width=300,
+                              elem_id="sd-" + name.replace("_", "-"))
 
 
 def _layout_files(C: Page, init_files) -> None:

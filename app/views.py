@@ -200,9 +200,28 @@ def plots(spec, plain, round_index: int, position: Optional[int]) -> dict:
     if spec is not None and 0 <= round_index < len(spec.rounds):
         out.update(round_plot=round_charts.round_figure(spec, round_index),
                    position_plot=round_charts.position_figure(spec, round_index, position or 1))
+        out[CHART_NAMES[2]] = time_chart(spec, plain, round_index)     # the player rests where the inspector is
     else:
         out.update(round_plot=round_charts.round_figure(spec, 0), position_plot=round_charts.position_figure(spec, 0, 1))
     return out
+
+
+def player_start(spec, wanted: Optional[int]) -> int:
+    """The round the player opens on: `wanted` (a share link's, the last one rested on) when the race
+    has it, else the inspector's default focus."""
+    if spec is not None and wanted is not None and 0 <= int(wanted) < len(spec.rounds):
+        return int(wanted)
+    return default_focus(spec)[0]
+
+
+def resting_on(spec, plain, round_index: int, position: Optional[int] = None) -> dict:
+    """The views linked to the round the player rests on, all on that one round from the first paint:
+    the round picker, the inspector, the player (opening there) and the tokens-vs-time marker. The
+    server draws them together, so the player's own notice on opening only records its round (a
+    late one can never undo a click made meanwhile)."""
+    return {"round": round_index, **inspector(spec, round_index, position),
+            "player": player.player_html(spec, plain, start_round=round_index),
+            CHART_NAMES[2]: time_chart(spec, plain, round_index)}
 
 
 def time_chart(spec, plain, at_round: Optional[int] = None):
@@ -224,14 +243,12 @@ def views(spec, plain, kind: str = "run", files: str = "") -> dict:
         "timeline": timeline_html(spec),
         "stats": with_best_round(race.stats_markdown(spec, plain), spec),   # the best round named (issue 59)
         "round_max": max(len(spec.rounds) - 1, 0) if spec is not None else 0,
-        "round": r,
-        **inspector(spec, r, pos),
-        # The round player opens where the inspector does (the views are linked from the start).
-        "player": player.player_html(spec, plain, start_round=r),
+        **resting_on(spec, plain, r, pos),
         # Under the banner: why the recorded races differ, or, after a Run or an upload, this race beside them.
         "recorded_why": recorded_why(spec if kind != "example" else None),
     }
-    out.update(zip(CHART_NAMES, charts.all_run_charts(spec, plain)))
+    # the run charts, but the tokens-vs-time one resting_on drew with the player's marker
+    out.update((name, fig) for name, fig in zip(CHART_NAMES, charts.all_run_charts(spec, plain)) if name not in out)
     return out
 
 

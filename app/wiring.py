@@ -9,7 +9,7 @@ import gradio as gr
 
 from specdec_core import PRESETS
 
-from . import explain, form_fields, handlers, jobs, player, views
+from . import explain, form_fields, handlers, jobs, views
 from .components import Page
 from .scale import scale_figure
 
@@ -93,8 +93,8 @@ def _race_listeners(C: Page, view_outputs: list) -> None:
             for vals in handlers.run(form, run_number, progress, gr.Info,
                                      should_stop=lambda: C.sessions.should_stop(session), recalled=recalled):
                 if "player" in vals and player_round is not None:    # a shared link's round, or the last one
-                    t = vals["traces"]
-                    vals["player"] = player.player_html(t["spec"], t["plain"], start_round=player_round)
+                    spec, plain = vals["traces"]["spec"], vals["traces"]["plain"]
+                    vals.update(views.resting_on(spec, plain, views.player_start(spec, player_round)))
                 yield step(_updates(C, vals, scale))
         except form_fields.UserError as e:
             gr.Warning(str(e))
@@ -176,12 +176,16 @@ def _inspector_listeners(C: Page) -> None:
     """The round inspector: a round or a position picked, a timeline token clicked, the player resting on a round."""
     # The player rests on a round (a step, a scrub, a timeline click, or each round while playing):
     # the inspector and the tokens-vs-time chart's marker follow it.
+    # On opening, the player only records its round: the server drew the linked views on it already
+    # (views.resting_on), and a late redraw could undo a timeline click made meanwhile.
     def on_player_round(traces, scale, evt: gr.EventData):
         r = getattr(evt, "round", None)
         spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
         if r is None or spec is None or not 0 <= int(r) < len(spec.rounds):
             return {C.player_round: gr.skip()}
         r = int(r)
+        if getattr(evt, "opened", False):
+            return {C.player_round: r}
         out = _updates(C, {**handlers.inspect_round(traces, r), views.CHART_NAMES[2]: views.time_chart(spec, plain, r)},
                        scale)
         out[C.round] = gr.Slider(value=r)
@@ -193,9 +197,11 @@ def _inspector_listeners(C: Page) -> None:
 
     def on_timeline_click(traces, scale, evt: gr.EventData):
         r, pos = int(getattr(evt, "round", 0)), int(getattr(evt, "pos", 0)) or None
-        vals = handlers.inspect_round(traces, r, pos)
+        spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
+        vals = {**handlers.inspect_round(traces, r, pos), views.CHART_NAMES[2]: views.time_chart(spec, plain, r)}
         out = _updates(C, vals, scale)
         out[C.round] = gr.Slider(value=r)
+        out[C.player_round] = r         # the player moved there too (its own click handler)
         return out
 
     def on_position(traces, round_index, position, scale):
@@ -212,8 +218,9 @@ def _inspector_listeners(C: Page) -> None:
     C.round.input(on_round, [C.traces, C.round, C.scale],
                        [C.position, C.round_plot, C.position_plot], api_name="inspect_round",
                        show_progress="hidden", trigger_mode="always_last")
-    C.timeline.click(on_timeline_click, [C.traces, C.scale], [C.round, C.position, C.round_plot,
-                                                         C.position_plot], show_progress="hidden",
+    C.timeline.click(on_timeline_click, [C.traces, C.scale], [C.round, C.position, C.round_plot, C.position_plot,
+                                                         C[views.CHART_NAMES[2]], C.player_round],
+                        show_progress="hidden",
                         api_visibility="private")
     C.position.input(on_position, [C.traces, C.round, C.position, C.scale], C.position_plot,
                         api_name="inspect_position")

@@ -174,3 +174,21 @@ def test_a_round_without_guesses_says_the_target_wrote_it(page, default_pair, tm
     assert caption.startswith("No guesses this round: the target writes one token itself"), caption
     page.locator("#sd-player").scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "player-no-guess.png"), full_page=False)
+
+
+def test_a_link_with_a_round_opens_the_player_and_the_inspector_on_it(page, url):
+    """A share link's round (?round=N): the player rests there and the linked views are drawn on it
+    from the start: the round picker, the inspector's figure, the tokens-vs-time marker."""
+    page.goto(url + "?round=2")
+    page.wait_for_function("document.querySelector('#sd-banner') && "
+                           "document.querySelector('#sd-banner').innerText.includes('restored from the link')")
+    page.wait_for_function("document.querySelector('#sd-player').dataset.round === '2'")
+    page.wait_for_function("Number(document.querySelector('#sd-round input[type=number]').value) === 2")
+    page.wait_for_function("""Array.from(document.querySelectorAll('#sd-round-plot .gtitle'))
+        .some(e => e.textContent.startsWith('Round 2:'))""")
+    # the marker: one dotted line on the tokens-vs-time chart
+    page.wait_for_function("document.querySelectorAll('#sd-chart-time .shapelayer path').length === 1")
+    # and all of it stays after the player's notice on opening
+    page.wait_for_timeout(1000)
+    assert page.locator("#sd-player").get_attribute("data-round") == "2"
+    assert page.locator("#sd-round input[type=number]").input_value() == "2"

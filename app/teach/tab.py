@@ -7,7 +7,7 @@ from typing import Optional
 
 import gradio as gr
 
-from .. import explain, form_fields, jobs, player, views
+from .. import explain, form_fields, jobs, views
 from ..components import Page
 from ..scale import scale_figure
 from . import classroom, figures, lab
@@ -207,8 +207,14 @@ def listeners(C: Page, queue: str) -> None:
         values, problems = classroom.restore(params)
         out = {C[name]: value for name, value in values.items()}
         if values.get("player_round") is not None and (traces or {}).get("spec") is not None:
-            # the player opens on the link's round (of the race shown; after a Run, of the new race)
-            out[C.player] = player.player_html(traces["spec"], traces.get("plain"), start_round=values["player_round"])
+            # the player opens on the link's round (of the race shown; after a Run, of the new race),
+            # and the inspector and the tokens-vs-time marker with it
+            spec = traces["spec"]
+            linked = views.resting_on(spec, traces.get("plain"), views.player_start(spec, values["player_round"]))
+            out.update({C.round: linked["round"], C.round_plot: linked["round_plot"],
+                        C.position: gr.Dropdown(choices=linked["position_choices"], value=linked["position"]),
+                        C.position_plot: linked["position_plot"], C.player: linked["player"],
+                        C[views.CHART_NAMES[2]]: linked[views.CHART_NAMES[2]]})
         if set(values) & set(classroom.ADVANCED_CONTROLS):     # show the settings the link changed
             out[C.advanced] = gr.Accordion(open=True)
         # In the banner, not a toast: this event runs outside the queue, where toasts are not shown.
@@ -216,7 +222,9 @@ def listeners(C: Page, queue: str) -> None:
                             "machine (same seed and k → the same tokens)."
                             + ("  \nIgnored: " + "; ".join(problems) if problems else ""))
         return out
-    C.demo.load(on_load, C.traces, [C[n] for n in classroom.SHARED_CONTROLS] + [C.banner, C.advanced, C.player],
+    C.demo.load(on_load, C.traces, [C[n] for n in classroom.SHARED_CONTROLS]
+                + [C.banner, C.advanced, C.player, C.round, C.round_plot, C.position, C.position_plot,
+                   C[views.CHART_NAMES[2]]],
                    show_progress="hidden",
                    queue=False)   # restoring a link is instant: no queue, no status shown
 
