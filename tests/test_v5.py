@@ -75,3 +75,62 @@ def test_v5_run_resumes_exactly(tmp_path):
     ended = go(tmp_path / "term", None, log=term)
     assert ended["cursor"] == 3 and json.loads((tmp_path / "term" / "state.json").read_text())["cursor"] == 3
     assert signal.getsignal(signal.SIGTERM) == handler           # the process's own handler is back
+
+
+def test_a_wider_head_starts_as_the_head_it_widens():
+    """A head with more MLP units, started from a saved head, computes what that head computes
+    (the new units start silent): every rollout step's output and the logits equal."""
+    from safetensors.torch import load_file
+    from specdec_core.lab.losses import rollout
+    from specdec_core.lab.train import load_start, new_head
+    from specdec_core.lab.v3 import load_target
+    pair = load_target("cpu")
+    saved = load_file("specdec_core/data/draft/weights.safetensors")
+    narrow = new_head(pair.target, saved["vocab_ids"], 29)
+    wide = new_head(pair.target, saved["vocab_ids"], 29, width=3072)
+    for head in (narrow, wide):
+        load_start(head, saved)
+    assert wide.gate.weight.shape[0] == 3072 and torch.equal(wide.down.weight[:, 1536:], torch.zeros(576, 1536))
+    gen = torch.Generator().manual_seed(0)
+    feats, ids = torch.randn(2, 12, 576, generator=gen), torch.randint(0, 49152, (2, 12), generator=gen)
+    with torch.no_grad():
+        for g_n, g_w in zip(rollout(narrow, feats, ids, 3), rollout(wide, feats, ids, 3)):
+            assert torch.allclose(g_n, g_w, atol=1e-5)
+            assert torch.allclose(narrow.logits(g_n), wide.logits(g_w), atol=1e-4)
+    # a saved head too wide for the one it starts cannot be squeezed into it
+    with pytest.raises(ValueError, match="does not fit"):
+        load_start(narrow, {k: v for k, v in wide.state_dict().items()})
+
+
+def test_a_head_joins_a_resumed_run_where_the_first_head_stands_and_one_leaves(tmp_path):
+    from safetensors.torch import load_file
+    from specdec_core.lab.stream import StreamConfig
+    from specdec_core.lab.v3 import load_target
+    from specdec_core.lab.v5 import V5Config, run, save_asks
+    pair = load_target("cpu")
+    texts = ["Name three colours.", "What is 2 plus 2?", "Say hi.", "Write one word."]
+    save_asks([{"task": "t", "text": t} for t in texts], [pair.encode_prompt(t) for t in texts], tmp_path / "asks.npz")
+    out, logs = tmp_path / "run", []
+
+    def go(heads, rounds):
+        cfg = V5Config(asks=str(tmp_path / "asks.npz"), out=str(out), device="cpu", heads=heads, write_batch=2,
+                       max_new=5, max_tokens=4096, seconds=600, ckpt_minutes=0.0, max_rounds=rounds, score_sets=(),
+                       stream=StreamConfig(lr=1e-3, train_batch=2, warmup=1))
+        return run(cfg, log=logs.append)
+
+    first = go({"a": "specdec_core/data/draft"}, 1)
+    joined = go({"a": "specdec_core/data/draft", "c": "specdec_core/data/draft:::3072"}, 0)
+    assert joined["joined"] == {"c": first["positions"]} and any("c joined" in m for m in logs)
+    assert joined["settings"]["heads"]["c"]["width"] == 3072
+    a, c = (load_file(str(out / n / "head.safetensors")) for n in ("a", "c"))
+    assert torch.equal(c["gate.weight"][:1536], a["gate.weight"]) and torch.equal(c["down.weight"][:, :1536], a["down.weight"])
+    assert not c["down.weight"][:, 1536:].any() and torch.equal(c["q.weight"], a["q.weight"])
+    # the joined head trains on; the first may leave (its checkpoint stays where it was)
+    last = go({"c": "specdec_core/data/draft:::3072"}, 1)
+    assert last["positions"] > first["positions"] and last["steps"]["c"] > 0 and any("a left" in m for m in logs)
+    assert list(last["settings"]["heads"]) == ["c"]
+    # other settings are still refused
+    with pytest.raises(SystemExit, match="other settings"):
+        cfg = V5Config(asks=str(tmp_path / "asks.npz"), out=str(out), device="cpu", heads={"c": "x"}, max_new=6,
+                       max_rounds=0, score_sets=())
+        run(cfg, log=logs.append)

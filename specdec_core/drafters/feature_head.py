@@ -115,7 +115,12 @@ class FeatureHead(nn.Module):
         w = fused_llama.layer_weights(L)      # stock or fast-path (fused) layer alike
         for mine, name in [(self.q, "q_proj"), (self.k, "k_proj"), (self.v, "v_proj"), (self.o, "o_proj"),
                            (self.gate, "gate_proj"), (self.up, "up_proj"), (self.down, "down_proj")]:
-            mine.weight.copy_(w[name])
+            # an MLP wider than the target's: its first units are the layer's, the others start
+            # silent (their down columns zero) so the head computes what the layer does
+            rows, cols = w[name].shape
+            if name == "down_proj":
+                mine.weight.zero_()
+            mine.weight[:rows, :cols].copy_(w[name])
         for mine, theirs in [(self.ln1, L.input_layernorm), (self.ln2, L.post_attention_layernorm),
                              (self.norm, target.model.norm)]:
             mine.weight.copy_(theirs.weight)

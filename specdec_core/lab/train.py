@@ -22,21 +22,33 @@ __all__ = ["train", "evaluate", "new_head", "rollout", "step_terms", "loss_fn", 
 
 
 # -- training and offline evaluation ----------------------------------------------------------
-def new_head(target, vocab: torch.Tensor, init_layer: int, feature_layers=(-1,)):
+def new_head(target, vocab: torch.Tensor, init_layer: int, feature_layers=(-1,), width: int | None = None):
     """A head for `target` over `vocab` [N], its layer copied from target layer init_layer, reading
-    the target's hidden states at feature_layers (hidden_states indices, the last one -1)."""
+    the target's hidden states at feature_layers (hidden_states indices, the last one -1); `width`:
+    its MLP's units (None: the target's; wider, the extra units start silent)."""
     from ..drafters.feature_head import FeatureHead, target_cfg
-    head = FeatureHead({**target_cfg(target), "feature_layers": list(feature_layers)}, vocab)
+    cfg = target_cfg(target)
+    head = FeatureHead({**cfg, "feature_layers": list(feature_layers),
+                        "intermediate_size": width or cfg["intermediate_size"]}, vocab)
     head.init_from_target(target, init_layer)
     return head.attach(target.get_input_embeddings().weight, target.get_output_embeddings().weight)
 
 
 def load_start(head, state: dict) -> None:
     """Start `head` from another head's saved state (safetensors dict): every float tensor they share
-    (strict=False: taps the other head lacked keep their pass-through start), the output bias carried
-    over by token id (the other head's lowest for a token it did not have)."""
-    head.load_state_dict({k: v.float() for k, v in state.items() if k not in ("bias", "vocab_ids") and v.is_floating_point()},
-                         strict=False)
+    (strict=False: taps the other head lacked keep their pass-through start; a narrower MLP fills the
+    first units of a wider one), the output bias carried over by token id (the other head's lowest
+    for a token it did not have)."""
+    own = head.state_dict()
+    same = {k: v.float() for k, v in state.items()
+            if k not in ("bias", "vocab_ids") and v.is_floating_point() and own.get(k, v).shape == v.shape}
+    head.load_state_dict(same, strict=False)
+    with torch.no_grad():   # a narrower MLP's units fill the first ones of a wider head (the rest keep their start)
+        for k, v in state.items():
+            if k in own and k not in same and k != "bias" and v.is_floating_point():
+                if any(a > b for a, b in zip(v.shape, own[k].shape)) or v.dim() != own[k].dim():
+                    raise ValueError(f"{k}: a saved {tuple(v.shape)} does not fit this head's {tuple(own[k].shape)}")
+                own[k][tuple(slice(0, n) for n in v.shape)].copy_(v.float())
     old = dict(zip(state["vocab_ids"].tolist(), state["bias"].float().tolist()))
     with torch.no_grad():
         head.bias.copy_(torch.tensor([old.get(int(t), min(old.values())) for t in head.vocab_ids.tolist()]))

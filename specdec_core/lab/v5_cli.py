@@ -34,8 +34,9 @@ def add_parsers(sub) -> None:
     r.add_argument("--max-tokens", type=int, default=65536)
     r.add_argument("--lr", type=float, default=3e-4)
     r.add_argument("--train-batch", type=int, default=8, help="sequences per optimiser step (a GPU takes 32)")
-    r.add_argument("--head", action="append", default=None, metavar="NAME=FOLDER[:VOCAB.npy[:TAPS]]",
-                   help="a head to train (repeat; default: v5.HEADS): its start weights, vocabulary, taps")
+    r.add_argument("--head", action="append", default=None, metavar="NAME=FOLDER[:VOCAB.npy[:TAPS[:WIDTH]]]",
+                   help="a head to train (repeat; default: v5.HEADS): its start weights, vocabulary, taps, MLP width "
+                        "(a head new to a resumed run joins it from the first head's weights)")
     r.add_argument("--threads", type=int, default=8)
     p = sub.add_parser("v5-report", help="draft v5: the learning curve, the written mix and the pace (no model)")
     p.add_argument("--out", default="specdec_core/lab/runs/v5")
@@ -120,7 +121,11 @@ def _thinned(curve: list[dict], every: int) -> list[dict]:
 def report(state: dict, every: int = 0) -> str:
     """Markdown: the curve (teacher-forced first guess on the selection answers; the yardstick's
     beside it where measured), written tokens and the pace per machine."""
-    heads = list(state["settings"]["heads"])
+    # every head the curve holds, in the order they appear (heads join and leave a run: "–" where absent)
+    curve = state.get("curve", [])
+    heads = list(dict.fromkeys([h for c in curve for h, v in c.items() if isinstance(v, dict) and "all" in v]
+                               + list(state["settings"]["heads"])))
+    cell = lambda d, h, keys: " | ".join(f"{d[h][k]:.3f}" if h in d else "–" for k in keys)
     lines = [f"Positions trained: {state['positions']:,} in {state['round']} rounds; {state['cursor']:,} asks answered, "
              f"{state['written']:,} answer tokens written in {state['write_s']:.0f} s, forced and trained in "
              f"{state['train_s']:.0f} s ({state['positions'] / max(1e-9, state['write_s'] + state['train_s']):.0f} positions/s "
@@ -129,15 +134,18 @@ def report(state: dict, every: int = 0) -> str:
              "The 89 selection prompts (natural, never trained on), teacher-forced first guess:", "",
              "| positions | " + " | ".join(f"{h} all | {h} prose | {h} code" for h in heads) + " |",
              "|---|" + "---|" * (3 * len(heads))]
-    curve = state.get("curve", [])
-    lines += [f"| {c['positions']:,} | " + " | ".join(f"{c[h]['all']:.3f} | {c[h]['prose']:.3f} | {c[h]['code']:.3f}" for h in heads)
-              + " |" for c in _thinned(curve, every)]
+    lines += [f"| {c['positions']:,} | " + " | ".join(cell(c, h, ("all", "prose", "code")) for h in heads) + " |"
+              for c in _thinned(curve, every)]
     yard = [c for c in curve if "yardstick" in c]
     if yard:    # the defaults bench's held-out prompts, reported beside (never selected on)
         lines += ["", "The frozen 70-prompt yardstick (reported, never selected on), teacher-forced first guess:", "",
                   "| positions | " + " | ".join(f"{h} all | {h} code" for h in heads) + " |", "|---|" + "---|" * (2 * len(heads))]
-        lines += [f"| {c['positions']:,} | " + " | ".join(f"{c['yardstick'][h]['all']:.3f} | {c['yardstick'][h]['code']:.3f}"
-                                                         for h in heads) + " |" for c in _thinned(yard, every)]
+        lines += [f"| {c['positions']:,} | " + " | ".join(cell(c["yardstick"], h, ("all", "code")) for h in heads) + " |"
+                  for c in _thinned(yard, every)]
+    joined = state.get("joined", {})
+    if joined:
+        lines += ["", "Joined the run: " + ", ".join(f"{h} at {at:,} positions (from the first head as it stood)"
+                                                      for h, at in joined.items()) + "."]
     lines += ["", "| machine | from positions | answers a round | sequences a step |", "|---|---|---|---|"]
     lines += [f"| {d['device']} | {d['from_positions']:,} | {d['write_batch']} | {d.get('train_batch', '')} |" for d in state["devices"]]
     return "\n".join(lines)
