@@ -1,6 +1,7 @@
-"""Training a feature-head draft by self-distillation: new_head, train (checkpoints, resumes),
-evaluate (offline, on teacher-forced features). Data: data.py and corpus.py; losses and the
-training-time rollout: losses.py; the head itself: drafters/feature_head.py; commands: cli.py.
+"""Training a feature-head draft by self-distillation: new_head, trainable_head (a start from a
+spec), train (checkpoints, resumes), evaluate (offline, on teacher-forced features). Data: data.py
+and corpus.py; losses and the training-time rollout: losses.py; the head itself:
+drafters/feature_head.py; commands: cli.py.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from .data import SEED, make_batch
 from .losses import (LOSSES, STEPS_OF, _along_chain, chain_expected_length, loss_fn, rollout, step_terms,
                      teacher_logp, tv_loss)
 
-__all__ = ["train", "evaluate", "new_head", "rollout", "step_terms", "loss_fn", "tv_loss",
+__all__ = ["train", "evaluate", "new_head", "load_start", "trainable_head", "rollout", "step_terms", "loss_fn", "tv_loss",
            "chain_expected_length", "LOSSES"]
 
 
@@ -52,6 +53,30 @@ def load_start(head, state: dict) -> None:
     old = dict(zip(state["vocab_ids"].tolist(), state["bias"].float().tolist()))
     with torch.no_grad():
         head.bias.copy_(torch.tensor([old.get(int(t), min(old.values())) for t in head.vocab_ids.tolist()]))
+
+
+def trainable_head(pair, spec: str, device):
+    """A head to train from spec "FOLDER[:VOCAB.npy[:TAPS[:WIDTH]]]": FOLDER a head folder (weights.safetensors +
+    config.json) or a run's checkpoint (head.safetensors + state.json); VOCAB.npy another vocabulary
+    (target ids; the output bias carried over by token id, the lowest for new tokens); TAPS the
+    hidden states it reads, '/'-separated (e.g. 10/20/-1; new taps start as a pass-through of the
+    final state, as `init_from_target` makes them); WIDTH its MLP's units (wider than the start's:
+    the new ones start silent). Empty fields keep the start's. fp32, on device."""
+    from safetensors.torch import load as st_load
+    folder, vocab_file, taps, width = [f or None for f in (spec.split(":") + [None] * 3)[:4]]
+    folder = Path(folder)
+    if (folder / "weights.safetensors").is_file():
+        st = st_load((folder / "weights.safetensors").read_bytes())
+        layers = json.loads((folder / "config.json").read_text())["cfg"].get("feature_layers", [-1])
+    else:
+        st = st_load((folder / "head.safetensors").read_bytes())
+        layers = json.loads((folder / "state.json").read_text())["settings"]["layers"]
+    layers = [int(x) for x in taps.split("/")] if taps else list(layers)
+    vocab = torch.from_numpy(np.load(vocab_file).astype(np.int64)) if vocab_file else st["vocab_ids"]
+    width = int(width) if width else st["gate.weight"].shape[0]
+    head = new_head(pair.target, vocab.to(pair.target.get_input_embeddings().weight.device), 29, layers, width)
+    load_start(head, st)
+    return head.to(device)
 
 
 def head_objective(loss: str, K: int):

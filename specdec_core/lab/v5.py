@@ -39,7 +39,7 @@ from .curve import curve_point, selection_set
 from .data import FEATURE_LAYERS as LAYERS, load_ids, save_ids, select_taps
 from .force import force
 from .stream import StreamConfig, new_optimizer, train_on
-from .train import load_start, new_head
+from .train import load_start, trainable_head
 
 MILESTONES = (100_000, 250_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000)
 SAMPLERS = ((0.0, 1.0), (0.7, 0.9))          # (temperature, top-p): greedy, the bench's sampling
@@ -79,30 +79,6 @@ def save_asks(asks: list[dict], ids: list[list[int]], path: Path) -> None:
 def load_asks(path: str) -> tuple[list[np.ndarray], list[str]]:
     prompts, arrays = load_ids(Path(path))
     return prompts, list(arrays["task"])
-
-
-def trainable_head(pair, spec: str, device):
-    """A head to train from spec "FOLDER[:VOCAB.npy[:TAPS[:WIDTH]]]": FOLDER a head folder (weights.safetensors +
-    config.json) or a run's checkpoint (head.safetensors + state.json); VOCAB.npy another vocabulary
-    (target ids; the output bias carried over by token id, the lowest for new tokens); TAPS the
-    hidden states it reads, '/'-separated (e.g. 10/20/-1; new taps start as a pass-through of the
-    final state, as `init_from_target` makes them); WIDTH its MLP's units (wider than the start's:
-    the new ones start silent). Empty fields keep the start's. fp32, on device."""
-    from safetensors.torch import load as st_load
-    folder, vocab_file, taps, width = [f or None for f in (spec.split(":") + [None] * 3)[:4]]
-    folder = Path(folder)
-    if (folder / "weights.safetensors").is_file():
-        st = st_load((folder / "weights.safetensors").read_bytes())
-        layers = json.loads((folder / "config.json").read_text())["cfg"].get("feature_layers", [-1])
-    else:
-        st = st_load((folder / "head.safetensors").read_bytes())
-        layers = json.loads((folder / "state.json").read_text())["settings"]["layers"]
-    layers = [int(x) for x in taps.split("/")] if taps else list(layers)
-    vocab = torch.from_numpy(np.load(vocab_file).astype(np.int64)) if vocab_file else st["vocab_ids"]
-    width = int(width) if width else st["gate.weight"].shape[0]
-    head = new_head(pair.target, vocab.to(pair.target.get_input_embeddings().weight.device), 29, layers, width)
-    load_start(head, st)
-    return head.to(device)
 
 
 def save_written(rows: list[dict], path: Path) -> None:
