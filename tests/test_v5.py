@@ -134,3 +134,55 @@ def test_a_head_joins_a_resumed_run_where_the_first_head_stands_and_one_leaves(t
         cfg = V5Config(asks=str(tmp_path / "asks.npz"), out=str(out), device="cpu", heads={"c": "x"}, max_new=6,
                        max_rounds=0, score_sets=())
         run(cfg, log=logs.append)
+
+
+def test_paired_gain_is_the_difference_with_a_standard_error_by_prompt():
+    from specdec_core.lab.curve import hit_rates, paired_gain
+    base = [np.array([1, 0, 0, 1], bool), np.array([0, 0], bool), np.array([1, 1, 0], bool)]
+    other = [np.array([1, 1, 0, 1], bool), np.array([0, 1], bool), np.array([1, 1, 0], bool)]
+    # per prompt: d = 1, 1, 0 over n = 4, 2, 3 -> gain 2/9; cluster SE of the ratio
+    d, n = np.array([1.0, 1.0, 0.0]), np.array([4.0, 2.0, 3.0])
+    se = np.sqrt(((d - 2 / 9 * n) ** 2).sum() * 3 / 2) / 9
+    assert paired_gain(other, base) == {"gain": round(2 / 9, 4), "se": round(float(se), 4)}
+    assert paired_gain(base, base) == {"gain": 0.0, "se": 0.0}
+    seqs = [{"kind": "code"}, {"kind": "chat"}, {"kind": "chat"}]
+    assert hit_rates(other, seqs) == {"all": round(6 / 9, 4), "prose": 0.6, "code": 0.75, "positions": 9}
+
+
+def test_the_report_shows_heads_that_joined_or_left_and_the_paired_gain():
+    from specdec_core.lab.v5_cli import report
+    row = lambda x: {"all": x, "prose": x, "code": x, "positions": 10}
+    state = {"settings": {"heads": {"a": {}, "c": {}}}, "positions": 300, "round": 3, "cursor": 9, "written": 300,
+             "write_s": 10.0, "train_s": 5.0, "rounds": [{"greedy": True}] * 3, "devices": [], "joined": {"c": 200},
+             "curve": [{"positions": 0, "a": row(0.4), "b": row(0.39)},
+                       {"positions": 200, "a": row(0.41), "b": row(0.4), "c": row(0.41)},
+                       {"positions": 300, "a": row(0.41), "c": row(0.42), "gain": {"c": {"gain": 0.0123, "se": 0.004}}}]}
+    text = report(state)
+    assert "| a all | a prose | a code | b all | b prose | b code | c all | c prose | c code |" in text
+    assert "| 0 | 0.400 | 0.400 | 0.400 | 0.390 | 0.390 | 0.390 | – | – | – |" in text
+    assert "| 300 | 0.410 | 0.410 | 0.410 | – | – | – | 0.420 | 0.420 | 0.420 |" in text
+    assert "| 300 | +0.0123 ± 0.0040 |" in text and "c − a" in text and "c at 200 positions" in text
+
+
+def test_a_curve_point_scores_each_head_and_the_paired_gain_of_the_later_ones():
+    from specdec_core.lab.capture import generate
+    from specdec_core.lab.curve import curve_point, first_guess_hits, forced_first_guess
+    from specdec_core.lab.data import FEATURE_LAYERS
+    from specdec_core.lab.force import force
+    from specdec_core.lab.train import trainable_head
+    from specdec_core.lab.v3 import load_target
+    pair = load_target("cpu")
+    written = generate(pair.target, [pair.encode_prompt(t) for t in ("Name three colours.", "Write a loop in Python.")],
+                       16, capture=False)
+    seqs = force(pair.target, [(r["ids"].numpy(), r["plen"]) for r in written], FEATURE_LAYERS)
+    for s, kind in zip(seqs, ("chat", "code")):
+        s["kind"] = kind
+    a = trainable_head(pair, "specdec_core/data/draft", "cpu")
+    c = trainable_head(pair, "specdec_core/data/draft:::3072", "cpu")
+    point = curve_point({"a": a, "c": c}, {"select": seqs, "yardstick": seqs}, 123)
+    assert point["positions"] == 123 and point["a"] == forced_first_guess(a, seqs) == point["yardstick"]["a"]
+    # c starts as a (its new units silent): the same guesses, no gain
+    assert point["c"] == point["a"] and point["gain"] == {"c": {"gain": 0.0, "se": 0.0}}
+    hits = first_guess_hits(a, seqs)
+    assert len(hits) == 2 and point["a"]["positions"] == sum(len(h) for h in hits) > 0
+    assert point["a"]["all"] == round(sum(int(h.sum()) for h in hits) / point["a"]["positions"], 4)

@@ -3,7 +3,7 @@ greedy token, teacher-forced over fixed scoring sets — the selection prompts (
 and the frozen yardstick (reported only) — with their answers written once per run.
 
     sets = {name: selection_set(pair, out, "cpu", 4096, name) for name in ("select", "yardstick")}
-    point = curve_point(heads, sets, positions)      # {"positions", head: {all, prose, code}, "yardstick": …}
+    point = curve_point(heads, sets, positions)      # {"positions", head: {all, prose, code}, "gain", "yardstick": …}
 """
 from __future__ import annotations
 
@@ -46,33 +46,62 @@ def selection_set(pair, out: Path, device: str, max_tokens: int, name: str = "se
 
 def curve_point(heads: dict, sets: dict, positions: int) -> dict:
     """One point of the learning curve: each head's forced first guess on each scoring set (the
-    selection set's at the top level, as the run has always kept it; the others under their name)."""
-    point = {"positions": positions, **{n: forced_first_guess(h, sets["select"]) for n, h in heads.items()}}
+    selection set's at the top level, as the run has always kept it; the others under their name),
+    and under "gain" each later head's paired difference from the first on the selection set."""
+    hits = {n: first_guess_hits(h, sets["select"]) for n, h in heads.items()}
+    point = {"positions": positions, **{n: hit_rates(hits[n], sets["select"]) for n in heads}}
+    first = next(iter(heads))
+    if len(heads) > 1:
+        point["gain"] = {n: paired_gain(hits[n], hits[first]) for n in heads if n != first}
     for name, seqs in sets.items():
         if name != "select":
             point[name] = {n: forced_first_guess(h, seqs) for n, h in heads.items()}
     return point
 
 
-@torch.no_grad()
+def paired_gain(hits: list[np.ndarray], base: list[np.ndarray]) -> dict:
+    """How much more often one head's first guess is right than another's on the same positions
+    (per sequence bool arrays): the difference and its standard error by prompt (positions of one
+    answer are not independent: a ratio estimator's cluster SE)."""
+    d = np.array([int(h.sum()) - int(b.sum()) for h, b in zip(hits, base)], dtype=np.float64)
+    n = np.array([len(h) for h in hits], dtype=np.float64)
+    gain = d.sum() / max(1.0, n.sum())
+    se = np.sqrt(((d - gain * n) ** 2).sum() * len(n) / max(1, len(n) - 1)) / max(1.0, n.sum())
+    return {"gain": round(float(gain), 4), "se": round(float(se), 4)}
+
+
+def hit_rates(hits: list[np.ndarray], seqs: list[dict]) -> dict:
+    """Per-sequence hits -> the share right: all, prose, code (by each sequence's kind), and positions."""
+    from .v4 import CODE_KINDS
+    counts = {g: [0, 0] for g in ("all", "prose", "code")}
+    for h, s in zip(hits, seqs):
+        for group in ("all", "code" if s["kind"] in CODE_KINDS else "prose"):
+            counts[group][0] += int(h.sum())
+            counts[group][1] += len(h)
+    return {g: round(k / max(1, n), 4) for g, (k, n) in counts.items()} | {"positions": counts["all"][1]}
+
+
 def forced_first_guess(head, seqs: list[dict]) -> dict:
     """The head's first guess against the target's greedy token, teacher-forced over seqs' answers
     (the online score's cheap twin: no memory, every position from the true context): all, prose, code."""
+    return hit_rates(first_guess_hits(head, seqs), seqs)
+
+
+@torch.no_grad()
+def first_guess_hits(head, seqs: list[dict]) -> list[np.ndarray]:
+    """Teacher-forced over each sequence's answer: is the head's first guess the target's greedy
+    token, per answer position ([n_valid] bools a sequence)."""
     from .data import make_batch
     from .losses import rollout
-    from .v4 import CODE_KINDS
     seqs = select_taps(seqs, head.cfg["feature_layers"])
-    hits = {g: [0, 0] for g in ("all", "prose", "code")}
+    out = []
     was_training = head.training
     head.eval()
     for b in range(0, len(seqs), 16):
         rows = list(range(b, min(b + 16, len(seqs))))
         batch = make_batch(seqs, rows)
         g = rollout(head, batch["feats"], batch["ids"], 1)[0]
-        match = (head.vocab_ids[head.logits(g).argmax(-1)] == batch["argmax"][:, 1:]) & batch["valid"]
-        for r, i in enumerate(rows):
-            for group in ("all", "code" if seqs[i]["kind"] in CODE_KINDS else "prose"):
-                hits[group][0] += int(match[r].sum())
-                hits[group][1] += int(batch["valid"][r].sum())
+        match = head.vocab_ids[head.logits(g).argmax(-1)] == batch["argmax"][:, 1:]
+        out += [match[r][batch["valid"][r]].cpu().numpy() for r in range(len(rows))]
     head.train(was_training)
-    return {g: round(h / max(1, n), 4) for g, (h, n) in hits.items()} | {"positions": hits["all"][1]}
+    return out

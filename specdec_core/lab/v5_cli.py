@@ -136,6 +136,15 @@ def report(state: dict, every: int = 0) -> str:
              "|---|" + "---|" * (3 * len(heads))]
     lines += [f"| {c['positions']:,} | " + " | ".join(cell(c, h, ("all", "prose", "code")) for h in heads) + " |"
               for c in _thinned(curve, every)]
+    paired = [c for c in curve if "gain" in c]
+    if paired:    # the same positions for both heads: far less noise than the difference of two rows above
+        others = list(dict.fromkeys(h for c in paired for h in c["gain"]))
+        lines += ["", f"Paired on the same selection positions, each head against {heads[0]} "
+                      "(difference, ± its standard error by prompt):", "",
+                  "| positions | " + " | ".join(f"{h} − {heads[0]}" for h in others) + " |", "|---|" + "---|" * len(others)]
+        lines += [f"| {c['positions']:,} | " + " | ".join(f"{c['gain'][h]['gain']:+.4f} ± {c['gain'][h]['se']:.4f}"
+                                                         if h in c["gain"] else "–" for h in others) + " |"
+                  for c in _thinned(paired, every)]
     yard = [c for c in curve if "yardstick" in c]
     if yard:    # the defaults bench's held-out prompts, reported beside (never selected on)
         lines += ["", "The frozen 70-prompt yardstick (reported, never selected on), teacher-forced first guess:", "",
