@@ -193,11 +193,12 @@ class RunForm:
 
 
 def run(form: RunForm, run_number: int, progress, notify, should_stop=lambda: False,
-        recalled: Optional[RecycleTable] = None) -> Iterator[dict]:
+        recalled: Optional[RecycleTable] = None, rest_round: Optional[int] = None) -> Iterator[dict]:
     """The Run button: validate the form, then render what decode_race streams (progress while
     loading). `should_stop()` is asked after every round: once it says yes the decode ends there and
     the last update is the stopped race (`after_stop`), so no later update can overwrite it.
-    recalled: the page session's recycle table (None: a fresh one for this run)."""
+    recalled: the page session's recycle table (None: a fresh one for this run); rest_round: the
+    round the player opens on when the race has it (views.views)."""
     prompt = form.prompt
     if not prompt or not prompt.strip():
         raise UserError(explain.ERRORS["empty_prompt"])
@@ -242,10 +243,10 @@ def run(form: RunForm, run_number: int, progress, notify, should_stop=lambda: Fa
             raise pump.error
         raise user_error(pump.error, target_ref) from None
     if pump.stopped:
-        yield after_stop({"spec": done["speculative"], "plain": done["plain"]})
+        yield after_stop({"spec": done["speculative"], "plain": done["plain"]}, rest_round)
         return
     spec, plain = done["speculative"], done["plain"]
-    final = views.views(spec, plain, "run")
+    final = views.views(spec, plain, "run", rest_round=rest_round)
     final["files"] = views.write_files(spec, plain)
     final["traces"] = {"spec": spec, "plain": plain, "banner": final["banner"]}
     yield final
@@ -278,19 +279,20 @@ def lane_status(trace) -> str:
     return "finished" if trace.finished else f"stopped after {len(trace.output_ids)} tokens"
 
 
-def after_stop(traces: dict) -> dict:
+def after_stop(traces: dict, rest_round: Optional[int] = None) -> dict:
     """Stop: every view (lanes included) rendered from the partial traces the page holds, each lane
-    labelled finished or stopped after N tokens; no speedup is claimed for an unfinished race."""
+    labelled finished or stopped after N tokens; no speedup is claimed for an unfinished race.
+    rest_round: the round the player opens on (views.views)."""
     spec, plain = (traces or {}).get("spec"), (traces or {}).get("plain")
     if all(t is None or t.finished for t in (spec, plain)):
         # No race was cut short (Stop before any Run, or after it ended): the views show the last
         # race whole, and the banner says there was nothing to stop.
-        out = views.views(spec, plain, "run")
+        out = views.views(spec, plain, "run", rest_round=rest_round)
         previous = (traces or {}).get("banner") or ""
         out["banner"] = "■ No race is running: nothing to stop." + (" " + previous if previous else "")
         out["traces"] = {"spec": spec, "plain": plain, "banner": previous}
         return out
-    out = views.views(spec, plain, "run")
+    out = views.views(spec, plain, "run", rest_round=rest_round)
     out["plain_lane"] = plain_lane_html(plain, status=lane_status(plain))
     out["spec_lane"] = spec_lane_html(spec, status=lane_status(spec))
     if not (spec is not None and plain is not None and spec.finished and plain.finished):

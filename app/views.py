@@ -230,9 +230,14 @@ def time_chart(spec, plain, at_round: Optional[int] = None):
     return charts.set_width(charts.tokens_vs_time(spec, plain, at_round), charts.NARROW_PX, charts.RUN_CHART_HEIGHT)
 
 
-def views(spec, plain, kind: str = "run", files: str = "") -> dict:
-    """Values of every view for this pair of traces, keyed by component name."""
+def views(spec, plain, kind: str = "run", files: str = "", rest_round: Optional[int] = None) -> dict:
+    """Values of every view for this pair of traces, keyed by component name; the player and the
+    views linked to it on `rest_round` when the race has it (the last round the player rested on, a
+    share link's), else on the default focus."""
     r, pos = default_focus(spec)
+    start = player_start(spec, rest_round)
+    if start != r:      # another round: its own first rejection, as the inspector picks
+        r, pos = start, None
     out = {
         "banner": banner(spec, plain, kind, files),
         "plain_lane": plain_lane_html(plain, status="finished" if plain is not None and plain.finished else ""),

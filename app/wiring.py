@@ -90,11 +90,9 @@ def _race_listeners(C: Page, view_outputs: list) -> None:
         C.sessions.started(session)    # API calls skip the button's instant step
         step = (lambda u: u if u.keys() <= streamed else {C.views_due: u}) if in_two_steps else (lambda u: u)
         try:
-            for vals in handlers.run(form, run_number, progress, gr.Info,
-                                     should_stop=lambda: C.sessions.should_stop(session), recalled=recalled):
-                if "player" in vals and player_round is not None:    # a shared link's round, or the last one
-                    spec, plain = vals["traces"]["spec"], vals["traces"]["plain"]
-                    vals.update(views.resting_on(spec, plain, views.player_start(spec, player_round)))
+            # the player opens on a shared link's round, or the last one it rested on
+            for vals in handlers.run(form, run_number, progress, gr.Info, should_stop=lambda: C.sessions.should_stop(session),
+                                     recalled=recalled, rest_round=player_round):
                 yield step(_updates(C, vals, scale))
         except form_fields.UserError as e:
             gr.Warning(str(e))

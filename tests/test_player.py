@@ -167,3 +167,17 @@ def test_a_tree_round_whose_line_ended_early_never_says_every_guess_passed():
     assert "every guess passed" not in caption
     assert "Kept 1 of 4 guesses (“A”)" in caption and "the other 3 were never checked" in caption
     assert caption.endswith("a bonus token of its own, “F”: 2 tokens from one pass.")
+
+
+def test_the_views_open_on_the_round_the_player_rests_on():
+    """views.views(rest_round=): the player, the round picker, the inspector and the tokens-vs-time
+    marker on that round when the race has it; else on the default focus (the first rejection)."""
+    from app import views
+    spec, plain = make_spec(), make_plain([40, 41, 42, 43, 44, 45])
+    assert views.default_focus(spec) == (0, 2)
+    for rest, want in ((1, 1), (2, 2), (0, 0), (7, 0), (-1, 0), (None, 0)):   # 7, -1: rounds the race lacks
+        v = views.views(spec, plain, rest_round=rest)
+        assert v["round"] == want and v["round_plot"].layout.title.text.startswith(f"Round {want}:")
+        assert f'"start": {want}' in v["player"]
+        assert [s.x0 for s in v[views.CHART_NAMES[2]].layout.shapes] == [spec.rounds[want].t_end]
+    assert views.views(spec, plain)["position"] == 2          # the default focus keeps its position
