@@ -51,21 +51,22 @@ def test_step_terms_and_losses_on_a_small_case():
     assert chain.item() == pytest.approx(1 - D.chain_expected_length(al).item() / 3, abs=1e-6)
 
 
-def _random_head(target, vocab_ids, scale=0.5, layers=(-1,)):
-    head = FeatureHead({**target_cfg(target), "feature_layers": list(layers)}, vocab_ids)
+def _random_head(target, vocab_ids, scale=0.5, layers=(-1,), depth=1):
+    head = FeatureHead({**target_cfg(target), "feature_layers": list(layers), "depth": depth}, vocab_ids)
     with torch.no_grad():
         for p in head.parameters():
             p.normal_(0, scale)
     return head.attach(target.get_input_embeddings().weight, target.get_output_embeddings().weight)
 
 
-@pytest.mark.parametrize("layers", [(-1,), (1, 2, -1)])
-def test_rollout_equals_incremental_drafting(layers):
+@pytest.mark.parametrize("layers,depth", [((-1,), 1), ((1, 2, -1), 1), ((-1,), 3)])
+def test_rollout_equals_incremental_drafting(layers, depth):
     """The training-time K-step rollout computes exactly what the drafter's KV cache computes
-    (a head reading one tap, and one fusing three)."""
+    (a head reading one tap, one fusing three, and one of three decoder layers)."""
     torch.manual_seed(0)
     target = tiny_llama(vocab_size=50)
-    head = _random_head(target, torch.arange(40), layers=layers).eval()
+    head = _random_head(target, torch.arange(40), layers=layers, depth=depth).eval()
+    assert len(head.layers()) == depth
     T, K = 12, 4
     ids, feats = torch.randint(0, 50, (1, T)), torch.randn(1, T, 16 * len(layers))
     with torch.no_grad():
@@ -84,10 +85,11 @@ def test_rollout_equals_incremental_drafting(layers):
 @pytest.fixture(scope="module", params=[(-1,), (1, 2, -1)], ids=["one-tap", "three-taps"])
 def truncated_pair(request):
     """A tiny target (2 layers) and a random feature head that can only propose 5 of the 8 tokens,
-    reading the final state or fusing three tapped layers."""
+    reading the final state, or fusing three tapped layers into two decoder layers."""
     torch.manual_seed(3)
     target = tiny_llama(vocab_size=8, seed=0, layers=2)
-    head = _random_head(target, torch.tensor([0, 2, 3, 5, 6]), scale=0.6, layers=request.param).eval()
+    head = _random_head(target, torch.tensor([0, 2, 3, 5, 6]), scale=0.6, layers=request.param,
+                        depth=1 if len(request.param) == 1 else 2).eval()
     pair = ModelPair.from_models(target, lambda p: FeatureDrafter(head, p.vocab_size), None)
     return pair
 
@@ -175,6 +177,31 @@ def test_a_saved_head_loads_as_a_draft_from_its_folder(default_pair, tmp_path):
     ref = speculative_generate(load_pair("smollm2-135m", draft="distilled", device="cpu"), ids, k=3, max_new_tokens=16)
     assert mine.output_ids == ref.output_ids
     assert [len(r.drafted) for r in mine.rounds] == [len(r.drafted) for r in ref.rounds]
+
+
+def test_a_deeper_head_drafts_as_the_head_it_deepens(default_pair, tmp_path):
+    """A head of two decoder layers started from the shipped one (the second a pass-through) saves,
+    loads as `distilled:DIR` and drafts the very guesses the shipped head drafts; the second layer
+    has its own cache and packs."""
+    from specdec_core import load_pair
+    from safetensors.torch import load_file
+    from specdec_core.drafters.feature_head import load_head, save_head
+    shipped = load_head(default_pair.target)
+    deep = D.new_head(default_pair.target, shipped.vocab_ids, 29, depth=2)
+    D.load_start(deep, load_file(str(shipped_head() / WEIGHTS)))
+    deep.attach_memory(shipped.memory)          # the shipped draft drafts with its phrase memory
+    save_head(deep, tmp_path / "deep", {"note": "two layers"})
+    assert json.loads((tmp_path / "deep" / "config.json").read_text())["cfg"]["depth"] == 2
+    pair = load_pair("smollm2-135m", draft=f"distilled:{tmp_path / 'deep'}", device="cpu")
+    loaded = load_head(pair.target, tmp_path / "deep")
+    assert len(loaded.layers()) == 2 and not loaded.extra[0].o.weight.any()
+    ids = pair.encode_prompt("Write a haiku about trains.")
+    ref_pair = load_pair("smollm2-135m", draft="distilled", device="cpu")
+    for k in (1, 3):
+        mine = speculative_generate(pair, ids, k=k, max_new_tokens=16)
+        ref = speculative_generate(ref_pair, ids, k=k, max_new_tokens=16)
+        assert mine.output_ids == ref.output_ids
+        assert [r.drafted for r in mine.rounds] == [r.drafted for r in ref.rounds]
 
 
 def test_lab_run_names_cannot_leave_the_cache(capsys):

@@ -170,3 +170,28 @@ def test_layer_weights_read_the_same_matrices_fused_or_not(fast_pair, stock_pair
         head.init_from_target(pair.target, 29)
         heads.append(head.state_dict())
     assert all(torch.equal(heads[0][k], heads[1][k]) for k in heads[0])
+
+
+@torch.inference_mode()
+def test_a_repacked_twin_computes_in_its_dtype_and_leaves_the_model_alone(fast_pair, stock_pair):
+    """fastpath.repacked: a copy packed anew (the lab's bf16 writer): fp32 computes what the model
+    does; bf16 products stay close (their argmax the fp32 one on nearly every position); the model
+    it copies keeps its own packs, still current. From a stock model too."""
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randint(0, 49152, (2, 40), generator=gen)
+    ref = stock_pair.target(x).logits
+    before = fastpath.kernels_of(fast_pair.target)
+    for source in (fast_pair.target, stock_pair.target):
+        twin32 = fastpath.repacked(source, torch.float32)
+        assert twin32 is not source and fastpath.kernels_of(twin32).matrices == "fp32"
+        assert fastpath.kernels_of(twin32).name == fastpath.FAST and fastpath.kernels_of(twin32).fused
+        assert float((twin32(x).logits - ref).abs().max()) < 1e-3
+    twin16 = fastpath.repacked(fast_pair.target, torch.bfloat16)
+    k16 = fastpath.kernels_of(twin16)
+    assert k16.name == fastpath.FAST and k16.matrices == "bf16" and k16.n_packed == before.n_packed
+    low = twin16(x).logits
+    agree = float((low.argmax(-1) == ref.argmax(-1)).float().mean())
+    assert agree >= 0.9 and float((low - ref).abs().max()) < 2.0 and not torch.equal(low, ref)
+    # the model it was copied from is as it was: its fp32 packs current, its numbers unchanged
+    assert fastpath.kernels_of(fast_pair.target) == before
+    assert float((fast_pair.target(x).logits - ref).abs().max()) < 1e-3

@@ -186,3 +186,61 @@ def test_a_curve_point_scores_each_head_and_the_paired_gain_of_the_later_ones():
     hits = first_guess_hits(a, seqs)
     assert len(hits) == 2 and point["a"]["positions"] == sum(len(h) for h in hits) > 0
     assert point["a"]["all"] == round(sum(int(h.sum()) for h in hits) / point["a"]["positions"], 4)
+
+
+def test_the_cpu_writer_is_the_target_or_its_bf16_twin_by_choice_and_by_the_cpu(monkeypatch):
+    """make_writer: fp32 writes with the target itself; bf16 with a twin whose products are bf16;
+    auto picks bf16 only where the CPU has bf16 math (draft_matrix_dtype); anything else refused."""
+    from specdec_core.kernels import fastpath
+    from specdec_core.lab.v3 import load_target
+    from specdec_core.lab.v5 import make_writer
+    pair = load_target("cpu")
+    assert make_writer(pair.target, "cpu", "fp32") == (pair.target, "fp32")
+    twin, name = make_writer(pair.target, "cpu", "bf16")
+    assert name == "bf16-matrices" and twin is not pair.target and fastpath.kernels_of(twin).matrices == "bf16"
+    monkeypatch.setattr(fastpath, "draft_matrix_dtype", lambda: torch.float32)
+    assert make_writer(pair.target, "cpu", "auto") == (pair.target, "fp32")
+    monkeypatch.setattr(fastpath, "draft_matrix_dtype", lambda: torch.bfloat16)
+    assert make_writer(pair.target, "cpu", "auto")[1] == "bf16-matrices"
+    with pytest.raises(ValueError, match="fp32, bf16 or auto"):
+        make_writer(pair.target, "cpu", "fp16")
+
+
+def test_a_deeper_head_starts_as_the_head_it_deepens_and_joins_a_run(tmp_path):
+    """Spec field DEPTH: a head of two decoder layers from the shipped one computes what it computes
+    (the second layer a pass-through: output matrices zero) until it trains; a run records its depth
+    and a deeper head joins one; a spec shallower than its saved head is refused."""
+    from safetensors.torch import load_file
+    from specdec_core.lab.losses import rollout
+    from specdec_core.lab.stream import StreamConfig
+    from specdec_core.lab.train import trainable_head
+    from specdec_core.lab.v3 import load_target
+    from specdec_core.lab.v5 import V5Config, run, save_asks
+    pair = load_target("cpu")
+    one = trainable_head(pair, "specdec_core/data/draft", "cpu")
+    two = trainable_head(pair, "specdec_core/data/draft::::2", "cpu")
+    assert len(one.layers()) == 1 and len(two.layers()) == 2 and two.cfg["depth"] == 2
+    assert not two.extra[0].o.weight.any() and not two.extra[0].down.weight.any() and two.extra[0].q.weight.any()
+    gen = torch.Generator().manual_seed(0)
+    feats, ids = torch.randn(2, 12, 576, generator=gen), torch.randint(0, 49152, (2, 12), generator=gen)
+    with torch.no_grad():
+        for g1, g2 in zip(rollout(one, feats, ids, 3), rollout(two, feats, ids, 3)):
+            assert torch.equal(g1, g2)
+    texts = ["Name three colours.", "What is 2 plus 2?", "Say hi.", "Write one word."]
+    save_asks([{"task": "t", "text": t} for t in texts], [pair.encode_prompt(t) for t in texts], tmp_path / "asks.npz")
+    out, logs = tmp_path / "run", []
+
+    def go(heads, rounds):
+        cfg = V5Config(asks=str(tmp_path / "asks.npz"), out=str(out), device="cpu", heads=heads, write_batch=2,
+                       max_new=5, max_tokens=4096, seconds=600, ckpt_minutes=0.0, max_rounds=rounds, score_sets=(),
+                       stream=StreamConfig(lr=1e-3, train_batch=2, warmup=1), writer="fp32")
+        return run(cfg, log=logs.append)
+
+    go({"a": "specdec_core/data/draft"}, 1)
+    state = go({"a": "specdec_core/data/draft", "d": "specdec_core/data/draft::::2"}, 1)
+    assert state["settings"]["heads"]["d"]["depth"] == 2 and "depth" not in state["settings"]["heads"]["a"]
+    saved = load_file(str(out / "d" / "head.safetensors"))
+    assert "extra.0.q.weight" in saved and saved["extra.0.o.weight"].any()       # it trained its second layer
+    assert len(trainable_head(pair, str(out / "d"), "cpu").layers()) == 2          # resumes with its depth
+    with pytest.raises(ValueError, match="2 layers"):
+        trainable_head(pair, f"{out / 'd'}::::1", "cpu")

@@ -68,8 +68,23 @@ def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     return x * cos + torch.cat([-x2, x1], -1) * sin
 
 
+class Block(nn.Module):
+    """A decoder layer after the head's first (cfg "depth" > 1): the same parts under the same names
+    as the head's own first layer (FeatureHead.qkv / finish run either)."""
+
+    def __init__(self, H: int, I: int, nh: int, nkv: int, hd: int, eps: float):
+        super().__init__()
+        self.ln1, self.ln2 = RMSNorm(H, eps), RMSNorm(H, eps)
+        self.q, self.k, self.v = nn.Linear(H, nh * hd, bias=False), nn.Linear(H, nkv * hd, bias=False), nn.Linear(H, nkv * hd, bias=False)
+        self.o = nn.Linear(nh * hd, H, bias=False)
+        self.gate, self.up, self.down = nn.Linear(H, I, bias=False), nn.Linear(H, I, bias=False), nn.Linear(I, H, bias=False)
+        self.packed_qkv: Optional[fastpath.Pack] = None
+        self.packed_gate_up: Optional[fastpath.Pack] = None
+
+
 class FeatureHead(nn.Module):
-    """fc + one Llama decoder layer + norm + truncated tied head. Shapes: B batch, T positions."""
+    """fc + one Llama decoder layer (or `depth` of them) + norm + truncated tied head. Shapes: B
+    batch, T positions."""
 
     kind, train_command = "distilled", "train"     # the draft name that loads it, the lab command
 
@@ -90,6 +105,10 @@ class FeatureHead(nn.Module):
         self.o = nn.Linear(self.nh * self.hd, H, bias=False)
         self.gate, self.up = nn.Linear(H, I, bias=False), nn.Linear(H, I, bias=False)
         self.down = nn.Linear(I, H, bias=False)
+        # Layers after the first (cfg "depth", default 1): keys extra.0.…, so a one-layer head's are unchanged
+        depth = int(cfg.get("depth", 1))
+        if depth > 1:
+            self.extra = nn.ModuleList(Block(H, I, self.nh, self.nkv, self.hd, cfg["rms_norm_eps"]) for _ in range(depth - 1))
         self.norm = RMSNorm(H, cfg["rms_norm_eps"])
         self.register_buffer("vocab_ids", vocab_ids.long())            # [N] target ids
         self.bias = nn.Parameter(torch.zeros(len(vocab_ids)))
@@ -113,17 +132,21 @@ class FeatureHead(nn.Module):
         """Start from a target decoder layer and the target's final norm; fc picks the feature."""
         L = target.model.layers[layer]
         w = fused_llama.layer_weights(L)      # stock or fast-path (fused) layer alike
-        for mine, name in [(self.q, "q_proj"), (self.k, "k_proj"), (self.v, "v_proj"), (self.o, "o_proj"),
-                           (self.gate, "gate_proj"), (self.up, "up_proj"), (self.down, "down_proj")]:
-            # an MLP wider than the target's: its first units are the layer's, the others start
-            # silent (their down columns zero) so the head computes what the layer does
-            rows, cols = w[name].shape
-            if name == "down_proj":
-                mine.weight.zero_()
-            mine.weight[:rows, :cols].copy_(w[name])
-        for mine, theirs in [(self.ln1, L.input_layernorm), (self.ln2, L.post_attention_layernorm),
-                             (self.norm, target.model.norm)]:
-            mine.weight.copy_(theirs.weight)
+        for i, B in enumerate(self.layers()):
+            for mine, name in [(B.q, "q_proj"), (B.k, "k_proj"), (B.v, "v_proj"), (B.o, "o_proj"),
+                               (B.gate, "gate_proj"), (B.up, "up_proj"), (B.down, "down_proj")]:
+                # an MLP wider than the target's: its first units are the layer's, the others start
+                # silent (their down columns zero) so the head computes what the layer does
+                rows, cols = w[name].shape
+                if name == "down_proj":
+                    mine.weight.zero_()
+                mine.weight[:rows, :cols].copy_(w[name])
+            for mine, theirs in [(B.ln1, L.input_layernorm), (B.ln2, L.post_attention_layernorm)]:
+                mine.weight.copy_(theirs.weight)
+            if i > 0:     # a later layer starts as a pass-through (nothing added to the residual stream)
+                B.o.weight.zero_()
+                B.down.weight.zero_()
+        self.norm.weight.copy_(target.model.norm.weight)
         H = self.fc.out_features
         self.fc.weight.normal_(0, 0.02)
         self.fc.weight[:, :H] += torch.eye(H)
@@ -143,16 +166,22 @@ class FeatureHead(nn.Module):
         """feat [B, T, H] features, ids [B, T] next tokens -> layer input [B, T, H]."""
         return self.fc(torch.cat([feat, self.embed[ids].to(feat.dtype)], -1))
 
-    def qkv(self, x: torch.Tensor, pos: torch.Tensor):
-        """x [B, T, H] -> q [B, nh, T, d], k, v [B, nkv, T, d] (RoPE at positions pos [T])."""
+    def layers(self) -> list:
+        """The head's decoder layers in order: itself (its first layer's parts are its own) and any extra."""
+        return [self, *getattr(self, "extra", [])]
+
+    def qkv(self, x: torch.Tensor, pos: torch.Tensor, L: Optional[nn.Module] = None):
+        """x [B, T, H] -> q [B, nh, T, d], k, v [B, nkv, T, d] (RoPE at positions pos [T]) of layer
+        L (one of layers(); None: the first)."""
+        L = self if L is None else L
         B, T, _ = x.shape
-        h = self.ln1(x)
+        h = L.ln1(x)
         cos, sin = rope_angles(pos, self.hd, self.cfg["rope_theta"])
-        if self._fused(self.packed_qkv, self.q, self.k, self.v, x=h):   # one product instead of three
-            q, k, v = self.packed_qkv.linear(h, None).split([self.nh * self.hd, self.nkv * self.hd,
-                                                              self.nkv * self.hd], -1)
+        if self._fused(L.packed_qkv, L.q, L.k, L.v, x=h):   # one product instead of three
+            q, k, v = L.packed_qkv.linear(h, None).split([self.nh * self.hd, self.nkv * self.hd,
+                                                           self.nkv * self.hd], -1)
         else:
-            q, k, v = self.q(h), self.k(h), self.v(h)
+            q, k, v = L.q(h), L.k(h), L.v(h)
         q = rope(q.reshape(B, T, self.nh, self.hd).transpose(1, 2), cos, sin)
         k = rope(k.reshape(B, T, self.nkv, self.hd).transpose(1, 2), cos, sin)
         v = v.reshape(B, T, self.nkv, self.hd).transpose(1, 2)
@@ -163,16 +192,17 @@ class FeatureHead(nn.Module):
         """A fused pack of these linears' weights (no bias) may serve this forward."""
         return pack is not None and x.dtype == torch.float32 and pack.usable_for([m.weight for m in linears])
 
-    def finish(self, x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
-        """Residual stream x [B, T, H] + attention output [B, nh, T, d] -> layer output g [B, T, H]."""
+    def finish(self, x: torch.Tensor, attn: torch.Tensor, L: Optional[nn.Module] = None) -> torch.Tensor:
+        """Residual stream x [B, T, H] + attention output [B, nh, T, d] -> layer L's output g [B, T, H]."""
+        L = self if L is None else L
         B, _, T, _ = attn.shape
-        x = x + self.o(attn.transpose(1, 2).reshape(B, T, -1))
-        h = self.ln2(x)
-        if self._fused(self.packed_gate_up, self.gate, self.up, x=h):   # one product instead of two
-            gate, up = self.packed_gate_up.linear(h, None).chunk(2, -1)
+        x = x + L.o(attn.transpose(1, 2).reshape(B, T, -1))
+        h = L.ln2(x)
+        if self._fused(L.packed_gate_up, L.gate, L.up, x=h):   # one product instead of two
+            gate, up = L.packed_gate_up.linear(h, None).chunk(2, -1)
         else:
-            gate, up = self.gate(h), self.up(h)
-        return x + self.down(F.silu(gate) * up)
+            gate, up = L.gate(h), L.up(h)
+        return x + L.down(F.silu(gate) * up)
 
     def logits(self, g: torch.Tensor) -> torch.Tensor:
         """g [..., H] -> logits over the N draft tokens [..., N]."""
@@ -201,28 +231,33 @@ class FeatureHead(nn.Module):
         if fastpath.kernels_of(self).name == fastpath.FAST:
             if self.head_w is not None:
                 self.packed_logits = fastpath.Pack([self.head_w], dtype=dtype)
-            # the layer's q, k, v (and gate, up) read the same input: one product each, not three (two)
-            self.packed_qkv = fastpath.Pack([self.q.weight, self.k.weight, self.v.weight], dtype=dtype)
-            self.packed_gate_up = fastpath.Pack([self.gate.weight, self.up.weight], dtype=dtype)
+            # each layer's q, k, v (and gate, up) read the same input: one product each, not three (two)
+            for L in self.layers():
+                L.packed_qkv = fastpath.Pack([L.q.weight, L.k.weight, L.v.weight], dtype=dtype)
+                L.packed_gate_up = fastpath.Pack([L.gate.weight, L.up.weight], dtype=dtype)
 
     def forward(self, feat, ids, pos, cache: Optional[list], mask: Optional[torch.Tensor] = None):
-        """Incremental forward for drafting. feat [1, n, H], ids [1, n], pos [n]; cache [k, v] or
-        None (grown in place); mask [n, total] bool (True: attend; None: causal), total = cached +
-        n keys. Returns (g [1, n, H], new cache)."""
+        """Incremental forward for drafting. feat [1, n, H], ids [1, n], pos [n]; cache [k, v] per
+        layer, flat ([k0, v0, k1, v1, …]), or None; mask [n, total] bool (True: attend; None:
+        causal), total = cached + n keys. Returns (g [1, n, H], new cache)."""
         return self.attend(self.layer_in(feat, ids), pos, cache, mask)
 
     def attend(self, x, pos, cache: Optional[list], mask: Optional[torch.Tensor] = None):
-        """The layer over inputs x [1, n, H] at positions pos [n] (forward() after layer_in; a block
+        """The layers over inputs x [1, n, H] at positions pos [n] (forward() after layer_in; a block
         drafter's mask slots enter here). Returns (g [1, n, H], new cache)."""
-        q, k, v = self.qkv(x, pos)
-        if cache is not None:
-            k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
-        n, total = q.shape[2], k.shape[2]
-        if mask is None:   # causal: the n new queries against all `total` keys (the last n are theirs)
-            mask = torch.ones(n, total, dtype=torch.bool, device=q.device).tril(total - n)
-        # grouped-query attention: each of the nkv key/value heads serves nh / nkv query heads
-        attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
-        return self.finish(x, attn), [k, v]
+        new_cache = []
+        for i, L in enumerate(self.layers()):
+            q, k, v = self.qkv(x, pos, L)
+            if cache is not None:
+                k, v = torch.cat([cache[2 * i], k], 2), torch.cat([cache[2 * i + 1], v], 2)
+            n, total = q.shape[2], k.shape[2]
+            if mask is None:   # causal: the n new queries against all `total` keys (the last n are theirs)
+                mask = torch.ones(n, total, dtype=torch.bool, device=q.device).tril(total - n)
+            # grouped-query attention: each of the nkv key/value heads serves nh / nkv query heads
+            attn = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+            x = self.finish(x, attn, L)
+            new_cache += [k, v]
+        return x, new_cache
 
 
 def save_head(head: FeatureHead, out_dir: Path, card: dict) -> None:

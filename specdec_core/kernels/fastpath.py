@@ -24,6 +24,7 @@ and says why in `Kernels.note`, never an error.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import os
@@ -209,7 +210,7 @@ def apply(model: nn.Module, enable: bool = True, weights_from=None, dtype: torch
         return _set(model, Kernels(STOCK, reason))
     n_packed, fused = 0, False
     if fused_llama.supports(model):
-        n_packed += fused_llama.fuse(model, Pack)
+        n_packed += fused_llama.fuse(model, functools.partial(Pack, dtype=dtype))
         fused = True
     for parent in list(model.modules()):
         fused_parts = {n for _, names in fused_llama.packs(parent).values() for n in names}
@@ -237,6 +238,27 @@ def apply(model: nn.Module, enable: bool = True, weights_from=None, dtype: torch
     on_stock = stock.set_stock(packs, stock.decided(with_sources))
     return _set(model, Kernels(FAST, None, n_packed, extra, fused, "bf16" if dtype is torch.bfloat16 else "fp32",
                                padded, on_stock))
+
+
+@torch.inference_mode(False)      # packs stamp their sources' version counters: never inference tensors
+@torch.no_grad()
+def repacked(model: nn.Module, dtype: torch.dtype) -> nn.Module:
+    """A deep copy of an fp32 CPU model (fast path or stock) with every matrix packed anew in
+    `dtype`: bfloat16 for the lab's writer where the CPU has bf16 math (draft_matrix_dtype) — the
+    products read bf16 and sum in fp32; norms, attention and the residual stream stay fp32. The
+    model itself is untouched. Stock with a note (kernels_of) where the fast path cannot run."""
+    twin = copy.deepcopy(model)           # its packs copy empty: packed anew below
+    _set(twin, None)
+    for parent in list(twin.modules()):   # back to plain linears (the same parameters) before packing
+        for name, child in list(parent.named_children()):
+            if isinstance(child, PackedLinear):
+                plain = nn.Linear.__new__(nn.Linear)
+                nn.Module.__init__(plain)
+                plain.in_features, plain.out_features = child.in_features, child.out_features
+                plain.weight, plain.bias = child.weight, child.bias
+                setattr(parent, name, plain)
+    apply(twin, dtype=dtype)
+    return twin
 
 
 def _matrices(model: nn.Module) -> list:

@@ -32,23 +32,27 @@ def rollout(head, feats: torch.Tensor, ids: torch.Tensor, K: int) -> list[torch.
     T1 = ids.shape[1] - 1
     pos = torch.arange(T1, device=ids.device)
     rep, scale = head.nh // head.nkv, 1.0 / math.sqrt(head.hd)
-    feat, out, keys, vals = head.true_feature(feats[:, :-1]), [], [], []
+    layers = head.layers()
+    feat, out = head.true_feature(feats[:, :-1]), []
+    keys, vals = [[] for _ in layers], [[] for _ in layers]      # per layer, per step
     for j in range(1, K + 1):
         x = head.layer_in(feat, ids[:, 1:])
-        q, k, v = head.qkv(x, pos)
-        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-        keys.append(k), vals.append(v)
-        main = (q @ keys[0].transpose(-1, -2)) * scale                     # [B, h, T1, T1]
         allowed = torch.ones(T1, T1, dtype=torch.bool, device=ids.device).tril(-(j - 1))
-        main = main.masked_fill(~allowed, float("-inf"))
-        diag = [(q * _shift(keys[i - 1], j - i, 2)).sum(-1, keepdim=True) * scale for i in range(2, j + 1)]
-        probs = torch.softmax(torch.cat([main] + diag, -1), -1)
-        attn = probs[..., :T1] @ vals[0]
-        for n, i in enumerate(range(2, j + 1)):
-            attn = attn + probs[..., T1 + n:T1 + n + 1] * _shift(vals[i - 1], j - i, 2)
-        g = head.finish(x, attn)
-        out.append(g)
-        feat = _shift(g, 1, 1)          # next step's row t reads this step's g at t-1
+        for li, L in enumerate(layers):     # every layer attends with the same mask, to its own keys
+            q, k, v = head.qkv(x, pos, L)
+            k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+            keys[li].append(k), vals[li].append(v)
+            ks, vs = keys[li], vals[li]
+            main = (q @ ks[0].transpose(-1, -2)) * scale                     # [B, h, T1, T1]
+            main = main.masked_fill(~allowed, float("-inf"))
+            diag = [(q * _shift(ks[i - 1], j - i, 2)).sum(-1, keepdim=True) * scale for i in range(2, j + 1)]
+            probs = torch.softmax(torch.cat([main] + diag, -1), -1)
+            attn = probs[..., :T1] @ vs[0]
+            for n, i in enumerate(range(2, j + 1)):
+                attn = attn + probs[..., T1 + n:T1 + n + 1] * _shift(vs[i - 1], j - i, 2)
+            x = head.finish(x, attn, L)
+        out.append(x)
+        feat = _shift(x, 1, 1)          # next step's row t reads this step's g at t-1
     return out
 
 

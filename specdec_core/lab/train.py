@@ -23,14 +23,17 @@ __all__ = ["train", "evaluate", "new_head", "load_start", "trainable_head", "rol
 
 
 # -- training and offline evaluation ----------------------------------------------------------
-def new_head(target, vocab: torch.Tensor, init_layer: int, feature_layers=(-1,), width: int | None = None):
+def new_head(target, vocab: torch.Tensor, init_layer: int, feature_layers=(-1,), width: int | None = None,
+             depth: int = 1):
     """A head for `target` over `vocab` [N], its layer copied from target layer init_layer, reading
     the target's hidden states at feature_layers (hidden_states indices, the last one -1); `width`:
-    its MLP's units (None: the target's; wider, the extra units start silent)."""
+    its MLP's units (None: the target's; wider, the extra units start silent); `depth`: its decoder
+    layers (the ones after the first start as pass-throughs: their output matrices zero)."""
     from ..drafters.feature_head import FeatureHead, target_cfg
     cfg = target_cfg(target)
     head = FeatureHead({**cfg, "feature_layers": list(feature_layers),
-                        "intermediate_size": width or cfg["intermediate_size"]}, vocab)
+                        "intermediate_size": width or cfg["intermediate_size"],
+                        **({"depth": depth} if depth > 1 else {})}, vocab)
     head.init_from_target(target, init_layer)
     return head.attach(target.get_input_embeddings().weight, target.get_output_embeddings().weight)
 
@@ -56,14 +59,15 @@ def load_start(head, state: dict) -> None:
 
 
 def trainable_head(pair, spec: str, device):
-    """A head to train from spec "FOLDER[:VOCAB.npy[:TAPS[:WIDTH]]]": FOLDER a head folder (weights.safetensors +
+    """A head to train from spec "FOLDER[:VOCAB.npy[:TAPS[:WIDTH[:DEPTH]]]]": FOLDER a head folder (weights.safetensors +
     config.json) or a run's checkpoint (head.safetensors + state.json); VOCAB.npy another vocabulary
     (target ids; the output bias carried over by token id, the lowest for new tokens); TAPS the
     hidden states it reads, '/'-separated (e.g. 10/20/-1; new taps start as a pass-through of the
     final state, as `init_from_target` makes them); WIDTH its MLP's units (wider than the start's:
-    the new ones start silent). Empty fields keep the start's. fp32, on device."""
+    the new ones start silent); DEPTH its decoder layers (more than the start's: the new ones start
+    as pass-throughs, so the head computes what its start does). Empty fields keep the start's. fp32, on device."""
     from safetensors.torch import load as st_load
-    folder, vocab_file, taps, width = [f or None for f in (spec.split(":") + [None] * 3)[:4]]
+    folder, vocab_file, taps, width, depth = [f or None for f in (spec.split(":") + [None] * 4)[:5]]
     folder = Path(folder)
     if (folder / "weights.safetensors").is_file():
         st = st_load((folder / "weights.safetensors").read_bytes())
@@ -74,7 +78,11 @@ def trainable_head(pair, spec: str, device):
     layers = [int(x) for x in taps.split("/")] if taps else list(layers)
     vocab = torch.from_numpy(np.load(vocab_file).astype(np.int64)) if vocab_file else st["vocab_ids"]
     width = int(width) if width else st["gate.weight"].shape[0]
-    head = new_head(pair.target, vocab.to(pair.target.get_input_embeddings().weight.device), 29, layers, width)
+    saved_depth = 1 + len({k.split(".")[1] for k in st if k.startswith("extra.")})
+    depth = int(depth) if depth else saved_depth
+    if depth < saved_depth:
+        raise ValueError(f"{folder} holds a head of {saved_depth} layers: it cannot start one of {depth}")
+    head = new_head(pair.target, vocab.to(pair.target.get_input_embeddings().weight.device), 29, layers, width, depth)
     load_start(head, st)
     return head.to(device)
 

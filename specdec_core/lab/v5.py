@@ -43,10 +43,10 @@ from .train import load_start, trainable_head
 
 MILESTONES = (100_000, 250_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000)
 SAMPLERS = ((0.0, 1.0), (0.7, 0.9))          # (temperature, top-p): greedy, the bench's sampling
-# a: the shipped head as it is; c: the same with twice the MLP units (capacity where the misses are:
-# word and phrase knowledge). Until 286,676 positions b trained beside a (three taps, v4's 16k
-# vocabulary): no better within the curve's noise, so it left the run (its curve stays in state.json).
-HEADS = {"a": "specdec_core/data/draft", "c": "specdec_core/data/draft:::3072"}
+# a: the shipped head as it is (what would ship). Until 286,676 positions b trained beside it (three
+# taps, v4's 16k vocabulary), then until 634,858 c (twice the MLP units): neither gained on a within
+# the curve's noise, so each left the run (their curves stay in state.json).
+HEADS = {"a": "specdec_core/data/draft"}
 
 
 @dataclass
@@ -66,6 +66,7 @@ class V5Config:
     score_sets: tuple = ("select", "yardstick")   # the learning curve's sets (() : none, a test's quick run)
     stream: StreamConfig = field(default_factory=lambda: StreamConfig(lr=3e-4, train_batch=8, warmup=50))
     seed: int = 0
+    writer: str = "auto"                     # the CPU's writer: fp32, bf16 (matrices) or auto (bf16 where the CPU has bf16 math)
 
 
 def save_asks(asks: list[dict], ids: list[list[int]], path: Path) -> None:
@@ -94,6 +95,27 @@ def _save(head, folder: Path, name: str, state: dict, stream: StreamConfig, devi
                              "head": name, "positions": state["positions"], "written": state["written"], "device": device})
 
 
+def make_writer(target, device: str, choice: str = "auto"):
+    """The model that writes a round's answers, and its name for the log and state.json. A GPU: a
+    bf16 copy (half the KV cache to move each step; its rows are forced by the fp32 target). A CPU:
+    the fp32 target itself ("fp32"), or a copy whose matrix products run in bf16 with fp32 sums
+    ("bf16-matrices": norms, attention and the residual stream stay fp32), the labels captured from
+    it as it writes — 1.4x the answers an hour on a 2-core Xeon with AMX, its argmax the fp32
+    target's at 98.5 % of answer positions (draft-v5.md, session 8). "auto": bf16 where the CPU has
+    bf16 math (fastpath.draft_matrix_dtype), else fp32."""
+    from ..kernels import fastpath
+    if choice not in ("auto", "fp32", "bf16"):
+        raise ValueError(f"writer {choice!r}: fp32, bf16 or auto")
+    if device == "cuda":
+        return copy.deepcopy(target).to(torch.bfloat16).eval(), "bf16 copy, forced by fp32"
+    if choice == "fp32" or (choice == "auto" and fastpath.draft_matrix_dtype() is not torch.bfloat16):
+        return target, "fp32"
+    twin = fastpath.repacked(target, torch.bfloat16).eval()
+    if fastpath.kernels_of(twin).name != fastpath.FAST:      # no fast path here: bf16 would be emulated
+        return target, "fp32"
+    return twin, "bf16-matrices"
+
+
 def _ask_order(prompts: list[np.ndarray], max_prompt: int, seed: int) -> np.ndarray:
     """Every usable ask (prompt ≤ max_prompt tokens) in one seeded order: a round takes the next
     ones from the run's cursor, so any batch size on any machine continues the same stream."""
@@ -107,7 +129,8 @@ def _settings(cfg: V5Config, heads: dict) -> dict:
     digest = hashlib.md5(Path(cfg.asks).read_bytes()).hexdigest()
     return {"asks": digest, "seed": cfg.seed, "max_new": cfg.max_new, "max_prompt": cfg.max_prompt,
             "budget": cfg.budget, **{k: getattr(cfg.stream, k) for k in ("loss", "lr", "warmup", "noise", "weight_decay")},
-            "heads": {n: {"taps": h.cfg["feature_layers"], "vocab": len(h.vocab_ids), "width": h.cfg["intermediate_size"]}
+            "heads": {n: {"taps": h.cfg["feature_layers"], "vocab": len(h.vocab_ids), "width": h.cfg["intermediate_size"],
+                          **({"depth": len(h.layers())} if len(h.layers()) > 1 else {})}
                       for n, h in heads.items()}}
 
 
@@ -158,10 +181,9 @@ def run(cfg: V5Config, log=print) -> dict:
     if cfg.device == "cuda":      # TF32 products in the forcing pass: labels within ~1e-3 of fp32
         torch.backends.cuda.matmul.allow_tf32 = True
     pair = load_target(cfg.device)
-    # A bf16 copy writes on a GPU (half the KV cache to copy each step); the CPU writes with the target itself.
-    writer = copy.deepcopy(pair.target).to(torch.bfloat16).eval() if cfg.device == "cuda" else pair.target
-    # The fp32 target writing keeps the labels as it writes (no forcing pass); a bf16 copy's rows are forced.
-    own_labels = writer is pair.target
+    writer, writer_name = make_writer(pair.target, cfg.device, cfg.writer)
+    # A CPU writer keeps the labels as it writes (no forcing pass); a GPU's bf16 copy's rows are forced.
+    own_labels = cfg.device != "cuda"
     prompts, _ = load_asks(cfg.asks)
     order = _ask_order(prompts, cfg.max_prompt, cfg.seed)
     # A resumed run's heads come from its own checkpoint (their vocabulary and taps), wherever it started.
@@ -209,9 +231,9 @@ def run(cfg: V5Config, log=print) -> dict:
         log("joined at " + f"{state['positions']:,}: " + ", ".join(f"{n} {state['curve'][-1][n]['all']:.3f}" for n in new))
     device_name = torch.cuda.get_device_name() if cfg.device == "cuda" else "cpu"
     state["devices"].append({"device": device_name, "from_positions": state["positions"], "write_batch": cfg.write_batch,
-                             "train_batch": stream.train_batch})
+                             "train_batch": stream.train_batch, "writer": writer_name})
     log(f"{len(order):,} asks (prompt ≤ {cfg.max_prompt} tokens), {len(order) - state['cursor']:,} left; heads "
-        f"{list(heads)}; setup {time.monotonic() - t_start:.0f} s")
+        f"{list(heads)}; writer {writer_name}; setup {time.monotonic() - t_start:.0f} s")
     pending, last_ckpt, rounds_here, loop_s = [], time.monotonic(), 0, 0.0
     # SIGTERM (a session ending, `kill`) ends the run after the round in progress, checkpointed.
     with _sigterm_ends_run() as asked_to_end:
@@ -256,7 +278,7 @@ def run(cfg: V5Config, log=print) -> dict:
             state.update(cursor=state["cursor"] + len(batch), round=state["round"] + 1, written=state["written"] + n_new,
                          write_s=state["write_s"] + t1 - t0, train_s=state["train_s"] + t2 - t1)
             state["rounds"].append({"round": state["round"] - 1, "greedy": temperature == 0, "answers": len(rows), "written": n_new,
-                                    "positions": state["positions"], "device": device_name, **stats})
+                                    "positions": state["positions"], "device": device_name, "writer": writer_name, **stats})
             rounds_here, loop_s = rounds_here + 1, loop_s + t2 - t0
             # The learning curve: the selection answers, teacher-forced (not counted in the loop's pace)
             if "select" in sets:

@@ -38,6 +38,9 @@ def add_parsers(sub) -> None:
                    help="a head to train (repeat; default: v5.HEADS): its start weights, vocabulary, taps, MLP width "
                         "(a head new to a resumed run joins it from the first head's weights)")
     r.add_argument("--threads", type=int, default=8)
+    r.add_argument("--writer", default="auto", choices=("auto", "fp32", "bf16"),
+                   help="the CPU's writer: the fp32 target, or its matrix products in bf16 (1.4x on a CPU with AMX; "
+                        "labels captured from it); auto: bf16 where the CPU has bf16 math")
     p = sub.add_parser("v5-report", help="draft v5: the learning curve, the written mix and the pace (no model)")
     p.add_argument("--out", default="specdec_core/lab/runs/v5")
     p.add_argument("--every", type=int, default=0, help="curve rows at least this many positions apart (0: all)")
@@ -71,7 +74,7 @@ def cmd_run(a) -> None:
     heads = dict(kv.split("=", 1) for kv in a.head) if a.head else dict(HEADS)
     cfg = V5Config(asks=a.asks, out=a.out, device=a.device, heads=heads, write_batch=a.write_batch, max_new=a.max_new,
                    max_tokens=a.max_tokens, seconds=a.seconds, budget=a.budget, ckpt_minutes=a.ckpt_minutes,
-                   max_rounds=a.max_rounds,
+                   max_rounds=a.max_rounds, writer=a.writer,
                    stream=StreamConfig(lr=a.lr, train_batch=a.train_batch, warmup=50))
     run(cfg, log=lambda m: print(time.strftime("%H:%M:%S"), m, flush=True))
 
@@ -155,8 +158,9 @@ def report(state: dict, every: int = 0) -> str:
     if joined:
         lines += ["", "Joined the run: " + ", ".join(f"{h} at {at:,} positions (from the first head as it stood)"
                                                       for h, at in joined.items()) + "."]
-    lines += ["", "| machine | from positions | answers a round | sequences a step |", "|---|---|---|---|"]
-    lines += [f"| {d['device']} | {d['from_positions']:,} | {d['write_batch']} | {d.get('train_batch', '')} |" for d in state["devices"]]
+    lines += ["", "| machine | from positions | answers a round | sequences a step | writer |", "|---|---|---|---|---|"]
+    lines += [f"| {d['device']} | {d['from_positions']:,} | {d['write_batch']} | {d.get('train_batch', '')} | {d.get('writer', '')} |"
+              for d in state["devices"]]
     return "\n".join(lines)
 
 
