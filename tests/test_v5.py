@@ -244,3 +244,15 @@ def test_a_deeper_head_starts_as_the_head_it_deepens_and_joins_a_run(tmp_path):
     assert len(trainable_head(pair, str(out / "d"), "cpu").layers()) == 2          # resumes with its depth
     with pytest.raises(ValueError, match="2 layers"):
         trainable_head(pair, f"{out / 'd'}::::1", "cpu")
+
+
+def test_written_answers_are_each_answer_after_its_prompts_last_tokens(tmp_path):
+    """What the phrase memory counts from a run (memory --written): every shard's answers, each after
+    the last `order` tokens of its prompt, in shard order."""
+    from specdec_core.lab.v5 import save_written, written_answers
+    rows = [{"ids": np.array([5, 6, 7, 8, 9, 10]), "plen": 4, "greedy": True, "ask": 0},
+            {"ids": np.array([1, 2, 3]), "plen": 1, "greedy": False, "ask": 3}]
+    save_written(rows[:1], tmp_path / "written_000.npz")
+    save_written(rows[1:], tmp_path / "written_001.npz")
+    got = written_answers(tmp_path, order=3)
+    assert [x.tolist() for x in got] == [[6, 7, 8, 9, 10], [1, 2, 3]]

@@ -52,6 +52,7 @@ def add_parsers(sub) -> None:
     mm.add_argument("--min-count", type=int, default=2)
     mm.add_argument("--beta", type=float, default=0.5)
     mm.add_argument("--eps", type=float, default=1e-3)
+    mm.add_argument("--written", default="", help="also count the answers a v5 run wrote (its folder's written_*.npz shards)")
     mm.add_argument("--score", action="store_true", help="score the head online without and with the memory")
     mm.add_argument("--threads", type=int, default=2)
     m = sub.add_parser("v4-mix", help="print the next documents the mixture draws (no model)")
@@ -132,6 +133,9 @@ def cmd_memory(a) -> None:
     from .sources import target_outputs
     t0 = time.monotonic()
     seqs = [np.concatenate([np.asarray(s["prompt"])[-a.order:], np.asarray(s["gen"])]) for s in target_outputs("shared,gen")]
+    if a.written:
+        from .v5 import written_answers
+        seqs += written_answers(Path(a.written), a.order)
     mem = memory.build(seqs, a.order, a.top, a.min_count, a.beta, a.eps)
     mem.save(Path(a.out))
     print(f"{len(seqs)} answers ({sum(map(len, seqs)):,} tokens) -> {mem.n_contexts:,} contexts, {len(mem.next_ids):,} "

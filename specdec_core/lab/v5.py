@@ -45,8 +45,10 @@ MILESTONES = (100_000, 250_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000
 SAMPLERS = ((0.0, 1.0), (0.7, 0.9))          # (temperature, top-p): greedy, the bench's sampling
 # a: the shipped head as it is (what would ship). Until 286,676 positions b trained beside it (three
 # taps, v4's 16k vocabulary), then until 634,858 c (twice the MLP units): neither gained on a within
-# the curve's noise, so each left the run (their curves stay in state.json).
-HEADS = {"a": "specdec_core/data/draft"}
+# the curve's noise, so each left the run (their curves stay in state.json). d (from 646,270 on or
+# later): a with a second decoder layer (a pass-through at the start) — the capacity c did not add,
+# as depth: one more layer of the target's kind reading what the first made of the token.
+HEADS = {"a": "specdec_core/data/draft", "d": "specdec_core/data/draft::::2"}
 
 
 @dataclass
@@ -86,6 +88,16 @@ def save_written(rows: list[dict], path: Path) -> None:
     """A shard of written rows: prompt + answer ids, prompt length, sampler, ask index (data.save_ids)."""
     save_ids(path, [r["ids"] for r in rows], plen=np.array([r["plen"] for r in rows], np.int32),
              greedy=np.array([r["greedy"] for r in rows]), ask=np.array([r["ask"] for r in rows], np.int32))
+
+
+def written_answers(out: Path, order: int = 3) -> list[np.ndarray]:
+    """Every answer a run wrote (its written_*.npz shards), each after its prompt's last `order`
+    tokens — what the phrase memory counts (how an answer starts is the target's)."""
+    seqs = []
+    for shard in sorted(Path(out).glob("written_*.npz")):
+        ids, arrays = load_ids(shard)
+        seqs += [np.asarray(x[max(0, int(pl) - order):]) for x, pl in zip(ids, arrays["plen"])]
+    return seqs
 
 
 def _save(head, folder: Path, name: str, state: dict, stream: StreamConfig, device: str) -> None:
