@@ -193,7 +193,7 @@ def test_the_cpu_writer_is_the_target_or_its_bf16_twin_by_choice_and_by_the_cpu(
     auto picks bf16 only where the CPU has bf16 math (draft_matrix_dtype); anything else refused."""
     from specdec_core.kernels import fastpath
     from specdec_core.lab.v3 import load_target
-    from specdec_core.lab.v5 import make_writer
+    from specdec_core.lab.capture import make_writer
     pair = load_target("cpu")
     assert make_writer(pair.target, "cpu", "fp32") == (pair.target, "fp32")
     twin, name = make_writer(pair.target, "cpu", "bf16")

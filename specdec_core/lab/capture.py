@@ -3,6 +3,7 @@ goes, everything a feature head trains on — no separate teacher-forcing pass.
 
     seqs = generate(target, prompts, max_new=160, temperature=0.0, layers=(10, 20, -1))
     ref = teacher_force(target, seqs[0]["ids"], layers)     # the same numbers, one separate pass
+    writer, name = make_writer(target, "cpu", "auto")       # who writes v5's rounds (bf16 products where the CPU has them)
 
 Each sequence is a dict of CPU tensors (n = prompt + generated tokens, EOS included if reached):
   ids int64 [n]; plen int; greedy bool;
@@ -17,6 +18,8 @@ Each sequence is a dict of CPU tensors (n = prompt + generated tokens, EOS inclu
 Every tensor is created on the target's device; only the returned copies move to the CPU.
 """
 from __future__ import annotations
+
+import copy
 
 import torch
 
@@ -124,3 +127,24 @@ def teacher_force(target, ids: torch.Tensor, layers=(10, 20, -1), topk: int = TO
     lse, top_lp, top_ids = _logit_fields(out.logits[0], topk)
     return dict(feats=torch.cat([out.hidden_states[i][0] for i in layers], -1).half().cpu(),
                 lse=lse.cpu(), top_lp=top_lp.cpu(), top_ids=top_ids.cpu())
+
+
+def make_writer(target, device: str, choice: str = "auto"):
+    """The model that writes a round's answers, and its name for the log and state.json. A GPU: a
+    bf16 copy (half the KV cache to move each step; its rows are forced by the fp32 target). A CPU:
+    the fp32 target itself ("fp32"), or a copy whose matrix products run in bf16 with fp32 sums
+    ("bf16-matrices": norms, attention and the residual stream stay fp32), the labels captured from
+    it as it writes — 1.4x the answers an hour on a 2-core Xeon with AMX, its argmax the fp32
+    target's at 98.5 % of answer positions (docs/lab/draft-v5.md, session 8). "auto": bf16 where the CPU has
+    bf16 math (fastpath.draft_matrix_dtype), else fp32."""
+    from ..kernels import fastpath
+    if choice not in ("auto", "fp32", "bf16"):
+        raise ValueError(f"writer {choice!r}: fp32, bf16 or auto")
+    if device == "cuda":
+        return copy.deepcopy(target).to(torch.bfloat16).eval(), "bf16 copy, forced by fp32"
+    if choice == "fp32" or (choice == "auto" and fastpath.draft_matrix_dtype() is not torch.bfloat16):
+        return target, "fp32"
+    twin = fastpath.repacked(target, torch.bfloat16).eval()
+    if fastpath.kernels_of(twin).name != fastpath.FAST:      # no fast path here: bf16 would be emulated
+        return target, "fp32"
+    return twin, "bf16-matrices"

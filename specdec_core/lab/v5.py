@@ -18,7 +18,6 @@ stopped. Heads at the curve's milestones go to <out>/milestones (kept where the 
 """
 from __future__ import annotations
 
-import copy
 import gzip
 import hashlib
 import json
@@ -34,7 +33,7 @@ import torch
 
 from ..atomic import write_atomic
 from . import checkpoint
-from .capture import generate
+from .capture import generate, make_writer
 from .curve import curve_point, selection_set
 from .data import FEATURE_LAYERS as LAYERS, load_ids, save_ids, select_taps
 from .force import force
@@ -105,27 +104,6 @@ def _save(head, folder: Path, name: str, state: dict, stream: StreamConfig, devi
     from ..drafters.feature_head import save_head
     save_head(head, folder, {"version": 5, "feature_layers": head.cfg["feature_layers"], "loss": stream.loss, "run": "v5",
                              "head": name, "positions": state["positions"], "written": state["written"], "device": device})
-
-
-def make_writer(target, device: str, choice: str = "auto"):
-    """The model that writes a round's answers, and its name for the log and state.json. A GPU: a
-    bf16 copy (half the KV cache to move each step; its rows are forced by the fp32 target). A CPU:
-    the fp32 target itself ("fp32"), or a copy whose matrix products run in bf16 with fp32 sums
-    ("bf16-matrices": norms, attention and the residual stream stay fp32), the labels captured from
-    it as it writes — 1.4x the answers an hour on a 2-core Xeon with AMX, its argmax the fp32
-    target's at 98.5 % of answer positions (draft-v5.md, session 8). "auto": bf16 where the CPU has
-    bf16 math (fastpath.draft_matrix_dtype), else fp32."""
-    from ..kernels import fastpath
-    if choice not in ("auto", "fp32", "bf16"):
-        raise ValueError(f"writer {choice!r}: fp32, bf16 or auto")
-    if device == "cuda":
-        return copy.deepcopy(target).to(torch.bfloat16).eval(), "bf16 copy, forced by fp32"
-    if choice == "fp32" or (choice == "auto" and fastpath.draft_matrix_dtype() is not torch.bfloat16):
-        return target, "fp32"
-    twin = fastpath.repacked(target, torch.bfloat16).eval()
-    if fastpath.kernels_of(twin).name != fastpath.FAST:      # no fast path here: bf16 would be emulated
-        return target, "fp32"
-    return twin, "bf16-matrices"
 
 
 def _ask_order(prompts: list[np.ndarray], max_prompt: int, seed: int) -> np.ndarray:
