@@ -189,19 +189,27 @@ def test_a_curve_point_scores_each_head_and_the_paired_gain_of_the_later_ones():
 
 
 def test_the_cpu_writer_is_the_target_or_its_bf16_twin_by_choice_and_by_the_cpu(monkeypatch):
-    """make_writer: fp32 writes with the target itself; bf16 with a twin whose products are bf16;
-    auto picks bf16 only where the CPU has bf16 math (draft_matrix_dtype); anything else refused."""
+    """make_writer: fp32 writes with the target itself; bf16 with a twin whose products are bf16 where
+    the CPU has bf16 math (elsewhere a clear refusal); auto picks bf16 only where it has; anything
+    else refused."""
     from specdec_core.kernels import fastpath
-    from specdec_core.lab.v3 import load_target
     from specdec_core.lab.capture import make_writer
+    from specdec_core.lab.v3 import load_target
     pair = load_target("cpu")
+    has_bf16 = fastpath.draft_matrix_dtype() is torch.bfloat16
     assert make_writer(pair.target, "cpu", "fp32") == (pair.target, "fp32")
-    twin, name = make_writer(pair.target, "cpu", "bf16")
-    assert name == "bf16-matrices" and twin is not pair.target and fastpath.kernels_of(twin).matrices == "bf16"
-    monkeypatch.setattr(fastpath, "draft_matrix_dtype", lambda: torch.float32)
+    if has_bf16:
+        twin, name = make_writer(pair.target, "cpu", "bf16")
+        assert name == "bf16-matrices" and twin is not pair.target and fastpath.kernels_of(twin).matrices == "bf16"
+        assert make_writer(pair.target, "cpu", "auto")[1] == "bf16-matrices"
+    else:
+        with pytest.raises(ValueError, match="no bf16 math"):
+            make_writer(pair.target, "cpu", "bf16")
+        assert make_writer(pair.target, "cpu", "auto") == (pair.target, "fp32")
+    monkeypatch.setattr(fastpath, "draft_matrix_dtype", lambda: torch.float32)     # a CPU without it
     assert make_writer(pair.target, "cpu", "auto") == (pair.target, "fp32")
-    monkeypatch.setattr(fastpath, "draft_matrix_dtype", lambda: torch.bfloat16)
-    assert make_writer(pair.target, "cpu", "auto")[1] == "bf16-matrices"
+    with pytest.raises(ValueError, match="no bf16 math"):
+        make_writer(pair.target, "cpu", "bf16")
     with pytest.raises(ValueError, match="fp32, bf16 or auto"):
         make_writer(pair.target, "cpu", "fp16")
 

@@ -142,7 +142,11 @@ def make_writer(target, device: str, choice: str = "auto"):
         raise ValueError(f"writer {choice!r}: fp32, bf16 or auto")
     if device == "cuda":
         return copy.deepcopy(target).to(torch.bfloat16).eval(), "bf16 copy, forced by fp32"
-    if choice == "fp32" or (choice == "auto" and fastpath.draft_matrix_dtype() is not torch.bfloat16):
+    has_bf16 = fastpath.draft_matrix_dtype() is torch.bfloat16
+    if choice == "bf16" and not has_bf16:
+        raise ValueError("writer bf16: this CPU has no bf16 math that oneDNN runs here (avx512_bf16 or AMX; "
+                         "or SPECDEC_DRAFT_BF16=0): use fp32 or auto")
+    if choice == "fp32" or not has_bf16:
         return target, "fp32"
     twin = fastpath.repacked(target, torch.bfloat16).eval()
     if fastpath.kernels_of(twin).name != fastpath.FAST:      # no fast path here: bf16 would be emulated

@@ -171,7 +171,10 @@ def run(cfg: V5Config, log=print) -> dict:
     if cfg.device == "cuda":      # TF32 products in the forcing pass: labels within ~1e-3 of fp32
         torch.backends.cuda.matmul.allow_tf32 = True
     pair = load_target(cfg.device)
-    writer, writer_name = make_writer(pair.target, cfg.device, cfg.writer)
+    try:
+        writer, writer_name = make_writer(pair.target, cfg.device, cfg.writer)
+    except ValueError as e:     # --writer bf16 where the CPU cannot: a message, not a traceback
+        raise SystemExit(str(e)) from None
     # A CPU writer keeps the labels as it writes (no forcing pass); a GPU's bf16 copy's rows are forced.
     own_labels = cfg.device != "cuda"
     prompts, _ = load_asks(cfg.asks)
