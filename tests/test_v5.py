@@ -102,21 +102,30 @@ def test_a_wider_head_starts_as_the_head_it_widens():
         load_start(narrow, {k: v for k, v in wide.state_dict().items()})
 
 
-def test_a_head_joins_a_resumed_run_where_the_first_head_stands_and_one_leaves(tmp_path):
-    from safetensors.torch import load_file
+def _tiny_run(pair, tmp_path, writer: str = "auto"):
+    """A v5 run over four short asks in tmp_path/run, two a round: go(heads, rounds) runs it (resuming)
+    and returns its state; the log lines land in the list returned beside it."""
     from specdec_core.lab.stream import StreamConfig
-    from specdec_core.lab.v3 import load_target
     from specdec_core.lab.v5 import V5Config, run, save_asks
-    pair = load_target("cpu")
     texts = ["Name three colours.", "What is 2 plus 2?", "Say hi.", "Write one word."]
     save_asks([{"task": "t", "text": t} for t in texts], [pair.encode_prompt(t) for t in texts], tmp_path / "asks.npz")
-    out, logs = tmp_path / "run", []
+    logs = []
 
     def go(heads, rounds):
-        cfg = V5Config(asks=str(tmp_path / "asks.npz"), out=str(out), device="cpu", heads=heads, write_batch=2,
+        cfg = V5Config(asks=str(tmp_path / "asks.npz"), out=str(tmp_path / "run"), device="cpu", heads=heads, write_batch=2,
                        max_new=5, max_tokens=4096, seconds=600, ckpt_minutes=0.0, max_rounds=rounds, score_sets=(),
-                       stream=StreamConfig(lr=1e-3, train_batch=2, warmup=1))
+                       stream=StreamConfig(lr=1e-3, train_batch=2, warmup=1), writer=writer)
         return run(cfg, log=logs.append)
+    return go, logs
+
+
+def test_a_head_joins_a_resumed_run_where_the_first_head_stands_and_one_leaves(tmp_path):
+    from safetensors.torch import load_file
+    from specdec_core.lab.v3 import load_target
+    from specdec_core.lab.v5 import V5Config, run
+    pair = load_target("cpu")
+    go, logs = _tiny_run(pair, tmp_path)
+    out = tmp_path / "run"
 
     first = go({"a": "specdec_core/data/draft"}, 1)
     joined = go({"a": "specdec_core/data/draft", "c": "specdec_core/data/draft:::3072"}, 0)
@@ -220,10 +229,8 @@ def test_a_deeper_head_starts_as_the_head_it_deepens_and_joins_a_run(tmp_path):
     and a deeper head joins one; a spec shallower than its saved head is refused."""
     from safetensors.torch import load_file
     from specdec_core.lab.losses import rollout
-    from specdec_core.lab.stream import StreamConfig
     from specdec_core.lab.train import trainable_head
     from specdec_core.lab.v3 import load_target
-    from specdec_core.lab.v5 import V5Config, run, save_asks
     pair = load_target("cpu")
     one = trainable_head(pair, "specdec_core/data/draft", "cpu")
     two = trainable_head(pair, "specdec_core/data/draft::::2", "cpu")
@@ -234,16 +241,8 @@ def test_a_deeper_head_starts_as_the_head_it_deepens_and_joins_a_run(tmp_path):
     with torch.no_grad():
         for g1, g2 in zip(rollout(one, feats, ids, 3), rollout(two, feats, ids, 3)):
             assert torch.equal(g1, g2)
-    texts = ["Name three colours.", "What is 2 plus 2?", "Say hi.", "Write one word."]
-    save_asks([{"task": "t", "text": t} for t in texts], [pair.encode_prompt(t) for t in texts], tmp_path / "asks.npz")
-    out, logs = tmp_path / "run", []
-
-    def go(heads, rounds):
-        cfg = V5Config(asks=str(tmp_path / "asks.npz"), out=str(out), device="cpu", heads=heads, write_batch=2,
-                       max_new=5, max_tokens=4096, seconds=600, ckpt_minutes=0.0, max_rounds=rounds, score_sets=(),
-                       stream=StreamConfig(lr=1e-3, train_batch=2, warmup=1), writer="fp32")
-        return run(cfg, log=logs.append)
-
+    go, _ = _tiny_run(pair, tmp_path, writer="fp32")
+    out = tmp_path / "run"
     go({"a": "specdec_core/data/draft"}, 1)
     state = go({"a": "specdec_core/data/draft", "d": "specdec_core/data/draft::::2"}, 1)
     assert state["settings"]["heads"]["d"]["depth"] == 2 and "depth" not in state["settings"]["heads"]["a"]

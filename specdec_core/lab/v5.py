@@ -44,8 +44,8 @@ MILESTONES = (100_000, 250_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000
 SAMPLERS = ((0.0, 1.0), (0.7, 0.9))          # (temperature, top-p): greedy, the bench's sampling
 # a: the shipped head as it is (what would ship). Until 286,676 positions b trained beside it (three
 # taps, v4's 16k vocabulary), then until 634,858 c (twice the MLP units): neither gained on a within
-# the curve's noise, so each left the run (their curves stay in state.json). d (from 646,270 on or
-# later): a with a second decoder layer (a pass-through at the start) — the capacity c did not add,
+# the curve's noise, so each left the run (their curves stay in state.json). d (from 659,023
+# on): a with a second decoder layer (a pass-through at the start) — the capacity c did not add,
 # as depth: one more layer of the target's kind reading what the first made of the token.
 HEADS = {"a": "specdec_core/data/draft", "d": "specdec_core/data/draft::::2"}
 
