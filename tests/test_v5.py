@@ -263,3 +263,35 @@ def test_written_answers_are_each_answer_after_its_prompts_last_tokens(tmp_path)
     save_written(rows[1:], tmp_path / "written_001.npz")
     got = written_answers(tmp_path, order=3)
     assert [x.tolist() for x in got] == [[6, 7, 8, 9, 10], [1, 2, 3]]
+
+
+def test_v5_export_writes_a_checkpointed_head_as_an_app_folder_and_leaves_the_run_alone(tmp_path):
+    """v5-export: the head as the run's checkpoint holds it (weights equal, its card saying where it
+    stands), loadable as `distilled:<folder>`, with the shipped memory or none; the run's files
+    untouched; an unknown head or the run's own folder refused with a message."""
+    from safetensors.torch import load_file
+    from specdec_core.drafters import memory
+    from specdec_core.drafters.feature_head import load_head, shipped_head
+    from specdec_core.lab.cli import main
+    from specdec_core.lab.v3 import load_target
+    pair = load_target("cpu")
+    go, _ = _tiny_run(pair, tmp_path, writer="fp32")
+    state = go({"a": "specdec_core/data/draft"}, 1)
+    run_dir, out = tmp_path / "run", tmp_path / "export"
+    before = {p.name: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    main(["v5-export", "a", "--run", str(run_dir), "--out", str(out), "--memory", "shipped"])
+    assert {p.name: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+    card = json.loads((out / "config.json").read_text())
+    assert card["positions"] == state["positions"] and card["version"] == 5 and card["head"] == "a"
+    trained = load_file(str(run_dir / "a" / "head.safetensors"))
+    saved = load_file(str(out / "weights.safetensors"))
+    assert torch.equal(saved["q.weight"], trained["q.weight"].half())
+    assert (out / memory.FILE).read_bytes() == (shipped_head() / memory.FILE).read_bytes()
+    head = load_head(pair.target, out)
+    assert head.memory is not None and head.version.endswith("v5 + memory")
+    main(["v5-export", "a", "--run", str(run_dir), "--out", str(out), "--memory", "none"])
+    assert not (out / memory.FILE).exists()
+    with pytest.raises(SystemExit, match="no checkpoint of a head named 'z'"):
+        main(["v5-export", "z", "--run", str(run_dir), "--out", str(out)])
+    with pytest.raises(SystemExit, match="own checkpoint folder"):
+        main(["v5-export", "a", "--run", str(run_dir), "--out", str(run_dir / "a")])

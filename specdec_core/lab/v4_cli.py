@@ -124,18 +124,26 @@ def cmd_mix(a) -> None:
         print(f"--- {d.source} / {d.kind}\nUSER: {d.ask}\nANSWER: {(d.answer or '')[:400]!r}")
 
 
+def memory_answers(order: int = 3, written: str = "") -> list:
+    """What the phrase memory counts: the train splits of the target's written answers (the shared
+    data), each after its prompt's last `order` tokens, and — with `written`, a v5 run's folder —
+    every answer that run wrote. A list of int arrays."""
+    import numpy as np
+    from .sources import target_outputs
+    seqs = [np.concatenate([np.asarray(s["prompt"])[-order:], np.asarray(s["gen"])]) for s in target_outputs("shared,gen")]
+    if written:
+        from .v5 import written_answers
+        seqs += written_answers(Path(written), order)
+    return seqs
+
+
 def cmd_memory(a) -> None:
     """The memory from the train splits of the target's written answers: each answer with the
     prompt's last `order` tokens before it (how an answer starts is the target's; the user's words
     are not)."""
-    import numpy as np
     from ..drafters import memory
-    from .sources import target_outputs
     t0 = time.monotonic()
-    seqs = [np.concatenate([np.asarray(s["prompt"])[-a.order:], np.asarray(s["gen"])]) for s in target_outputs("shared,gen")]
-    if a.written:
-        from .v5 import written_answers
-        seqs += written_answers(Path(a.written), a.order)
+    seqs = memory_answers(a.order, a.written)
     mem = memory.build(seqs, a.order, a.top, a.min_count, a.beta, a.eps)
     mem.save(Path(a.out))
     print(f"{len(seqs)} answers ({sum(map(len, seqs)):,} tokens) -> {mem.n_contexts:,} contexts, {len(mem.next_ids):,} "

@@ -6,6 +6,8 @@
                without and with the shipped phrase memory
     v5-report  the run's learning curve (teacher-forced selection, per head, prose and code apart),
                what it wrote, and its pace on each machine
+    v5-export  one head as its run's checkpoint holds it, as a folder the app loads, with a phrase
+               memory (the run untouched: it may be running)
 """
 from __future__ import annotations
 
@@ -44,6 +46,14 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("v5-report", help="draft v5: the learning curve, the written mix and the pace (no model)")
     p.add_argument("--out", default="specdec_core/lab/runs/v5")
     p.add_argument("--every", type=int, default=0, help="curve rows at least this many positions apart (0: all)")
+    e = sub.add_parser("v5-export", help="draft v5: one head of a run's checkpoint as an app folder, with a phrase memory "
+                                         "(reads the run only: it may go on running)")
+    e.add_argument("head", help="the head's name in the run (a, d, …)")
+    e.add_argument("--out", required=True, help="the folder to write (weights, config, memory.npz); load it as distilled:<folder>")
+    e.add_argument("--run", default="specdec_core/lab/runs/v5")
+    e.add_argument("--memory", default="written", choices=("written", "shipped", "none"),
+                   help="written: counted anew over the shared answers and every answer the run wrote; "
+                        "shipped: the shipped head's; none: the head alone")
     s = sub.add_parser("v5-score", help="draft v5: score every head a run saved (CPU), the learning curve")
     s.add_argument("--out", default="specdec_core/lab/runs/v5")
     s.add_argument("--threads", type=int, default=2)
@@ -77,6 +87,36 @@ def cmd_run(a) -> None:
                    max_rounds=a.max_rounds, writer=a.writer,
                    stream=StreamConfig(lr=a.lr, train_batch=a.train_batch, warmup=50))
     run(cfg, log=lambda m: print(time.strftime("%H:%M:%S"), m, flush=True))
+
+
+def cmd_export(a) -> None:
+    """The head `a.head` as the run's last checkpoint holds it (never the live process's memory: a
+    checkpoint every ~10 minutes), saved as an app folder with its card, plus a phrase memory."""
+    import shutil
+    from ..drafters import memory
+    from ..drafters.feature_head import shipped_head
+    from .stream import StreamConfig
+    from .train import trainable_head
+    from .v3 import load_target
+    from .v4_cli import memory_answers
+    from .v5 import _save
+    run_dir, out = Path(a.run), Path(a.out)
+    if not (run_dir / a.head / "state.json").is_file():
+        raise SystemExit(f"{run_dir} has no checkpoint of a head named {a.head!r}")
+    state = json.loads((run_dir / "state.json").read_text())
+    if out.resolve() == (run_dir / a.head).resolve():
+        raise SystemExit("--out is the run's own checkpoint folder: pick another")
+    pair = load_target("cpu")
+    head = trainable_head(pair, str(run_dir / a.head), "cpu")
+    _save(head, out, a.head, state, StreamConfig(loss=state["settings"]["loss"]), "checkpoint")
+    (out / memory.FILE).unlink(missing_ok=True)
+    if a.memory == "shipped":
+        shutil.copy(Path(shipped_head()) / memory.FILE, out / memory.FILE)
+    elif a.memory == "written":
+        seqs = memory_answers(3, str(run_dir))
+        memory.build(seqs, 3, 8, 2, 0.5, 1e-3).save(out)
+    print(f"{a.head} at {state['positions']:,} positions -> {out} (memory: {a.memory}"
+          + (f", {sum(map(len, seqs)):,} tokens of answers" if a.memory == "written" else "") + ")")
 
 
 def cmd_score(a) -> None:
