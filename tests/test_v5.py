@@ -295,3 +295,38 @@ def test_v5_export_writes_a_checkpointed_head_as_an_app_folder_and_leaves_the_ru
         main(["v5-export", "z", "--run", str(run_dir), "--out", str(out)])
     with pytest.raises(SystemExit, match="own checkpoint folder"):
         main(["v5-export", "a", "--run", str(run_dir), "--out", str(run_dir / "a")])
+
+
+def test_miss_anatomy_splits_the_first_guesses_by_the_targets_own_certainty_and_vocabulary():
+    """v5-misses: every scored position falls in one bin of the target's p_max (taken from the final
+    state and log-normaliser, equal to the target's own softmax), the bins' hits add up to the head's
+    forced first guess, and a token outside the head's vocabulary is never a hit."""
+    from specdec_core.lab.capture import generate, teacher_force
+    from specdec_core.lab.curve import SURE_BINS, first_guess_hits, miss_anatomy
+    from specdec_core.lab.force import force
+    from specdec_core.lab.train import trainable_head
+    from specdec_core.lab.v3 import load_target
+    pair = load_target("cpu")
+    head = trainable_head(pair, "specdec_core/data/draft", "cpu")
+    texts = ["Name three colours.", "Write a Python function that adds two numbers.", "What is the capital of France?"]
+    written = generate(pair.target, [pair.encode_prompt(t) for t in texts], 24, capture=False)
+    seqs = force(pair.target, [(r["ids"].numpy(), r["plen"]) for r in written], (10, 20, -1))
+    W = pair.target.get_output_embeddings().weight.detach()
+    got = miss_anatomy(head, seqs, W)
+    hits = np.concatenate(first_guess_hits(head, seqs))
+    assert got["positions"] == len(hits) and got["hit"] == round(float(hits.mean()), 4)
+    assert abs(sum(b["share"] for b in got["bins"]) - 1) < 1e-3
+    assert abs(sum(b["share"] * b["hit"] for b in got["bins"] if b["hit"] is not None) - hits.mean()) < 2e-3
+    # p_max as the target's own softmax says (a full forward), position by position
+    p_max = np.concatenate([teacher_force(pair.target, s["ids"])["top_lp"][s["plen"] - 1: len(s["ids"]) - 1, 0].exp().numpy()
+                            for s in seqs])
+    assert len(p_max) == len(hits)
+    upper = np.inf
+    for (lo, _), b in zip(SURE_BINS, got["bins"]):
+        share = float(((p_max >= lo) & (p_max < upper)).mean())
+        assert abs(share - b["share"]) <= 1.5 / len(hits)       # fp16 features may move one position across a bound
+        upper = lo
+    # the target's tokens outside the head's vocabulary, counted directly: their share, never a hit
+    tokens = np.concatenate([s["argmax"][s["plen"] - 1: len(s["ids"]) - 1].numpy() for s in seqs])
+    outside = ~np.isin(tokens, head.vocab_ids.numpy())
+    assert got["out_of_vocab"] == round(float(outside.mean()), 4) and not (hits & outside).any()

@@ -105,3 +105,44 @@ def first_guess_hits(head, seqs: list[dict]) -> list[np.ndarray]:
         out += [match[r][batch["valid"][r]].cpu().numpy() for r in range(len(rows))]
     head.train(was_training)
     return out
+
+
+# Where the target's own top token is this sure (its probability p_max), from most to least sure.
+SURE_BINS = ((0.9, "≥ 0.9"), (0.5, "0.5–0.9"), (0.0, "< 0.5"))
+
+
+@torch.no_grad()
+def miss_anatomy(head, seqs: list[dict], out_weight: torch.Tensor) -> dict:
+    """Why a head's forced first guesses miss (the issue's measured reason, should a curve flatten):
+    each scored position by how sure the target is of its own token (p_max, from the final state
+    and the log-normaliser: p = exp(W_x·f − lse)) and whether that token is in the head's vocabulary.
+    out_weight [V, H]: the target's output matrix. Returns {"positions", "hit", "out_of_vocab": share of
+    positions, "bins": [{"bin", "share", "hit", "in_vocab_hit"}]} — a head can only be right inside its
+    vocabulary; where the target is unsure its token is a near-tie the head must rank exactly."""
+    from .data import make_batch
+    hits = first_guess_hits(head, seqs)
+    seqs = select_taps(seqs, [-1])            # the final post-norm state: the target's own logits
+    in_vocab = torch.zeros(out_weight.shape[0], dtype=torch.bool)
+    in_vocab[head.vocab_ids.cpu()] = True
+    p_max, inside = [], []
+    for b in range(0, len(seqs), 16):
+        rows = list(range(b, min(b + 16, len(seqs))))
+        batch = make_batch(seqs, rows)
+        tok = batch["argmax"][:, 1:]                                      # the target's token at t + 1
+        f, lse = batch["feats"][:, 1:], batch["lse"][:, 1:]
+        logit = (f * out_weight.float()[tok]).sum(-1)                     # W_tok · f_{t+1}
+        p = (logit - lse).exp()
+        for r in range(len(rows)):
+            v = batch["valid"][r]
+            p_max.append(p[r][v].cpu().numpy())
+            inside.append(in_vocab[tok[r][v].cpu()].numpy())
+    hit, p_max, inside = (np.concatenate(x) for x in (hits, p_max, inside))
+    n = max(1, len(hit))
+    bins, upper = [], np.inf
+    for lo, label in SURE_BINS:
+        m = (p_max >= lo) & (p_max < upper)
+        bins.append({"bin": label, "share": round(float(m.sum()) / n, 4), "hit": round(float(hit[m].mean()), 4) if m.any() else None,
+                     "in_vocab_hit": round(float(hit[m & inside].mean()), 4) if (m & inside).any() else None})
+        upper = lo
+    return {"positions": int(len(hit)), "hit": round(float(hit.mean()), 4) if len(hit) else None,
+            "out_of_vocab": round(float((~inside).sum()) / n, 4), "bins": bins}

@@ -8,6 +8,8 @@
                what it wrote, and its pace on each machine
     v5-export  one head as its run's checkpoint holds it, as a folder the app loads, with a phrase
                memory (the run untouched: it may be running)
+    v5-misses  why heads' first guesses miss on the scoring sets: by how sure the target is of its
+               own token, and how often that token is outside the head's vocabulary
 """
 from __future__ import annotations
 
@@ -54,6 +56,12 @@ def add_parsers(sub) -> None:
     e.add_argument("--memory", default="written", choices=("written", "shipped", "none"),
                    help="written: counted anew over the shared answers and every answer the run wrote; "
                         "shipped: the shipped head's; none: the head alone")
+    m = sub.add_parser("v5-misses", help="draft v5: where heads' forced first guesses miss, by the target's own certainty "
+                                         "and the head's vocabulary (reads the run only)")
+    m.add_argument("heads", nargs="+", help="head folders: app folders (specdec_core/data/draft) or a run's checkpoints (…/v5/a)")
+    m.add_argument("--run", default="specdec_core/lab/runs/v5", help="whose scoring sets (their written answers) to read")
+    m.add_argument("--sets", default="select,yardstick")
+    m.add_argument("--threads", type=int, default=2)
     s = sub.add_parser("v5-score", help="draft v5: score every head a run saved (CPU), the learning curve")
     s.add_argument("--out", default="specdec_core/lab/runs/v5")
     s.add_argument("--threads", type=int, default=2)
@@ -117,6 +125,39 @@ def cmd_export(a) -> None:
         memory.build(seqs, 3, 8, 2, 0.5, 1e-3).save(out)
     print(f"{a.head} at {state['positions']:,} positions -> {out} (memory: {a.memory}"
           + (f", {sum(map(len, seqs)):,} tokens of answers" if a.memory == "written" else "") + ")")
+
+
+def misses_table(rows: dict) -> str:
+    """{(set, head): miss_anatomy(...)} -> Markdown, one row per set and head."""
+    from .curve import SURE_BINS
+    pct = lambda x: "–" if x is None else f"{x:.3f}"
+    lines = ["| set | head | positions | first guess | target's token outside the head's vocabulary | "
+             + " | ".join(f"target p_max {b}: share / head right / right where in vocabulary" for _, b in SURE_BINS) + " |",
+             "|---|---|---|---|---|" + "---|" * len(SURE_BINS)]
+    for (name, head), r in rows.items():
+        lines.append(f"| {name} | {head} | {r['positions']:,} | {pct(r['hit'])} | {pct(r['out_of_vocab'])} | "
+                     + " | ".join(f"{b['share']:.3f} / {pct(b['hit'])} / {pct(b['in_vocab_hit'])}" for b in r["bins"]) + " |")
+    return "\n".join(lines)
+
+
+def cmd_misses(a) -> None:
+    """The miss anatomy (curve.miss_anatomy) of each head on each scoring set of a run."""
+    from .curve import miss_anatomy, selection_set
+    from .train import trainable_head
+    from .v3 import load_target
+    torch.set_num_threads(a.threads)
+    for h in a.heads:
+        if not Path(h).is_dir():
+            raise SystemExit(f"{h}: no such head folder")
+    pair = load_target("cpu")
+    W = pair.target.get_output_embeddings().weight.detach()
+    sets = {name: selection_set(pair, Path(a.run), "cpu", 4096, name) for name in a.sets.split(",")}
+    rows = {}
+    for h in a.heads:
+        head = trainable_head(pair, h, "cpu")
+        for name, seqs in sets.items():
+            rows[(name, h)] = miss_anatomy(head, seqs, W)
+    print(misses_table(rows))
 
 
 def cmd_score(a) -> None:
