@@ -154,3 +154,118 @@ def test_a_head_folder_with_a_memory_drafts_with_it(tmp_path):
     again = load_head(pair.target, tmp_path / "mem")
     assert again.memory is not None and again.version.endswith("+ memory")
     assert isinstance(again, FeatureHead) and again.memory_cols.shape == again.memory.next_ids.shape
+
+
+# The text's own phrases (memory.TextPhrases): one decode's table of what its text wrote after each run.
+
+def test_text_phrases_count_by_hand():
+    ph = M.TextPhrases(weights=(0.5, 1.0, 2.0))
+    ph.catch_up([1, 2, 3, 1, 2])
+    ph.catch_up(torch.tensor([1, 2, 3, 1, 2, 4, 1, 2]))     # the whole text again: only the new tokens count
+    assert ph.text == [1, 2, 3, 1, 2, 4, 1, 2]
+    # (4, 1, 2) never occurred before with a known next token: the longest run that did is (1, 2)
+    ids, delta = ph.bias((4, 1, 2))
+    assert dict(zip(ids.tolist(), delta.tolist())) == pytest.approx(
+        {3: float(M.log_bias(0.5, 1.0, 1e-3)), 4: float(M.log_bias(0.5, 1.0, 1e-3))})
+    ids, delta = ph.bias((3, 1, 2))                           # seen once, followed by 4: weight 2
+    assert ids.tolist() == [4] and delta.tolist() == pytest.approx([float(M.log_bias(1.0, 2.0, 1e-3))])
+    ids, delta = ph.bias((9, 9, 3))                           # only the last token: 3 was followed by 1
+    assert ids.tolist() == [1] and delta.tolist() == pytest.approx([float(M.log_bias(1.0, 0.5, 1e-3))])
+    assert ph.bias((9,))[0].size == 0
+    ph.catch_up([1, 2])                                       # a shorter text: counted anew
+    assert ph.text == [1, 2] and ph.bias((1,))[0].tolist() == [2]
+    off = M.TextPhrases(weights=(0.0, 1.0))                   # weight 0 for single tokens: no bias after one
+    off.catch_up([5, 6, 5])
+    assert off.bias((7, 5))[0].size == 0
+
+
+def test_text_phrases_bias_rows_map_columns_and_skip_unproposable():
+    ph = M.TextPhrases(weights=(1.0, 1.0))
+    ph.catch_up([1, 2, 3, 1, 4, 7, 1])
+    col_of = np.array([-1, 0, 1, -1, 2, -1, -1, -1])          # a head proposing 1, 2, 4 (columns 0, 1, 2)
+    rows, cols, delta = ph.bias_rows([(7, 1), (5,), (2,)], col_of, "cpu")
+    # row 0 (after 7, 1): never before as a pair -> after 1: 2 and 4 (columns 1, 2); row 1 nothing;
+    # row 2 (after 2): 3, which the head cannot propose
+    assert rows.tolist() == [0, 0] and sorted(cols.tolist()) == [1, 2]
+    assert delta.tolist() == pytest.approx([float(M.log_bias(0.5, 1.0, 1e-3))] * 2)
+
+
+def phrases_pair(weights=(1.0, 2.0, 4.0)):
+    """The tree tests' tiny head pair, drafting with strong weights on its text's own phrases."""
+    pair = tiny_head_pair()
+    pair.new_drafter().head.text_phrases = {"weights": list(weights)}
+    return pair
+
+
+@pytest.fixture(scope="module")
+def ph_pair():
+    return phrases_pair()
+
+
+PHRASE_PROMPT = [1, 5, 2, 7, 1, 5, 2, 3, 1, 5]
+
+
+@torch.inference_mode()
+def test_text_phrases_bias_follows_the_committed_text_and_each_rows_path(ph_pair):
+    from specdec_core.decoding import parse_request, start_decode
+    st = start_decode(ph_pair, PHRASE_PROMPT, parse_request(3, max_new_tokens=8))
+    d = st.drafter
+    assert d.phrases.text == PHRASE_PROMPT                     # this decode's text, from its prompt
+    cfg = SamplingConfig(0.0)
+    level = d.draft(st.committed, None, 3, 1, cfg, None)
+    expected = _level_logits_without_memory(d, d.rows.g[:1])
+    ids, delta = d.phrases.bias(tuple(st.committed[-3:].tolist()))
+    assert ids.size, "the prompt repeats (1, 5): its next tokens should be remembered"
+    for t, b in zip(ids.tolist(), delta.tolist()):
+        expected[0, t] += b                                    # all 8 tokens proposable: column = id
+    torch.testing.assert_close(level.logits, expected)
+    expand = torch.tensor([0, 1])
+    level2 = d.draft(st.committed, expand, 3, 1, cfg, None)
+    expected = _level_logits_without_memory(d, d.rows.g[1:3])
+    for r, tok in enumerate(level.ids[:2].tolist()):
+        ids, delta = d.phrases.bias(tuple(st.committed[-2:].tolist()) + (tok,))
+        for t, b in zip(ids.tolist(), delta.tolist()):
+            expected[r, t] += b
+    torch.testing.assert_close(level2.logits, expected)
+
+
+def test_text_phrases_move_the_guesses_and_stay_with_their_decode(ph_pair):
+    plain = tiny_head_pair()
+    a = tree_generate_ids(ph_pair, PHRASE_PROMPT, 3, 1, max_new_tokens=16)
+    b = tree_generate_ids(plain, PHRASE_PROMPT, 3, 1, max_new_tokens=16)
+    drafted = lambda run: [d.id for r in run.trace.rounds for d in r.drafted]
+    assert drafted(a) != drafted(b)
+    # another decode's table holds its own text only (a drafter per decode; start() begins anew)
+    from specdec_core.decoding import parse_request, start_decode
+    other = start_decode(ph_pair, [4, 4, 6], parse_request(3, max_new_tokens=4))
+    assert other.drafter.phrases.text == [4, 4, 6]
+    d = ph_pair.new_drafter()
+    d.phrases.catch_up(PHRASE_PROMPT)
+    d.start(torch.tensor([3, 3]))
+    assert d.phrases.text == [3, 3]
+
+
+def test_chains_with_text_phrases_are_exact(ph_pair):
+    assert check_exact(ph_pair, 3, SamplingConfig(0.7, 4, 1.0), 4) > 1e-3
+
+
+def test_trees_with_text_phrases_are_exact(ph_pair):
+    assert check_tree_exact(ph_pair, SamplingConfig(1.0)) > 1e-3
+
+
+@pytest.mark.parametrize("depth,width", [(4, 1), (3, 3)])
+def test_greedy_with_text_phrases_is_plain_greedy(ph_pair, depth, width):
+    plain = autoregressive_generate(ph_pair, PHRASE_PROMPT, max_new_tokens=24).output_ids
+    assert tree_generate_ids(ph_pair, PHRASE_PROMPT, depth, width, max_new_tokens=24).ids == plain
+
+
+def test_a_head_folder_keeps_its_text_phrases(tmp_path):
+    pair = tiny_head_pair()
+    head = pair.new_drafter().head
+    head.text_phrases = {"weights": [0.25, 1.0, 2.0], "eps": 0.001}
+    save_head(head, tmp_path / "ph", {"version": 9})
+    again = load_head(pair.target, tmp_path / "ph")
+    assert again.text_phrases == head.text_phrases and again.version.endswith("+ text phrases")
+    head.text_phrases = None
+    save_head(head, tmp_path / "none", {"version": 9})
+    assert load_head(pair.target, tmp_path / "none").text_phrases is None

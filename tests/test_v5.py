@@ -330,3 +330,24 @@ def test_miss_anatomy_splits_the_first_guesses_by_the_targets_own_certainty_and_
     tokens = np.concatenate([s["argmax"][s["plen"] - 1: len(s["ids"]) - 1].numpy() for s in seqs])
     outside = ~np.isin(tokens, head.vocab_ids.numpy())
     assert got["out_of_vocab"] == round(float(outside.mean()), 4) and not (hits & outside).any()
+
+
+def test_drafting_first_guess_adds_the_drafters_rules_to_the_forced_first_guess():
+    """v5-phrases' score: with no rule it is the forced first guess; zero weights change nothing; on
+    an answer that repeats its prompt the text's own phrases make the first guess right more often."""
+    from specdec_core.lab.capture import generate
+    from specdec_core.lab.curve import drafting_first_guess, first_guess_hits, head_logits
+    from specdec_core.lab.force import force
+    from specdec_core.lab.train import trainable_head
+    from specdec_core.lab.v3 import load_target
+    pair = load_target("cpu")
+    head = trainable_head(pair, "specdec_core/data/draft", "cpu")
+    texts = ["Repeat this sentence exactly: the quick brown fox jumps over the lazy dog, and the lazy dog sleeps.",
+             "Copy this list: apples, pears, plums, apples, pears, plums."]
+    written = generate(pair.target, [pair.encode_prompt(t) for t in texts], 32, capture=False)
+    seqs = force(pair.target, [(r["ids"].numpy(), r["plen"]) for r in written], (10, 20, -1))
+    logits = head_logits(head, seqs)
+    alone = drafting_first_guess(head, seqs, logits)
+    assert alone == pytest.approx(float(np.concatenate(first_guess_hits(head, seqs)).mean()))
+    assert drafting_first_guess(head, seqs, logits, phrases={"weights": [0.0, 0.0, 0.0]}) == alone
+    assert drafting_first_guess(head, seqs, logits, phrases={"weights": [0.25, 1.0, 2.0]}) > alone

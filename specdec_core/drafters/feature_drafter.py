@@ -9,6 +9,7 @@ tokens (-inf logits there: `_full`), which keeps speculative sampling exact.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from . import head_tree
@@ -16,6 +17,7 @@ from ..kernels import fastpath
 from ..sampling import draw, warp_probs
 from .base import Drafter, Level, empty_level, widen
 from .feature_head import FeatureHead, load_head
+from .memory import TextPhrases
 
 
 class FeatureDrafter(Drafter):
@@ -50,7 +52,15 @@ class FeatureDrafter(Drafter):
         self.feats = torch.zeros(0, head.fc.out_features, device=self.device)
         self.cache, self.n_true, self.g_next = None, 0, None
         self.rows, self.cand_rows, self.cand_ids, self.depth = None, None, None, 0
-        self.row_ctx: list[tuple] = []      # with a memory: the tokens before each row's next token
+        self.row_ctx: list[tuple] = []      # with a memory or phrases: the tokens before each row's next token
+        # The text's own phrases (memory.TextPhrases): this decode's table, counted as the text grows.
+        self.phrases = TextPhrases(**head.text_phrases) if head.text_phrases else None
+        if self.phrases is not None:       # each target id's head column (-1: not proposable), found once
+            self._col_of = np.full(vocab_size, -1, dtype=np.int64)
+            ids = head.vocab_ids.cpu().numpy()
+            self._col_of[ids[ids < vocab_size]] = np.nonzero(ids < vocab_size)[0]
+        orders = [x.order for x in (head.memory, self.phrases) if x is not None]
+        self.ctx_order = max(orders) if orders else 0      # how many tokens a row's context keeps
 
     @torch.inference_mode()
     def start(self, prompt_ids, recalled=None):
@@ -58,6 +68,9 @@ class FeatureDrafter(Drafter):
         # prefill, so the first round's draft time is one round's (the shape rule measures c from it).
         self.cache, self.n_true, self.g_next = None, 0, None
         self._catch_up(prompt_ids.to(self.device))
+        if self.phrases is not None:       # a new text: its phrases from the prompt on
+            self.phrases = TextPhrases(**self.head.text_phrases)
+            self.phrases.catch_up(prompt_ids.cpu())
 
     def _catch_up(self, committed: torch.Tensor) -> None:
         """Head entries n_true..n_feat-1 from true features in one batched step (n_feat =
@@ -98,15 +111,17 @@ class FeatureDrafter(Drafter):
             self._catch_up(committed.to(self.device))
             self.rows, self.depth = head_tree.Rows.first(self.g_next[0]), 0
             g, first_row = self.g_next[0], 0
-            if self.head.memory is not None:    # the root row follows the last committed tokens
-                self.row_ctx = [tuple(committed[-self.head.memory.order:].tolist())]
+            if self.phrases is not None:        # the tokens committed since the last round count now
+                self.phrases.catch_up(committed.cpu())
+            if self.ctx_order:                  # the root row follows the last committed tokens
+                self.row_ctx = [tuple(committed[-self.ctx_order:].tolist())]
         else:
             # 2. The frontier's nodes (depth `self.depth`) in one head call, each over its own path.
             first_row = len(self.rows.g)
             g, self.cache, self.rows = head_tree.expand(self.head, self.cache, self.rows, self.cand_rows[expand],
                                                         self.cand_ids[expand], self.n_true, self.depth)
-            if self.head.memory is not None:    # a node's row follows its parent's tokens and its own
-                order = self.head.memory.order
+            if self.ctx_order:                  # a node's row follows its parent's tokens and its own
+                order = self.ctx_order
                 self.row_ctx += [(self.row_ctx[r] + (t,))[-order:] for r, t in
                                  zip(self.cand_rows[expand].tolist(), self.cand_ids[expand].tolist())]
         self.depth += 1
@@ -114,6 +129,11 @@ class FeatureDrafter(Drafter):
         logits_n = self.head.logits(g)                                     # [f, N]
         if self.head.memory is not None:
             logits_n = self.head.with_memory(logits_n, self.row_ctx[first_row:first_row + len(g)])
+        if self.phrases is not None:            # the text's own phrases: the same form of bias, this text's counts
+            rows, cols, delta = self.phrases.bias_rows(self.row_ctx[first_row:first_row + len(g)], self._col_of,
+                                                       logits_n.device)
+            if len(rows):
+                logits_n = logits_n.index_put((rows, cols), delta.to(logits_n.dtype), accumulate=True)
         logits_c = self._over_c(logits_n).float()                          # [f, C], columns by target id
         over_c = dict(cols=self._cols_v, vocab_size=self.vocab_size)          # rows kept over C (Level.cols)
         if width == 1 and cfg.greedy:

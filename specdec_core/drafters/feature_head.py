@@ -76,6 +76,7 @@ class FeatureHead(nn.Module):
         self.version: Optional[str] = None                            # "<name> v<N>" once loaded
         self.memory: Optional[memory.PhraseMemory] = None              # the target's phrasing (memory.py)
         self.memory_cols: Optional["np.ndarray"] = None               # [E] each entry's head column (-1: none)
+        self.text_phrases: Optional[dict] = None                      # the text's own phrases: TextPhrases' settings
 
     def attach(self, embed_weight: torch.Tensor, head_weight: torch.Tensor) -> "FeatureHead":
         """Borrow the target's frozen embeddings [V, H] and output layer [V, H] (no copy of V×H)."""
@@ -223,7 +224,8 @@ def save_head(head: FeatureHead, out_dir: Path, card: dict) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     state = {k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in head.state_dict().items()}
     save_file(state, str(out_dir / WEIGHTS))
-    (out_dir / "config.json").write_text(json.dumps({"cfg": head.cfg, **card}, indent=1))
+    rule = {"text_phrases": head.text_phrases} if head.text_phrases else {}     # how it drafts, beside what it is
+    (out_dir / "config.json").write_text(json.dumps({"cfg": head.cfg, **rule, **card}, indent=1))
     if head.memory is not None:     # the draft it is: the memory goes with the weights
         head.memory.save(out_dir)
 
@@ -284,6 +286,9 @@ def _load_head(target, path, name: str = "", make=FeatureHead) -> FeatureHead:
     if mem is not None:      # shipped beside the weights: the target's phrasing (memory.py)
         head.attach_memory(mem)
         head.version += " + memory"
+    if meta.get("text_phrases"):    # drafts with the text's own phrases (memory.TextPhrases)
+        head.text_phrases = dict(meta["text_phrases"])
+        head.version += " + text phrases"
     if fastpath.kernels_of(target).name == fastpath.FAST:   # the head runs what its target runs
         head.use_fast_path()
     return head

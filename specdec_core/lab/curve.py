@@ -146,3 +146,50 @@ def miss_anatomy(head, seqs: list[dict], out_weight: torch.Tensor) -> dict:
         upper = lo
     return {"positions": int(len(hit)), "hit": round(float(hit.mean()), 4) if len(hit) else None,
             "out_of_vocab": round(float((~inside).sum()) / n, 4), "bins": bins}
+
+
+@torch.no_grad()
+def head_logits(head, seqs: list[dict]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Teacher-forced, per sequence: (the head's first-guess logits over its N tokens [n_valid, N],
+    the target's token [n_valid], each row's position t in ids: the row reads ids[:t + 2])."""
+    from .data import make_batch
+    from .losses import rollout
+    seqs = select_taps(seqs, head.cfg["feature_layers"])
+    out = []
+    for b in range(0, len(seqs), 16):
+        rows = list(range(b, min(b + 16, len(seqs))))
+        batch = make_batch(seqs, rows)
+        logits = head.logits(rollout(head, batch["feats"], batch["ids"], 1)[0])
+        for r in range(len(rows)):
+            v = batch["valid"][r]
+            out.append((logits[r][v].numpy(), batch["argmax"][r, 1:][v].numpy(), v.nonzero()[:, 0].numpy()))
+    return out
+
+
+def drafting_first_guess(head, seqs: list[dict], logits=None, memory=None, phrases=None) -> float:
+    """The forced first guess as the drafter makes it: the head's logits plus the phrase memory's
+    bias and the text's own phrases' (phrases: TextPhrases' settings, a fresh table a sequence, fed
+    the sequence as it is read) — the online score's teacher-forced twin for those rules.
+    logits: head_logits(head, seqs), when scoring several rules on one head."""
+    from ..drafters.memory import TextPhrases
+    logits = logits if logits is not None else head_logits(head, seqs)
+    vocab = head.vocab_ids.cpu().numpy()
+    col_of = np.full(int(max(vocab.max(), max(int(s["ids"].max()) for s in seqs))) + 1, -1, dtype=np.int64)
+    col_of[vocab] = np.arange(len(vocab))
+    mem_cols = memory.columns(vocab) if memory is not None else None
+    right = total = 0
+    for s, (lg, target, ts) in zip(seqs, logits, strict=True):
+        ids = s["ids"].tolist()
+        table = TextPhrases(**phrases) if phrases else None
+        for row, t in enumerate(ts.tolist()):
+            ctx, l = tuple(ids[max(0, t - 1): t + 2]), lg[row].copy()     # the row reads ids[:t + 2]
+            if memory is not None:
+                _, c, d = memory.bias_rows([ctx], mem_cols, "cpu")
+                np.add.at(l, c.numpy(), d.numpy())
+            if table is not None:
+                table.catch_up(ids[: t + 2])
+                _, c, d = table.bias_rows([ctx], col_of, "cpu")
+                np.add.at(l, c.numpy(), d.numpy())
+            right += int(vocab[int(l.argmax())] == int(target[row]))
+            total += 1
+    return right / max(1, total)

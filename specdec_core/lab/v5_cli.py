@@ -10,6 +10,8 @@
                memory (the run untouched: it may be running)
     v5-misses  why heads' first guesses miss on the scoring sets: by how sure the target is of its
                own token, and how often that token is outside the head's vocabulary
+    v5-phrases the weights of the text's own phrases (memory.TextPhrases) chosen on the selection set,
+               reported on the yardstick, teacher-forced with the phrase memory
 """
 from __future__ import annotations
 
@@ -62,6 +64,12 @@ def add_parsers(sub) -> None:
     m.add_argument("--run", default="specdec_core/lab/runs/v5", help="whose scoring sets (their written answers) to read")
     m.add_argument("--sets", default="select,yardstick")
     m.add_argument("--threads", type=int, default=2)
+    ph = sub.add_parser("v5-phrases", help="draft v5: choose the text's own phrases' weights on the selection set "
+                                           "(teacher-forced, with the phrase memory); the yardstick reported")
+    ph.add_argument("head", help="a head folder (app folder or a run's checkpoint)")
+    ph.add_argument("--run", default="specdec_core/lab/runs/v5")
+    ph.add_argument("--memory", default="", help="the phrase memory's folder (default: the head's own, else the shipped one)")
+    ph.add_argument("--threads", type=int, default=2)
     s = sub.add_parser("v5-score", help="draft v5: score every head a run saved (CPU), the learning curve")
     s.add_argument("--out", default="specdec_core/lab/runs/v5")
     s.add_argument("--threads", type=int, default=2)
@@ -158,6 +166,31 @@ def cmd_misses(a) -> None:
         for name, seqs in sets.items():
             rows[(name, h)] = miss_anatomy(head, seqs, W)
     print(misses_table(rows))
+
+
+PHRASE_GRID = [(w1, w2, w3) for w1 in (0.0, 0.25, 0.5) for w2 in (0.5, 1.0, 2.0) for w3 in (1.0, 2.0, 4.0)]
+
+
+def cmd_phrases(a) -> None:
+    """Each weight triple of PHRASE_GRID (after a match of 1, 2, 3 tokens) scored on the selection
+    set; the best few, with the head alone and with the memory alone, also on the yardstick."""
+    from ..drafters import memory
+    from ..drafters.feature_head import shipped_head
+    from .curve import drafting_first_guess, head_logits, selection_set
+    from .train import trainable_head
+    from .v3 import load_target
+    torch.set_num_threads(a.threads)
+    pair = load_target("cpu")
+    head = trainable_head(pair, a.head, "cpu")
+    mem = memory.load(Path(a.memory) if a.memory else (Path(a.head) if memory.load(Path(a.head)) else shipped_head()))
+    sets = {n: selection_set(pair, Path(a.run), "cpu", 4096, n) for n in ("select", "yardstick")}
+    logits = {n: head_logits(head, seqs) for n, seqs in sets.items()}
+    score = lambda n, m, w: drafting_first_guess(head, sets[n], logits[n], m, {"weights": list(w)} if w else None)
+    grid = sorted(PHRASE_GRID, key=lambda w: -score("select", mem, w))
+    print("| rule | selection | yardstick |\n|---|---|---|")
+    for name, m, w in [("head alone", None, None), ("head + memory", mem, None),
+                       *[(f"head + memory + phrases {w}", mem, w) for w in grid[:5]]]:
+        print(f"| {name} | {score('select', m, w):.4f} | {score('yardstick', m, w):.4f} |", flush=True)
 
 
 def cmd_score(a) -> None:
