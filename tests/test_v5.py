@@ -288,9 +288,12 @@ def test_v5_export_writes_a_checkpointed_head_as_an_app_folder_and_leaves_the_ru
     assert torch.equal(saved["q.weight"], trained["q.weight"].half())
     assert (out / memory.FILE).read_bytes() == (shipped_head() / memory.FILE).read_bytes()
     head = load_head(pair.target, out)
-    assert head.memory is not None and head.version.endswith("v5 + memory")
-    main(["v5-export", "a", "--run", str(run_dir), "--out", str(out), "--memory", "none"])
-    assert not (out / memory.FILE).exists()
+    assert head.memory is not None and head.version.endswith("v5 + memory + text phrases")
+    assert head.text_phrases == {"weights": [0.25, 1.0, 2.0], "eps": 1e-3}
+    main(["v5-export", "a", "--run", str(run_dir), "--out", str(out), "--memory", "none", "--phrases", "none"])
+    assert not (out / memory.FILE).exists() and "text_phrases" not in json.loads((out / "config.json").read_text())
+    with pytest.raises(SystemExit, match="--phrases"):
+        main(["v5-export", "a", "--run", str(run_dir), "--out", str(out), "--phrases", "lots"])
     with pytest.raises(SystemExit, match="no checkpoint of a head named 'z'"):
         main(["v5-export", "z", "--run", str(run_dir), "--out", str(out)])
     with pytest.raises(SystemExit, match="own checkpoint folder"):

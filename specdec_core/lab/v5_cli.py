@@ -58,6 +58,8 @@ def add_parsers(sub) -> None:
     e.add_argument("--memory", default="written", choices=("written", "shipped", "none"),
                    help="written: counted anew over the shared answers and every answer the run wrote; "
                         "shipped: the shipped head's; none: the head alone")
+    e.add_argument("--phrases", default="0.25,1,2", help="the text's own phrases' weights after a match of 1, 2, 3 tokens "
+                                                         "(v5-phrases chooses them), or 'none'")
     m = sub.add_parser("v5-misses", help="draft v5: where heads' forced first guesses miss, by the target's own certainty "
                                          "and the head's vocabulary (reads the run only)")
     m.add_argument("heads", nargs="+", help="head folders: app folders (specdec_core/data/draft) or a run's checkpoints (…/v5/a)")
@@ -122,8 +124,13 @@ def cmd_export(a) -> None:
     state = json.loads((run_dir / "state.json").read_text())
     if out.resolve() == (run_dir / a.head).resolve():
         raise SystemExit("--out is the run's own checkpoint folder: pick another")
+    try:
+        weights = None if a.phrases == "none" else [float(w) for w in a.phrases.split(",")]
+    except ValueError:
+        raise SystemExit(f"--phrases {a.phrases!r}: weights like 0.25,1,2 or 'none'") from None
     pair = load_target("cpu")
     head = trainable_head(pair, str(run_dir / a.head), "cpu")
+    head.text_phrases = {"weights": weights, "eps": 1e-3} if weights else None
     _save(head, out, a.head, state, StreamConfig(loss=state["settings"]["loss"]), "checkpoint")
     (out / memory.FILE).unlink(missing_ok=True)
     if a.memory == "shipped":
@@ -131,7 +138,7 @@ def cmd_export(a) -> None:
     elif a.memory == "written":
         seqs = memory_answers(3, str(run_dir))
         memory.build(seqs, 3, 8, 2, 0.5, 1e-3).save(out)
-    print(f"{a.head} at {state['positions']:,} positions -> {out} (memory: {a.memory}"
+    print(f"{a.head} at {state['positions']:,} positions -> {out} (memory: {a.memory}; phrases: {a.phrases}"
           + (f", {sum(map(len, seqs)):,} tokens of answers" if a.memory == "written" else "") + ")")
 
 
