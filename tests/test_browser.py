@@ -81,9 +81,13 @@ def fill_number(page, selector, value):
 
 def _no_toasts(page):
     """Close info toasts (the first model load shows one) so screenshots show the views."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     for button in page.locator(".toast-close").all():
-        if button.is_visible():
-            button.click()
+        try:
+            if button.is_visible():
+                button.click(timeout=3000)
+        except PlaywrightTimeout:    # it closed itself meanwhile (inert while it fades, then detached)
+            pass
     page.wait_for_timeout(300)
 
 
