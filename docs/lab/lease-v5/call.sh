@@ -24,12 +24,12 @@ ls $K/run/written_*.npz 2>/dev/null | xargs -n1 basename > $K/known_shards || tr
 set +e
 timeout $(( ${V5_SECONDS:-420} + 60 )) ${PY:-python3} -m specdec_core.lab v5-run --out $K/run --asks $K/run/asks.npz --device ${V5_DEVICE:-cuda} \
   --write-batch ${V5_BATCH:-2048} --train-batch 32 --seconds ${V5_SECONDS:-420} --ckpt-minutes 2 --threads 12 \
-  --head a=$K/draft --head d=$K/draft::::2 \
+  --head a=$K/draft \
   2>&1 | grep --line-buffered -v "Loading weights" | tee $OUT/log.txt
 # Back (8 files at most, 16 MiB each): the heads and their moments, the state, the log, the new shards
 # (a shard per 2-minute checkpoint) in files of at most ~15 MB.
 cp $K/run/state.json $OUT/
-for h in a d; do for f in head adam; do [ -f $K/run/$h/$f.safetensors ] && cp $K/run/$h/$f.safetensors $OUT/$h-$f.safetensors; done; done
+for h in a; do for f in head adam; do [ -f $K/run/$h/$f.safetensors ] && cp $K/run/$h/$f.safetensors $OUT/$h-$f.safetensors; done; done
 ${PY:-python3} - "$K/run" "$OUT" <<'PY'
 # The shards this lease wrote, packed into files of at most ~15 MB (the tool brings back 16 MiB a file).
 import sys, numpy as np, pathlib

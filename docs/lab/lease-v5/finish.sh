@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 FROM=$1 RUN=${2:-specdec_core/lab/runs/v5}
-for h in a d; do for f in head adam; do
+for h in a; do for f in head adam; do
   if [ -f "$FROM/$h-$f.safetensors" ]; then mkdir -p "$RUN/$h" && cp "$FROM/$h-$f.safetensors" "$RUN/$h/$f.safetensors"; fi
 done; done
 .venv/bin/python - "$FROM" "$RUN" <<'PY'
