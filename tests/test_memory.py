@@ -127,22 +127,6 @@ def test_memory_moves_the_guesses(mem_pair):
     assert drafted(a) != drafted(b)
 
 
-def test_chains_with_memory_are_exact(mem_pair):
-    # a 3-draft chain at T = 0.7 with top-k 4: rejections at any of 3 positions, warped p and q
-    assert check_exact(mem_pair, 3, SamplingConfig(0.7, 4, 1.0), 4) > 1e-3
-
-
-def test_trees_with_memory_are_exact(mem_pair):
-    assert check_tree_exact(mem_pair, SamplingConfig(1.0)) > 1e-3
-
-
-@pytest.mark.parametrize("depth,width", [(4, 1), (3, 3)])
-def test_greedy_with_memory_is_plain_greedy(mem_pair, depth, width):
-    prompt = [1, 5, 2, 7]
-    plain = autoregressive_generate(mem_pair, prompt, max_new_tokens=24).output_ids
-    assert tree_generate_ids(mem_pair, prompt, depth, width, max_new_tokens=24).ids == plain
-
-
 def test_a_head_folder_with_a_memory_drafts_with_it(tmp_path):
     pair = tiny_head_pair()
     head = pair.new_drafter().head
@@ -245,18 +229,27 @@ def test_text_phrases_move_the_guesses_and_stay_with_their_decode(ph_pair):
     assert d.phrases.text == [3, 3]
 
 
-def test_chains_with_text_phrases_are_exact(ph_pair):
-    assert check_exact(ph_pair, 3, SamplingConfig(0.7, 4, 1.0), 4) > 1e-3
+# The same exactness checks for both biases: the phrase memory and the text's own phrases.
+BIASED = [("mem_pair", [1, 5, 2, 7]), ("ph_pair", PHRASE_PROMPT)]
 
 
-def test_trees_with_text_phrases_are_exact(ph_pair):
-    assert check_tree_exact(ph_pair, SamplingConfig(1.0)) > 1e-3
+@pytest.mark.parametrize("pair_name", [name for name, _ in BIASED])
+def test_chains_with_a_bias_are_exact(request, pair_name):
+    # a 3-draft chain at T = 0.7 with top-k 4: rejections at any of 3 positions, warped p and q
+    assert check_exact(request.getfixturevalue(pair_name), 3, SamplingConfig(0.7, 4, 1.0), 4) > 1e-3
 
 
+@pytest.mark.parametrize("pair_name", [name for name, _ in BIASED])
+def test_trees_with_a_bias_are_exact(request, pair_name):
+    assert check_tree_exact(request.getfixturevalue(pair_name), SamplingConfig(1.0)) > 1e-3
+
+
+@pytest.mark.parametrize("pair_name,prompt", BIASED)
 @pytest.mark.parametrize("depth,width", [(4, 1), (3, 3)])
-def test_greedy_with_text_phrases_is_plain_greedy(ph_pair, depth, width):
-    plain = autoregressive_generate(ph_pair, PHRASE_PROMPT, max_new_tokens=24).output_ids
-    assert tree_generate_ids(ph_pair, PHRASE_PROMPT, depth, width, max_new_tokens=24).ids == plain
+def test_greedy_with_a_bias_is_plain_greedy(request, pair_name, prompt, depth, width):
+    pair = request.getfixturevalue(pair_name)
+    plain = autoregressive_generate(pair, prompt, max_new_tokens=24).output_ids
+    assert tree_generate_ids(pair, prompt, depth, width, max_new_tokens=24).ids == plain
 
 
 def test_a_head_folder_keeps_its_text_phrases(tmp_path):

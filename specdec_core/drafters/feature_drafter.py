@@ -9,7 +9,6 @@ tokens (-inf logits there: `_full`), which keeps speculative sampling exact.
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from . import head_tree
@@ -17,7 +16,7 @@ from ..kernels import fastpath
 from ..sampling import draw, warp_probs
 from .base import Drafter, Level, empty_level, widen
 from .feature_head import FeatureHead, load_head
-from .memory import TextPhrases
+from .memory import TextPhrases, columns_of_ids
 
 
 class FeatureDrafter(Drafter):
@@ -56,9 +55,7 @@ class FeatureDrafter(Drafter):
         # The text's own phrases (memory.TextPhrases): this decode's table, counted as the text grows.
         self.phrases = TextPhrases(**head.text_phrases) if head.text_phrases else None
         if self.phrases is not None:       # each target id's head column (-1: not proposable), found once
-            self._col_of = np.full(vocab_size, -1, dtype=np.int64)
-            ids = head.vocab_ids.cpu().numpy()
-            self._col_of[ids[ids < vocab_size]] = np.nonzero(ids < vocab_size)[0]
+            self._col_of = columns_of_ids(head.vocab_ids.cpu().numpy(), vocab_size)
         orders = [x.order for x in (head.memory, self.phrases) if x is not None]
         self.ctx_order = max(orders) if orders else 0      # how many tokens a row's context keeps
 

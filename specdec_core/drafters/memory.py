@@ -116,6 +116,15 @@ class PhraseMemory:
                             params=np.array([self.order, self.beta, self.eps], dtype=np.float64))
 
 
+def columns_of_ids(vocab_ids: np.ndarray, size: int) -> np.ndarray:
+    """[size] int64: each target id's column in a head whose columns hold vocab_ids [N] (-1 where the
+    head cannot propose it; ids ≥ size have no place) — TextPhrases.bias_rows' col_of."""
+    col_of = np.full(size, -1, dtype=np.int64)
+    inside = vocab_ids < size
+    col_of[vocab_ids[inside]] = np.nonzero(inside)[0]
+    return col_of
+
+
 class TextPhrases:
     """What the text being decoded wrote after each run of 1..order tokens (order = len(weights)),
     counted as it grows; the longest run that occurred before gives its next tokens the bias
@@ -152,7 +161,7 @@ class TextPhrases:
 
     def bias_rows(self, contexts: list, col_of: np.ndarray, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """For rows following contexts[r]: (row [n], column [n], bias [n]) on `device`; col_of [V]:
-        each target id's head column (-1 where the head cannot propose it)."""
+        each target id's head column (-1 where the head cannot propose it: columns_of_ids)."""
         rows, cols, delta = [], [], []
         for r, ctx in enumerate(contexts):
             ids, d = self.bias(ctx)

@@ -87,25 +87,31 @@ def forced_first_guess(head, seqs: list[dict]) -> dict:
     return hit_rates(first_guess_hits(head, seqs), seqs)
 
 
-@torch.no_grad()
-def first_guess_hits(head, seqs: list[dict]) -> list[np.ndarray]:
-    """Teacher-forced over each sequence's answer: is the head's first guess the target's greedy
-    token, per answer position ([n_valid] bools a sequence)."""
+def _forced_batches(head, seqs: list[dict]):
+    """The head's first-guess logits teacher-forced over seqs, 16 sequences a batch, in eval mode (its
+    mode restored after): yields (batch, logits [B, T − 1, N]) — make_batch's fields, row t reading ids[:t + 2]."""
     from .data import make_batch
     from .losses import rollout
     seqs = select_taps(seqs, head.cfg["feature_layers"])
-    out = []
     was_training = head.training
     head.eval()
-    for b in range(0, len(seqs), 16):
-        rows = list(range(b, min(b + 16, len(seqs))))
-        batch = make_batch(seqs, rows)
-        g = rollout(head, batch["feats"], batch["ids"], 1)[0]
-        match = head.vocab_ids[head.logits(g).argmax(-1)] == batch["argmax"][:, 1:]
-        out += [match[r][batch["valid"][r]].cpu().numpy() for r in range(len(rows))]
-    head.train(was_training)
-    return out
+    try:
+        with torch.no_grad():
+            for b in range(0, len(seqs), 16):
+                batch = make_batch(seqs, list(range(b, min(b + 16, len(seqs)))))
+                yield batch, head.logits(rollout(head, batch["feats"], batch["ids"], 1)[0])
+    finally:
+        head.train(was_training)
 
+
+def first_guess_hits(head, seqs: list[dict]) -> list[np.ndarray]:
+    """Teacher-forced over each sequence's answer: is the head's first guess the target's greedy
+    token, per answer position ([n_valid] bools a sequence)."""
+    out = []
+    for batch, logits in _forced_batches(head, seqs):
+        match = head.vocab_ids[logits.argmax(-1)] == batch["argmax"][:, 1:]
+        out += [match[r][batch["valid"][r]].cpu().numpy() for r in range(len(match))]
+    return out
 
 # Where the target's own top token is this sure (its probability p_max), from most to least sure.
 SURE_BINS = ((0.9, "≥ 0.9"), (0.5, "0.5–0.9"), (0.0, "< 0.5"))
@@ -148,34 +154,25 @@ def miss_anatomy(head, seqs: list[dict], out_weight: torch.Tensor) -> dict:
             "out_of_vocab": round(float((~inside).sum()) / n, 4), "bins": bins}
 
 
-@torch.no_grad()
 def head_logits(head, seqs: list[dict]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Teacher-forced, per sequence: (the head's first-guess logits over its N tokens [n_valid, N],
     the target's token [n_valid], each row's position t in ids: the row reads ids[:t + 2])."""
-    from .data import make_batch
-    from .losses import rollout
-    seqs = select_taps(seqs, head.cfg["feature_layers"])
     out = []
-    for b in range(0, len(seqs), 16):
-        rows = list(range(b, min(b + 16, len(seqs))))
-        batch = make_batch(seqs, rows)
-        logits = head.logits(rollout(head, batch["feats"], batch["ids"], 1)[0])
-        for r in range(len(rows)):
+    for batch, logits in _forced_batches(head, seqs):
+        for r in range(len(logits)):
             v = batch["valid"][r]
-            out.append((logits[r][v].numpy(), batch["argmax"][r, 1:][v].numpy(), v.nonzero()[:, 0].numpy()))
+            out.append((logits[r][v].cpu().numpy(), batch["argmax"][r, 1:][v].cpu().numpy(), v.nonzero()[:, 0].cpu().numpy()))
     return out
-
 
 def drafting_first_guess(head, seqs: list[dict], logits=None, memory=None, phrases=None) -> float:
     """The forced first guess as the drafter makes it: the head's logits plus the phrase memory's
     bias and the text's own phrases' (phrases: TextPhrases' settings, a fresh table a sequence, fed
     the sequence as it is read) — the online score's teacher-forced twin for those rules.
     logits: head_logits(head, seqs), when scoring several rules on one head."""
-    from ..drafters.memory import TextPhrases
+    from ..drafters.memory import TextPhrases, columns_of_ids
     logits = logits if logits is not None else head_logits(head, seqs)
     vocab = head.vocab_ids.cpu().numpy()
-    col_of = np.full(int(max(vocab.max(), max(int(s["ids"].max()) for s in seqs))) + 1, -1, dtype=np.int64)
-    col_of[vocab] = np.arange(len(vocab))
+    col_of = columns_of_ids(vocab, int(max(vocab.max(), max(int(s["ids"].max()) for s in seqs))) + 1)
     mem_cols = memory.columns(vocab) if memory is not None else None
     right = total = 0
     for s, (lg, target, ts) in zip(seqs, logits, strict=True):

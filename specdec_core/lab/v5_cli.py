@@ -136,8 +136,8 @@ def cmd_export(a) -> None:
     if a.memory == "shipped":
         shutil.copy(Path(shipped_head()) / memory.FILE, out / memory.FILE)
     elif a.memory == "written":
-        seqs = memory_answers(3, str(run_dir))
-        memory.build(seqs, 3, 8, 2, 0.5, 1e-3).save(out)
+        seqs = memory_answers(written=str(run_dir))
+        memory.build(seqs).save(out)         # the memory command's defaults: order 3, top 8, min count 2, β 0.5
     print(f"{a.head} at {state['positions']:,} positions -> {out} (memory: {a.memory}; phrases: {a.phrases}"
           + (f", {sum(map(len, seqs)):,} tokens of answers" if a.memory == "written" else "") + ")")
 
@@ -189,15 +189,16 @@ def cmd_phrases(a) -> None:
     torch.set_num_threads(a.threads)
     pair = load_target("cpu")
     head = trainable_head(pair, a.head, "cpu")
-    mem = memory.load(Path(a.memory) if a.memory else (Path(a.head) if memory.load(Path(a.head)) else shipped_head()))
+    mem = memory.load(Path(a.memory)) if a.memory else (memory.load(Path(a.head)) or memory.load(shipped_head()))
     sets = {n: selection_set(pair, Path(a.run), "cpu", 4096, n) for n in ("select", "yardstick")}
     logits = {n: head_logits(head, seqs) for n, seqs in sets.items()}
     score = lambda n, m, w: drafting_first_guess(head, sets[n], logits[n], m, {"weights": list(w)} if w else None)
-    grid = sorted(PHRASE_GRID, key=lambda w: -score("select", mem, w))
+    on_select = {w: score("select", mem, w) for w in PHRASE_GRID}      # each weight triple scored once
+    grid = sorted(PHRASE_GRID, key=lambda w: -on_select[w])
     print("| rule | selection | yardstick |\n|---|---|---|")
     for name, m, w in [("head alone", None, None), ("head + memory", mem, None),
                        *[(f"head + memory + phrases {w}", mem, w) for w in grid[:5]]]:
-        print(f"| {name} | {score('select', m, w):.4f} | {score('yardstick', m, w):.4f} |", flush=True)
+        print(f"| {name} | {on_select[w] if w else score('select', m, w):.4f} | {score('yardstick', m, w):.4f} |", flush=True)
 
 
 def cmd_score(a) -> None:
