@@ -39,7 +39,8 @@ def test_make_asks_disjoint_typeable_and_mixed():
 
 @pytest.mark.model
 @pytest.mark.slow
-def test_v5_run_resumes_exactly(tmp_path):
+@pytest.mark.parametrize("replay", [0.0, 1.5])
+def test_v5_run_resumes_exactly(tmp_path, replay):
     from specdec_core.lab.stream import StreamConfig
     from specdec_core.lab.v3 import load_target
     from specdec_core.lab.v5 import V5Config, run, save_asks
@@ -51,13 +52,15 @@ def test_v5_run_resumes_exactly(tmp_path):
     def go(out, rounds, log=lambda m: None):
         cfg = V5Config(asks=str(tmp_path / "asks.npz"), out=str(out), device="cpu", heads=heads, write_batch=3,
                        max_new=6, max_tokens=4096, seconds=600, ckpt_minutes=0.0, max_rounds=rounds, score_sets=(),
-                       stream=StreamConfig(lr=1e-3, train_batch=2, warmup=1))
+                       stream=StreamConfig(lr=1e-3, train_batch=2, warmup=1), replay=replay)
         return run(cfg, log=log)
 
     whole = go(tmp_path / "whole", 2)
     go(tmp_path / "split", 1)
     split = go(tmp_path / "split", 1)
     assert whole["cursor"] == split["cursor"] == 6 and whole["positions"] == split["positions"] > 0
+    assert whole.get("replayed", 0) == split.get("replayed", 0) and (whole.get("replayed", 0) > whole["positions"]) == (replay > 0)
+    assert whole.get("replay_cursor") == split.get("replay_cursor")
     from safetensors.torch import load_file
     w, s = (load_file(str(tmp_path / d / "a" / "head.safetensors")) for d in ("whole", "split"))
     assert w.keys() == s.keys() and all(torch.equal(w[k], s[k]) for k in w)
@@ -111,10 +114,10 @@ def _tiny_run(pair, tmp_path, writer: str = "auto"):
     save_asks([{"task": "t", "text": t} for t in texts], [pair.encode_prompt(t) for t in texts], tmp_path / "asks.npz")
     logs = []
 
-    def go(heads, rounds):
+    def go(heads, rounds, lr=1e-3):
         cfg = V5Config(asks=str(tmp_path / "asks.npz"), out=str(tmp_path / "run"), device="cpu", heads=heads, write_batch=2,
                        max_new=5, max_tokens=4096, seconds=600, ckpt_minutes=0.0, max_rounds=rounds, score_sets=(),
-                       stream=StreamConfig(lr=1e-3, train_batch=2, warmup=1), writer=writer)
+                       stream=StreamConfig(lr=lr, train_batch=2, warmup=1), writer=writer)
         return run(cfg, log=logs.append)
     return go, logs
 
@@ -159,7 +162,7 @@ def test_paired_gain_is_the_difference_with_a_standard_error_by_prompt():
 
 
 def test_the_report_shows_heads_that_joined_or_left_and_the_paired_gain():
-    from specdec_core.lab.v5_cli import report
+    from specdec_core.lab.v5_tables import report
     row = lambda x: {"all": x, "prose": x, "code": x, "positions": 10}
     state = {"settings": {"heads": {"a": {}, "c": {}}}, "positions": 300, "round": 3, "cursor": 9, "written": 300,
              "write_s": 10.0, "train_s": 5.0, "rounds": [{"greedy": True}] * 3, "devices": [], "joined": {"c": 200},
@@ -170,6 +173,13 @@ def test_the_report_shows_heads_that_joined_or_left_and_the_paired_gain():
     assert "| a all | a prose | a code | b all | b prose | b code | c all | c prose | c code |" in text
     assert "| 0 | 0.400 | 0.400 | 0.400 | 0.390 | 0.390 | 0.390 | – | – | – |" in text
     assert "| 300 | 0.410 | 0.410 | 0.410 | – | – | – | 0.420 | 0.420 | 0.420 |" in text
+    # a run that reads its written rows again says how many, at each point and in all; each machine its lr and replay
+    state["curve"][-1]["replayed"], state["replayed"] = 600, 600
+    state["devices"] = [{"device": "cpu", "from_positions": 0, "write_batch": 64, "train_batch": 8},
+                        {"device": "cpu", "from_positions": 200, "write_batch": 64, "train_batch": 8, "lr": 1e-4, "replay": 2.0}]
+    text = report(state)
+    assert "| 300 (+ 600 again) | 0.410 |" in text and "600 written positions trained on again" in text
+    assert "| cpu | 0 | 64 | 8 |  | 0.0003 | 0 |" in text and "| cpu | 200 | 64 | 8 |  | 0.0001 | 2 |" in text
     assert "| 300 | +0.0123 ± 0.0040 |" in text and "c − a" in text and "c at 200 positions" in text
 
 
@@ -253,10 +263,48 @@ def test_a_deeper_head_starts_as_the_head_it_deepens_and_joins_a_run(tmp_path):
         trainable_head(pair, f"{out / 'd'}::::1", "cpu")
 
 
+def test_a_resumed_run_may_lower_its_peak_lr_and_says_from_where(tmp_path):
+    from specdec_core.lab.v3 import load_target
+    from specdec_core.lab.v5_cli import _run_lr
+    pair = load_target("cpu")
+    go, logs = _tiny_run(pair, tmp_path)
+    first = go({"a": "specdec_core/data/draft"}, 1)
+    assert _run_lr(str(tmp_path / "run")) == 1e-3 and _run_lr(str(tmp_path / "none")) == 3e-4
+    lower = go({"a": "specdec_core/data/draft"}, 1, lr=2e-4)
+    assert lower["positions"] > first["positions"] and lower["settings"]["lr"] == 2e-4
+    assert [(d["from_positions"], d["lr"]) for d in lower["devices"]] == [(0, 1e-3), (first["positions"], 2e-4)]
+    assert _run_lr(str(tmp_path / "run")) == 2e-4         # the CLI resumes with the lr the run last had
+
+
+def test_replay_reads_the_written_stream_oldest_first_and_starts_again_at_its_end(tmp_path):
+    """A replay cursor indexes one stream — the shards in order, then the rows not yet in a shard —
+    and takes rows until they hold the positions asked (answer positions: after the prompt)."""
+    from specdec_core.lab.written import replay_rows, save_written, written_rows
+    row = lambda n, plen, ask: {"ids": np.arange(n) + ask, "plen": plen, "greedy": True, "ask": ask}
+    save_written([row(6, 2, 0), row(5, 4, 1)], tmp_path / "written_000.npz")       # 4 and 1 answer positions
+    save_written([row(7, 1, 2)], tmp_path / "written_001.npz")                     # 6
+    pending = [row(3, 1, 3)]                                                       # 2, not yet a shard
+    assert [ids[0] for ids, _ in written_rows(tmp_path, pending)] == [0, 1, 2, 3]
+    # a row reads the same from a shard as before it was one (ids int64, its prompt length)
+    (tmp_path / "later").mkdir()
+    save_written(pending, tmp_path / "later" / "written_000.npz")
+    (kept, plen_kept), = written_rows(tmp_path / "later")
+    (held, plen_held), = written_rows(tmp_path / "none", [dict(pending[0], ids=torch.as_tensor(pending[0]["ids"]))])
+    assert kept.dtype == held.dtype == np.int64 and kept.tolist() == held.tolist() and plen_kept == plen_held == 1
+    rows, cursor = replay_rows(tmp_path, pending, 0, 5)
+    assert [ids[0] for ids, _ in rows] == [0, 1] and cursor == 2
+    rows, cursor = replay_rows(tmp_path, pending, cursor, 7)                       # 6 + 2: past the end ...
+    assert [ids[0] for ids, _ in rows] == [2, 3] and cursor == 4
+    rows, cursor = replay_rows(tmp_path, pending, cursor, 1)                       # ... then the oldest again
+    assert [(ids[0], plen) for ids, plen in rows] == [(0, 2)] and cursor == 1
+    rows, _ = replay_rows(tmp_path, pending, 0, 10**6)                             # at most every row once
+    assert len(rows) == 4 and replay_rows(tmp_path / "empty", [], 0, 5) == ([], 0)
+
+
 def test_written_answers_are_each_answer_after_its_prompts_last_tokens(tmp_path):
     """What the phrase memory counts from a run (memory --written): every shard's answers, each after
     the last `order` tokens of its prompt, in shard order."""
-    from specdec_core.lab.v5 import save_written, written_answers
+    from specdec_core.lab.written import save_written, written_answers
     rows = [{"ids": np.array([5, 6, 7, 8, 9, 10]), "plen": 4, "greedy": True, "ask": 0},
             {"ids": np.array([1, 2, 3]), "plen": 1, "greedy": False, "ask": 3}]
     save_written(rows[:1], tmp_path / "written_000.npz")

@@ -35,12 +35,13 @@ def force(target, rows: list[tuple[np.ndarray, int]], layers=(10, 20, -1), max_t
         b += len(group)
         T = max(len(rows[i][0]) for i in group)
         x = torch.full((len(group), T), EOS, dtype=torch.long, device=dev)
-        mask = torch.zeros(len(group), T, dtype=torch.long, device=dev)
         for r, i in enumerate(group):
             ids = torch.as_tensor(np.asarray(rows[i][0]), dtype=torch.long, device=dev)
-            x[r, :len(ids)], mask[r, :len(ids)] = ids, 1
+            x[r, :len(ids)] = ids
+        # Right padding under causal attention: no row's tokens read its padding, so no mask is
+        # needed — and without one SDPA takes its fused causal kernel instead of a masked one.
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast):
-            hs = target.model(x, attention_mask=mask, output_hidden_states=True).hidden_states
+            hs = target.model(x, output_hidden_states=True).hidden_states
         taps = torch.cat([hs[i].float() for i in layers], -1)          # [B, T, taps·H]
         final = hs[-1].float()
         for r, i in enumerate(group):

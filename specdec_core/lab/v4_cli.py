@@ -132,7 +132,7 @@ def memory_answers(order: int = 3, written: str = "") -> list:
     from .sources import target_outputs
     seqs = [np.concatenate([np.asarray(s["prompt"])[-order:], np.asarray(s["gen"])]) for s in target_outputs("shared,gen")]
     if written:
-        from .v5 import written_answers
+        from .written import written_answers
         seqs += written_answers(Path(written), order)
     return seqs
 

@@ -15,6 +15,9 @@ a round it has not yet trained on is a held-out measure: the log's learning curv
 `ckpt_minutes` (each head and its 8-bit moments, `checkpoint.py`; the rows written since the last one
 as a `written_NNN.npz` shard of token ids; state.json last) lets any machine go on where another
 stopped. Heads at the curve's milestones go to <out>/milestones (kept where the run ran) for v5-score.
+With `replay` R > 0, each round also reads R× its new positions again from what the run wrote, oldest
+first (`written.replay_rows`; forced by the writer, a forward pass a position): more training an hour
+than the target writes. The lr's cosine follows the positions *written*; the peak lr may change on resume.
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ from .data import FEATURE_LAYERS as LAYERS, load_ids, save_ids, select_taps
 from .force import force
 from .stream import StreamConfig, new_optimizer, train_on
 from .train import load_start, trainable_head
+from .written import replay_rows, save_written
 
 MILESTONES = (100_000, 250_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000)
 SAMPLERS = ((0.0, 1.0), (0.7, 0.9))          # (temperature, top-p): greedy, the bench's sampling
@@ -69,6 +73,7 @@ class V5Config:
     stream: StreamConfig = field(default_factory=lambda: StreamConfig(lr=3e-4, train_batch=8, warmup=50))
     seed: int = 0
     writer: str = "auto"                     # the CPU's writer: fp32, bf16 (matrices) or auto (bf16 where the CPU has bf16 math)
+    replay: float = 0.0                      # written positions read again a round, per position written (written.py)
 
 
 def save_asks(asks: list[dict], ids: list[list[int]], path: Path) -> None:
@@ -82,22 +87,6 @@ def save_asks(asks: list[dict], ids: list[list[int]], path: Path) -> None:
 def load_asks(path: str) -> tuple[list[np.ndarray], list[str]]:
     prompts, arrays = load_ids(Path(path))
     return prompts, list(arrays["task"])
-
-
-def save_written(rows: list[dict], path: Path) -> None:
-    """A shard of written rows: prompt + answer ids, prompt length, sampler, ask index (data.save_ids)."""
-    save_ids(path, [r["ids"] for r in rows], plen=np.array([r["plen"] for r in rows], np.int32),
-             greedy=np.array([r["greedy"] for r in rows]), ask=np.array([r["ask"] for r in rows], np.int32))
-
-
-def written_answers(out: Path, order: int = 3) -> list[np.ndarray]:
-    """Every answer a run wrote (its written_*.npz shards), each after its prompt's last `order`
-    tokens — what the phrase memory counts (how an answer starts is the target's)."""
-    seqs = []
-    for shard in sorted(Path(out).glob("written_*.npz")):
-        ids, arrays = load_ids(shard)
-        seqs += [np.asarray(x[max(0, int(pl) - order):]) for x, pl in zip(ids, arrays["plen"])]
-    return seqs
 
 
 def _save(head, folder: Path, name: str, state: dict, stream: StreamConfig, device: str) -> None:
@@ -116,7 +105,8 @@ def _ask_order(prompts: list[np.ndarray], max_prompt: int, seed: int) -> np.ndar
 
 def _settings(cfg: V5Config, heads: dict) -> dict:
     """What a resumed run must share with the one that wrote the checkpoint — not the batch sizes
-    (a GPU writes and trains on larger ones), the device or where the start heads lie."""
+    (a GPU writes and trains on larger ones), the device or where the start heads lie. The peak lr is
+    kept here but may change on resume (a run's `devices` say from where)."""
     digest = hashlib.md5(Path(cfg.asks).read_bytes()).hexdigest()
     return {"asks": digest, "seed": cfg.seed, "max_new": cfg.max_new, "max_prompt": cfg.max_prompt,
             "budget": cfg.budget, **{k: getattr(cfg.stream, k) for k in ("loss", "lr", "warmup", "noise", "weight_decay")},
@@ -129,7 +119,7 @@ def _resumable(saved: dict, settings: dict, width: int) -> bool:
     """A checkpoint's settings allow this run: all but the heads equal, and a head in both the same
     head (taps, vocabulary, MLP width; a checkpoint from before widths were kept has the target's).
     Heads may join or leave a run."""
-    rest = lambda d: {k: v for k, v in d.items() if k != "heads"}
+    rest = lambda d: {k: v for k, v in d.items() if k not in ("heads", "lr")}
     if rest(saved) != rest(settings):
         return False
     return all({"width": width, **saved["heads"][n]} == h for n, h in settings["heads"].items() if n in saved["heads"])
@@ -225,7 +215,7 @@ def run(cfg: V5Config, log=print) -> dict:
         log("joined at " + f"{state['positions']:,}: " + ", ".join(f"{n} {state['curve'][-1][n]['all']:.3f}" for n in new))
     device_name = torch.cuda.get_device_name() if cfg.device == "cuda" else "cpu"
     state["devices"].append({"device": device_name, "from_positions": state["positions"], "write_batch": cfg.write_batch,
-                             "train_batch": stream.train_batch, "writer": writer_name})
+                             "train_batch": stream.train_batch, "writer": writer_name, "lr": stream.lr, "replay": cfg.replay})
     log(f"{len(order):,} asks (prompt ≤ {cfg.max_prompt} tokens), {len(order) - state['cursor']:,} left; heads "
         f"{list(heads)}; writer {writer_name}; setup {time.monotonic() - t_start:.0f} s")
     pending, last_ckpt, rounds_here, loop_s = [], time.monotonic(), 0, 0.0
@@ -267,8 +257,20 @@ def run(cfg: V5Config, log=print) -> dict:
                 stats[name] = {"agree": round(res["agree"], 4), "loss": round(res["loss"], 4)}
                 trained = res["positions"]
             pending += [{k: row[k] for k in ("ids", "plen", "greedy", "ask")} for row in rows]   # ids only: not the labels
-            t2 = time.monotonic()
             state["positions"] += trained
+            again_n = 0
+            if cfg.replay > 0:     # written rows again, oldest first: a forward pass a position, not a decode
+                old, state["replay_cursor"] = replay_rows(out, pending, state.get("replay_cursor", 0), int(cfg.replay * n_new))
+                again = force(writer if own_labels else pair.target, old, LAYERS, cfg.max_tokens, on_device=not own_labels)
+                for name, head in heads.items():
+                    gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed * 7919 + state["round"] + 1_000_003)
+                    res = train_on(head, opts[name], select_taps(again, head.cfg["feature_layers"]), stream,
+                                   state["steps"][name], state["positions"], gen)
+                    state["steps"][name] += res["steps"]
+                    stats[name]["again"] = round(res["agree"], 4)
+                again_n = res["positions"]
+                state["replayed"] = state.get("replayed", 0) + again_n
+            t2 = time.monotonic()
             state.update(cursor=state["cursor"] + len(batch), round=state["round"] + 1, written=state["written"] + n_new,
                          write_s=state["write_s"] + t1 - t0, train_s=state["train_s"] + t2 - t1)
             state["rounds"].append({"round": state["round"] - 1, "greedy": temperature == 0, "answers": len(rows), "written": n_new,
@@ -277,8 +279,10 @@ def run(cfg: V5Config, log=print) -> dict:
             # The learning curve: the selection answers, teacher-forced (not counted in the loop's pace)
             if "select" in sets:
                 state.setdefault("curve", []).append(curve_point(heads, sets, state["positions"]))
+                if state.get("replayed"):
+                    state["curve"][-1]["replayed"] = state["replayed"]
             log(f"round {state['round'] - 1}: {len(rows)} answers, {n_new} tokens written ({n_new / (t1 - t0):.0f}/s), positions "
-                f"{state['positions']:,} (forced + trained {trained / max(1e-6, t2 - t1):.0f}/s); "
+                f"{state['positions']:,} (+ {state.get('replayed', 0):,} replayed; trained {(trained + again_n) / max(1e-6, t2 - t1):.0f}/s); "
                 + ", ".join(f"{n} agree {s['agree']:.3f}" + (f", selection {state['curve'][-1][n]['all']:.3f}" if "select" in sets else "")
                             for n, s in stats.items()))
             for m in MILESTONES:

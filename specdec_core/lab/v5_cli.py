@@ -16,10 +16,13 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 import torch
+
+from .v5_tables import misses_table, report
 
 
 def add_parsers(sub) -> None:
@@ -37,13 +40,17 @@ def add_parsers(sub) -> None:
     r.add_argument("--max-rounds", type=int, default=None, help="stop (checkpointed) after this many rounds here")
     r.add_argument("--write-batch", type=int, default=64, help="answers written per round (64 on a CPU: 116 answer tokens/s against 79 at 24; a GPU takes 2048)")
     r.add_argument("--max-new", type=int, default=320)
-    r.add_argument("--max-tokens", type=int, default=65536)
-    r.add_argument("--lr", type=float, default=3e-4)
+    r.add_argument("--max-tokens", type=int, default=None,
+                   help="padded tokens per forcing pass (default: 65536 on a GPU, 2048 on a CPU: 5x the positions/s of 65536 there)")
+    r.add_argument("--lr", type=float, default=None, help="peak lr (default: the resumed run's, else 3e-4)")
+    r.add_argument("--replay", type=float, default=0.0,
+                   help="written positions trained on again each round, per new position (oldest first; a forward pass each)")
     r.add_argument("--train-batch", type=int, default=8, help="sequences per optimiser step (a GPU takes 32)")
     r.add_argument("--head", action="append", default=None, metavar="NAME=FOLDER[:VOCAB.npy[:TAPS[:WIDTH]]]",
                    help="a head to train (repeat; default: v5.HEADS): its start weights, vocabulary, taps, MLP width "
                         "(a head new to a resumed run joins it from the first head's weights)")
-    r.add_argument("--threads", type=int, default=8)
+    r.add_argument("--threads", type=int, default=min(8, os.cpu_count() or 1),
+                   help="torch threads (default: the cores, at most 8; more threads than cores write ~20 %% slower)")
     r.add_argument("--writer", default="auto", choices=("auto", "fp32", "bf16"),
                    help="the CPU's writer: the fp32 target, or its matrix products in bf16 (1.4x on a CPU with AMX; "
                         "labels captured from it); auto: bf16 where the CPU has bf16 math")
@@ -94,6 +101,12 @@ def cmd_asks(a) -> None:
           f"({Path(a.file).stat().st_size / 1e6:.1f} MB), {time.monotonic() - t0:.0f} s")
 
 
+def _run_lr(out: str) -> float:
+    """The peak lr a resumed run last ran with (3e-4 for a new run)."""
+    state = Path(out) / "state.json"
+    return json.loads(state.read_text())["settings"].get("lr", 3e-4) if state.is_file() else 3e-4
+
+
 def cmd_run(a) -> None:
     from .stream import StreamConfig
     from .v5 import V5Config, run
@@ -101,9 +114,9 @@ def cmd_run(a) -> None:
     from .v5 import HEADS
     heads = dict(kv.split("=", 1) for kv in a.head) if a.head else dict(HEADS)
     cfg = V5Config(asks=a.asks, out=a.out, device=a.device, heads=heads, write_batch=a.write_batch, max_new=a.max_new,
-                   max_tokens=a.max_tokens, seconds=a.seconds, budget=a.budget, ckpt_minutes=a.ckpt_minutes,
+                   max_tokens=a.max_tokens or (65536 if a.device == "cuda" else 2048), seconds=a.seconds, budget=a.budget, ckpt_minutes=a.ckpt_minutes,
                    max_rounds=a.max_rounds, writer=a.writer,
-                   stream=StreamConfig(lr=a.lr, train_batch=a.train_batch, warmup=50))
+                   replay=a.replay, stream=StreamConfig(lr=a.lr or _run_lr(a.out), train_batch=a.train_batch, warmup=50))
     run(cfg, log=lambda m: print(time.strftime("%H:%M:%S"), m, flush=True))
 
 
@@ -140,19 +153,6 @@ def cmd_export(a) -> None:
         memory.build(seqs).save(out)         # the memory command's defaults: order 3, top 8, min count 2, β 0.5
     print(f"{a.head} at {state['positions']:,} positions -> {out} (memory: {a.memory}; phrases: {a.phrases}"
           + (f", {sum(map(len, seqs)):,} tokens of answers" if a.memory == "written" else "") + ")")
-
-
-def misses_table(rows: dict) -> str:
-    """{(set, head): miss_anatomy(...)} -> Markdown, one row per set and head."""
-    from .curve import SURE_BINS
-    pct = lambda x: "–" if x is None else f"{x:.3f}"
-    lines = ["| set | head | positions | first guess | target's token outside the head's vocabulary | "
-             + " | ".join(f"target p_max {b}: share / head right / right where in vocabulary" for _, b in SURE_BINS) + " |",
-             "|---|---|---|---|---|" + "---|" * len(SURE_BINS)]
-    for (name, head), r in rows.items():
-        lines.append(f"| {name} | {head} | {r['positions']:,} | {pct(r['hit'])} | {pct(r['out_of_vocab'])} | "
-                     + " | ".join(f"{b['share']:.3f} / {pct(b['hit'])} / {pct(b['in_vocab_hit'])}" for b in r["bins"]) + " |")
-    return "\n".join(lines)
 
 
 def cmd_misses(a) -> None:
@@ -232,58 +232,6 @@ def cmd_score(a) -> None:
         print(f"{folder.name} ({row['positions']:,} positions): first guess {row['alone']['first']:.3f} alone "
               f"(prose {row['alone']['prose']:.3f}, code {row['alone']['code']:.3f}), {row['memory']['first']:.3f} "
               f"with the memory", flush=True)
-
-
-def _thinned(curve: list[dict], every: int) -> list[dict]:
-    """Curve points at least `every` positions apart, the last one always kept."""
-    out = []
-    for c in curve:
-        if not out or not every or c["positions"] - out[-1]["positions"] >= every or c is curve[-1]:
-            out.append(c)
-    return out
-
-
-def report(state: dict, every: int = 0) -> str:
-    """Markdown: the curve (teacher-forced first guess on the selection answers; the yardstick's
-    beside it where measured), written tokens and the pace per machine."""
-    # every head the curve holds, in the order they appear (heads join and leave a run: "–" where absent)
-    curve = state.get("curve", [])
-    heads = list(dict.fromkeys([h for c in curve for h, v in c.items() if isinstance(v, dict) and "all" in v]
-                               + list(state["settings"]["heads"])))
-    cell = lambda d, h, keys: " | ".join(f"{d[h][k]:.3f}" if h in d else "–" for k in keys)
-    lines = [f"Positions trained: {state['positions']:,} in {state['round']} rounds; {state['cursor']:,} asks answered, "
-             f"{state['written']:,} answer tokens written in {state['write_s']:.0f} s, forced and trained in "
-             f"{state['train_s']:.0f} s ({state['positions'] / max(1e-9, state['write_s'] + state['train_s']):.0f} positions/s "
-             f"over the run's life); {sum(r['greedy'] for r in state['rounds'])} greedy rounds, "
-             f"{sum(not r['greedy'] for r in state['rounds'])} sampled.", "",
-             "The 89 selection prompts (natural, never trained on), teacher-forced first guess:", "",
-             "| positions | " + " | ".join(f"{h} all | {h} prose | {h} code" for h in heads) + " |",
-             "|---|" + "---|" * (3 * len(heads))]
-    lines += [f"| {c['positions']:,} | " + " | ".join(cell(c, h, ("all", "prose", "code")) for h in heads) + " |"
-              for c in _thinned(curve, every)]
-    paired = [c for c in curve if "gain" in c]
-    if paired:    # the same positions for both heads: far less noise than the difference of two rows above
-        others = list(dict.fromkeys(h for c in paired for h in c["gain"]))
-        lines += ["", f"Paired on the same selection positions, each head against {heads[0]} "
-                      "(difference, ± its standard error by prompt):", "",
-                  "| positions | " + " | ".join(f"{h} − {heads[0]}" for h in others) + " |", "|---|" + "---|" * len(others)]
-        lines += [f"| {c['positions']:,} | " + " | ".join(f"{c['gain'][h]['gain']:+.4f} ± {c['gain'][h]['se']:.4f}"
-                                                         if h in c["gain"] else "–" for h in others) + " |"
-                  for c in _thinned(paired, every)]
-    yard = [c for c in curve if "yardstick" in c]
-    if yard:    # the defaults bench's held-out prompts, reported beside (never selected on)
-        lines += ["", "The frozen 70-prompt yardstick (reported, never selected on), teacher-forced first guess:", "",
-                  "| positions | " + " | ".join(f"{h} all | {h} code" for h in heads) + " |", "|---|" + "---|" * (2 * len(heads))]
-        lines += [f"| {c['positions']:,} | " + " | ".join(cell(c["yardstick"], h, ("all", "code")) for h in heads) + " |"
-                  for c in _thinned(yard, every)]
-    joined = state.get("joined", {})
-    if joined:
-        lines += ["", "Joined the run: " + ", ".join(f"{h} at {at:,} positions (from the first head as it stood)"
-                                                      for h, at in joined.items()) + "."]
-    lines += ["", "| machine | from positions | answers a round | sequences a step | writer |", "|---|---|---|---|---|"]
-    lines += [f"| {d['device']} | {d['from_positions']:,} | {d['write_batch']} | {d.get('train_batch', '')} | {d.get('writer', '')} |"
-              for d in state["devices"]]
-    return "\n".join(lines)
 
 
 def cmd_report(a) -> None:
