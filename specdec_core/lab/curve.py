@@ -113,6 +113,7 @@ def first_guess_hits(head, seqs: list[dict]) -> list[np.ndarray]:
         out += [match[r][batch["valid"][r]].cpu().numpy() for r in range(len(match))]
     return out
 
+
 # Where the target's own top token is this sure (its probability p_max), from most to least sure.
 SURE_BINS = ((0.9, "≥ 0.9"), (0.5, "0.5–0.9"), (0.0, "< 0.5"))
 
@@ -163,6 +164,7 @@ def head_logits(head, seqs: list[dict]) -> list[tuple[np.ndarray, np.ndarray, np
             v = batch["valid"][r]
             out.append((logits[r][v].cpu().numpy(), batch["argmax"][r, 1:][v].cpu().numpy(), v.nonzero()[:, 0].cpu().numpy()))
     return out
+
 
 def drafting_first_guess(head, seqs: list[dict], logits=None, memory=None, phrases=None) -> float:
     """The forced first guess as the drafter makes it: the head's logits plus the phrase memory's

@@ -125,6 +125,18 @@ def _resumable(saved: dict, settings: dict, width: int) -> bool:
     return all({"width": width, **saved["heads"][n]} == h for n, h in settings["heads"].items() if n in saved["heads"])
 
 
+def _train_heads(heads: dict, opts: dict, seqs: list[dict], stream: StreamConfig, state: dict, device: str, seed: int) -> dict:
+    """One pass of every head over seqs (stream.train_on; each head's noise drawn from `seed`), the
+    lr where the run stands (state's positions and each head's steps, which advance). {head: train_on's stats}."""
+    out = {}
+    for name, head in heads.items():
+        gen = torch.Generator(device=device).manual_seed(seed)
+        out[name] = train_on(head, opts[name], select_taps(seqs, head.cfg["feature_layers"]), stream,
+                             state["steps"][name], state["positions"], gen)
+        state["steps"][name] += out[name]["steps"]
+    return out
+
+
 @contextmanager
 def _sigterm_ends_run():
     """Yields a list that SIGTERM appends to (the run ends after its round); the process's own
@@ -248,27 +260,19 @@ def run(cfg: V5Config, log=print) -> dict:
             else:    # the positions this pace reaches by the deadline (re-estimated each round)
                 pace = (state["positions"] + n_new) / max(1e-6, loop_s + (t1 - t0))
                 stream.positions = int(state["positions"] + max(n_new, pace * max(0.0, left - (t1 - t0))))
-            stats = {}
-            for name, head in heads.items():
-                gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed * 7919 + state["round"])
-                res = train_on(head, opts[name], select_taps(seqs, head.cfg["feature_layers"]), stream,
-                               state["steps"][name], state["positions"], gen)
-                state["steps"][name] += res["steps"]
-                stats[name] = {"agree": round(res["agree"], 4), "loss": round(res["loss"], 4)}
-                trained = res["positions"]
+            res = _train_heads(heads, opts, seqs, stream, state, cfg.device, cfg.seed * 7919 + state["round"])
+            stats = {n: {"agree": round(r["agree"], 4), "loss": round(r["loss"], 4)} for n, r in res.items()}
+            trained = next(iter(res.values()))["positions"]
             pending += [{k: row[k] for k in ("ids", "plen", "greedy", "ask")} for row in rows]   # ids only: not the labels
             state["positions"] += trained
             again_n = 0
             if cfg.replay > 0:     # written rows again, oldest first: a forward pass a position, not a decode
                 old, state["replay_cursor"] = replay_rows(out, pending, state.get("replay_cursor", 0), int(cfg.replay * n_new))
                 again = force(writer if own_labels else pair.target, old, LAYERS, cfg.max_tokens, on_device=not own_labels)
-                for name, head in heads.items():
-                    gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed * 7919 + state["round"] + 1_000_003)
-                    res = train_on(head, opts[name], select_taps(again, head.cfg["feature_layers"]), stream,
-                                   state["steps"][name], state["positions"], gen)
-                    state["steps"][name] += res["steps"]
-                    stats[name]["again"] = round(res["agree"], 4)
-                again_n = res["positions"]
+                res = _train_heads(heads, opts, again, stream, state, cfg.device, cfg.seed * 7919 + state["round"] + 1_000_003)
+                for name, r in res.items():
+                    stats[name]["again"] = round(r["agree"], 4)
+                again_n = next(iter(res.values()))["positions"]
                 state["replayed"] = state.get("replayed", 0) + again_n
             t2 = time.monotonic()
             state.update(cursor=state["cursor"] + len(batch), round=state["round"] + 1, written=state["written"] + n_new,
