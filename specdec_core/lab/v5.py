@@ -51,7 +51,8 @@ SAMPLERS = ((0.0, 1.0), (0.7, 0.9))          # (temperature, top-p): greedy, the
 # the curve's noise, so each left the run (their curves stay in state.json). d (from 659,023
 # on): a with a second decoder layer (a pass-through at the start) — the capacity c did not add,
 # as depth —, left at 1,236,079 no better than a (paired gain between −0.009 and +0.005 over 577k
-# positions). From there a trains alone (~1.4x the positions an hour).
+# positions). From there a trains alone (~1.4x the positions an hour). A fresh run starts from the
+# shipped head — since session 11 this run's own a at 1,770,186; the original start is git 2a1ec7c's.
 HEADS = {"a": "specdec_core/data/draft"}
 
 
