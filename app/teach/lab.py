@@ -20,7 +20,7 @@ from ..gpu import gpu
 from ..model_thread import MODEL_THREAD
 
 LAB_PROMPT = "I saw a dog ride"             # chat template off: the walkthrough's prompt
-LAB_DRAFT = "distilled"                     # weak here on plain text (α ≈ 0.32): rejections are frequent
+LAB_DRAFT = "distilled"                     # weak here on plain text (α ≈ 0.31): rejections are frequent
 LAB_DRAFTS = ["distilled", "target-layers:1", "target-layers:2", "target-layers:4"]
 N_DEFAULT, N_MIN, N_MAX = 4000, 2000, 50_000
 TOP_BINS = 8                                 # tokens shown; the rest is one "other" bar

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 RUN=${1:-specdec_core/lab/runs/v5}
-PART=${PART_MB:-50}
+PART=${PART_MB:-58}       # MiB: two parts for the ~116 MiB blob; a part + the ~3 MB tree < 64 MiB
 rm -rf .gpu/blob .gpu/parts && mkdir -p .gpu/blob/wheels .gpu/parts
 .venv/bin/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
