@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Draft v5 on a lent GPU, step 2, on the GPU machine: `bash docs/lab/lease-v5/call.sh` in each call,
-# carrying the next .gpu/parts/part_NN (and, in the first, .gpu/parts/md5). Each call appends its part
+# carrying the next .gpu/parts/part_NN (and, in the first, .gpu/parts/md5); a call after the run, on
+# the same warm machine and carrying nothing, goes on from the checkpoint it left. Each call appends its part
 # to /root/v5 (outside the tree: ignored files there survive while the machine stays warm); the
 # call whose part completes the tar (its md5 matches) unpacks it, installs the wheels, resumes the
 # run on cuda (V5_SECONDS, default 420) and leaves the new checkpoint, the written shards, the state
@@ -13,19 +14,24 @@ for p in .gpu/parts/part_*; do
   if [ -f "$p" ] && ! grep -qx "$(basename $p)" $K/appended; then cat "$p" >> $K/blob.tar && basename $p >> $K/appended && echo "appended $p"; fi
 done
 ls -la $K
-if [ "$(md5sum $K/blob.tar | cut -d' ' -f1)" != "$(cat $K/md5 2>/dev/null)" ]; then echo "tar not complete yet"; exit 0; fi
-set -e
-tar xf $K/blob.tar -C $K && rm $K/blob.tar
-${PY:-python3} -m pip install -q --no-deps --no-index --no-compile $K/wheels/*.whl 2>&1 | tail -2
-nvidia-smi -L || true
 export SPECDEC_CACHE=$K/cache PYTHONPATH=$PWD PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-mkdir -p $SPECDEC_CACHE/gguf && mv $K/*.gguf $SPECDEC_CACHE/gguf/
+if [ -f $K/run/state.json ] && [ ! -f $K/blob.tar ]; then
+  # A later call on the same warm machine (no part to carry): the run is unpacked, go on from its checkpoint.
+  echo "the run is unpacked here: going on from its checkpoint"
+else
+  if [ "$(md5sum $K/blob.tar | cut -d' ' -f1)" != "$(cat $K/md5 2>/dev/null)" ]; then echo "tar not complete yet"; exit 0; fi
+  set -e
+  tar xf $K/blob.tar -C $K && rm $K/blob.tar
+  ${PY:-python3} -m pip install -q --no-deps --no-index --no-compile $K/wheels/*.whl 2>&1 | tail -2
+  nvidia-smi -L || true
+  mkdir -p $SPECDEC_CACHE/gguf && mv $K/*.gguf $SPECDEC_CACHE/gguf/
+  set +e
+fi
 ls $K/run/written_*.npz 2>/dev/null | xargs -n1 basename > $K/known_shards || true
-set +e
 timeout $(( ${V5_SECONDS:-420} + 60 )) ${PY:-python3} -m specdec_core.lab v5-run --out $K/run --asks $K/run/asks.npz --device ${V5_DEVICE:-cuda} \
   --write-batch ${V5_BATCH:-2048} --train-batch 32 --seconds ${V5_SECONDS:-420} --ckpt-minutes 2 --threads 12 \
   --head a=$K/draft \
-  2>&1 | grep --line-buffered -v "Loading weights" | tee $OUT/log.txt
+  2>&1 | grep --line-buffered -v "Loading weights\|Converting\|Writing model" | tee $OUT/log.txt
 # Back (8 files at most, 16 MiB each): the heads and their moments, the state, the log, the new shards
 # (a shard per 2-minute checkpoint) in files of at most ~15 MB.
 cp $K/run/state.json $OUT/
