@@ -208,4 +208,4 @@ def main(argv=None) -> None:
      "block-train": block_run.cmd_block_train, "block-ablate": block_run.cmd_block_ablate,
      "block-eval": block_run.cmd_block_eval, "v3-run": v3_cli.cmd_run, "v3-measure": v3_cli.cmd_measure,
      "v3-report": v3_cli.cmd_report, "v4-run": v4_cli.cmd_run, "v4-report": v4_cli.cmd_report, "v4-mix": v4_cli.cmd_mix, "v4-docs": v4_cli.cmd_docs, "v4-score": v4_cli.cmd_score, "memory": v4_cli.cmd_memory,
-     "v5-asks": v5_cli.cmd_asks, "v5-run": v5_cli.cmd_run, "v5-score": v5_cli.cmd_score, "v5-report": v5_cli.cmd_report, "v5-export": v5_cli.cmd_export, "v5-misses": v5_cli.cmd_misses, "v5-phrases": v5_cli.cmd_phrases}[a.cmd](a)
+     "v5-asks": v5_cli.cmd_asks, "v5-run": v5_cli.cmd_run, "v5-score": v5_cli.cmd_score, "v5-report": v5_cli.cmd_report, "v5-export": v5_cli.cmd_export, "v5-misses": v5_cli.cmd_misses, "v5-phrases": v5_cli.cmd_phrases, "v5-probe": v5_cli.cmd_probe}[a.cmd](a)

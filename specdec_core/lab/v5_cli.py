@@ -12,6 +12,8 @@
                own token, and how often that token is outside the head's vocabulary
     v5-phrases the weights of the text's own phrases (memory.TextPhrases) chosen on the selection set,
                reported on the yardstick, teacher-forced with the phrase memory
+    v5-probe   why the curve flattens: heads of other shapes or lrs side by side on a second pass over
+               what the run wrote (v5_probe.py; a lent GPU)
 """
 from __future__ import annotations
 
@@ -79,6 +81,21 @@ def add_parsers(sub) -> None:
     ph.add_argument("--run", default="specdec_core/lab/runs/v5")
     ph.add_argument("--memory", default="", help="the phrase memory's folder (default: the head's own, else the shipped one)")
     ph.add_argument("--threads", type=int, default=2)
+    pr = sub.add_parser("v5-probe", help="draft v5: heads of other shapes or lrs trained side by side on what the run wrote, "
+                                         "paired against the first")
+    pr.add_argument("--head", action="append", required=True, metavar="NAME=SPEC[@LR]",
+                    help="a head (repeat; the first is the baseline): a trainable_head spec FOLDER[:VOCAB[:TAPS[:WIDTH[:DEPTH]]]], "
+                         "its peak lr (default 1e-4)")
+    pr.add_argument("--run", default="specdec_core/lab/runs/v5")
+    pr.add_argument("--out", required=True, help="probe.json and the heads at the end")
+    pr.add_argument("--device", default="cpu")
+    pr.add_argument("--positions", type=int, default=4_000_000, help="the cosine's span and the most positions trained")
+    pr.add_argument("--seconds", type=float, default=300.0)
+    pr.add_argument("--every", type=int, default=500_000)
+    pr.add_argument("--rows", type=int, default=2048, help="written rows forced a round")
+    pr.add_argument("--train-batch", type=int, default=32)
+    pr.add_argument("--max-tokens", type=int, default=None, help="padded tokens per forcing pass (default 65536 on a GPU, 2048 on a CPU)")
+    pr.add_argument("--threads", type=int, default=min(8, os.cpu_count() or 1))
     s = sub.add_parser("v5-score", help="draft v5: score every head a run saved (CPU), the learning curve")
     s.add_argument("--out", default="specdec_core/lab/runs/v5")
     s.add_argument("--threads", type=int, default=2)
@@ -232,6 +249,22 @@ def cmd_score(a) -> None:
         print(f"{folder.name} ({row['positions']:,} positions): first guess {row['alone']['first']:.3f} alone "
               f"(prose {row['alone']['prose']:.3f}, code {row['alone']['code']:.3f}), {row['memory']['first']:.3f} "
               f"with the memory", flush=True)
+
+
+def cmd_probe(a) -> None:
+    from .v5_probe import ProbeConfig, parse_head, probe
+    torch.set_num_threads(a.threads)
+    try:
+        heads = {n: (spec, lr) for n, spec, lr in map(parse_head, a.head)}
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    for spec, _ in heads.values():
+        if not Path(spec.split(":")[0]).is_dir():
+            raise SystemExit(f"{spec}: no such head folder")
+    cfg = ProbeConfig(run=a.run, out=a.out, heads=heads, device=a.device, positions=a.positions, seconds=a.seconds,
+                      every=a.every, rows_per_round=a.rows, train_batch=a.train_batch,
+                      max_tokens=a.max_tokens or (65536 if a.device == "cuda" else 2048))
+    probe(cfg, log=lambda m: print(time.strftime("%H:%M:%S"), m, flush=True))
 
 
 def cmd_report(a) -> None:
