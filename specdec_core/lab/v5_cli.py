@@ -95,6 +95,7 @@ def add_parsers(sub) -> None:
     pr.add_argument("--rows", type=int, default=2048, help="written rows forced a round")
     pr.add_argument("--train-batch", type=int, default=32)
     pr.add_argument("--max-tokens", type=int, default=None, help="padded tokens per forcing pass (default 65536 on a GPU, 2048 on a CPU)")
+    pr.add_argument("--seed", type=int, default=0, help="the rows' shuffle and the feature noise")
     pr.add_argument("--threads", type=int, default=min(8, os.cpu_count() or 1))
     s = sub.add_parser("v5-score", help="draft v5: score every head a run saved (CPU), the learning curve")
     s.add_argument("--out", default="specdec_core/lab/runs/v5")
@@ -263,7 +264,7 @@ def cmd_probe(a) -> None:
             raise SystemExit(f"{spec}: no such head folder")
     cfg = ProbeConfig(run=a.run, out=a.out, heads=heads, device=a.device, positions=a.positions, seconds=a.seconds,
                       every=a.every, rows_per_round=a.rows, train_batch=a.train_batch,
-                      max_tokens=a.max_tokens or (65536 if a.device == "cuda" else 2048))
+                      max_tokens=a.max_tokens or (65536 if a.device == "cuda" else 2048), seed=a.seed)
     probe(cfg, log=lambda m: print(time.strftime("%H:%M:%S"), m, flush=True))
 
 
