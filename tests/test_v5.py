@@ -402,3 +402,45 @@ def test_drafting_first_guess_adds_the_drafters_rules_to_the_forced_first_guess(
     assert alone == pytest.approx(float(np.concatenate(first_guess_hits(head, seqs)).mean()))
     assert drafting_first_guess(head, seqs, logits, phrases={"weights": [0.0, 0.0, 0.0]}) == alone
     assert drafting_first_guess(head, seqs, logits, phrases={"weights": [0.25, 1.0, 2.0]}) > alone
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_a_probe_resumes_exactly_wraps_its_epochs_and_its_heads_export(tmp_path):
+    """v5-probe (v5_probe.py): heads of other shapes side by side on the rows a run wrote, a
+    checkpointed long job — two sittings of two rounds equal one of four (every weight equal), the
+    rows read again in a new order once every row was read (an epoch), other settings refused, and a
+    deeper head it holds exported as an app folder that loads (its memory counted from the run it reads)."""
+    from safetensors.torch import load_file
+    from specdec_core.drafters.feature_head import load_head
+    from specdec_core.lab.cli import main
+    from specdec_core.lab.v3 import load_target
+    from specdec_core.lab.v5_probe import ProbeConfig, probe
+    pair = load_target("cpu")
+    go, _ = _tiny_run(pair, tmp_path, writer="fp32")
+    go({"a": "specdec_core/data/draft"}, 2)                   # four written rows
+    run_dir = str(tmp_path / "run")
+    heads = {"a": (f"{run_dir}/a", 1e-3), "deep": (f"{run_dir}/a::::2", 1e-3)}
+
+    def sitting(out, rounds, **kw):
+        cfg = ProbeConfig(run=run_dir, out=str(out), heads=heads, device="cpu", positions=10**6, seconds=600,
+                          rows_per_round=3, train_batch=2, max_tokens=4096, ckpt_minutes=0.0, max_rounds=rounds,
+                          score_sets=(), **kw)
+        return probe(cfg, log=lambda m: None)
+
+    whole = sitting(tmp_path / "whole", 4)
+    sitting(tmp_path / "split", 2)
+    split = sitting(tmp_path / "split", 2)
+    assert whole["rows"] == 4 and whole["round"] == split["round"] == 4
+    assert (whole["epoch"], whole["cursor"]) == (split["epoch"], split["cursor"]) == (2, 0)   # 3 + 1, 3 + 1 rows
+    assert whole["positions"] == split["positions"] > 0 and whole["steps"] == split["steps"]
+    for name in heads:
+        w, s = (load_file(str(tmp_path / d / name / "head.safetensors")) for d in ("whole", "split"))
+        assert w.keys() == s.keys() and all(torch.equal(w[k], s[k]) for k in w)
+    assert any(k.startswith("extra.") for k in load_file(str(tmp_path / "whole" / "deep" / "head.safetensors")))
+    with pytest.raises(SystemExit, match="other settings"):
+        sitting(tmp_path / "split", 1, seed=1)
+    main(["v5-export", "deep", "--run", str(tmp_path / "whole"), "--out", str(tmp_path / "app"), "--phrases", "none"])
+    head = load_head(pair.target, tmp_path / "app")
+    assert len(head.layers()) == 2 and head.memory is not None
+    assert json.loads((tmp_path / "app" / "config.json").read_text())["positions"] == whole["positions"]

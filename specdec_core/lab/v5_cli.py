@@ -87,7 +87,7 @@ def add_parsers(sub) -> None:
                     help="a head (repeat; the first is the baseline): a trainable_head spec FOLDER[:VOCAB[:TAPS[:WIDTH[:DEPTH]]]], "
                          "its peak lr (default 1e-4)")
     pr.add_argument("--run", default="specdec_core/lab/runs/v5")
-    pr.add_argument("--out", required=True, help="probe.json and the heads at the end")
+    pr.add_argument("--out", required=True, help="its checkpoint folder (state.json, a folder a head): resumed from")
     pr.add_argument("--device", default="cpu")
     pr.add_argument("--positions", type=int, default=4_000_000, help="the cosine's span and the most positions trained")
     pr.add_argument("--seconds", type=float, default=300.0)
@@ -96,6 +96,8 @@ def add_parsers(sub) -> None:
     pr.add_argument("--train-batch", type=int, default=32)
     pr.add_argument("--max-tokens", type=int, default=None, help="padded tokens per forcing pass (default 65536 on a GPU, 2048 on a CPU)")
     pr.add_argument("--seed", type=int, default=0, help="the rows' shuffle and the feature noise")
+    pr.add_argument("--ckpt-minutes", type=float, default=10.0)
+    pr.add_argument("--max-rounds", type=int, default=None, help="stop (checkpointed) after this many rounds here")
     pr.add_argument("--threads", type=int, default=min(8, os.cpu_count() or 1))
     s = sub.add_parser("v5-score", help="draft v5: score every head a run saved (CPU), the learning curve")
     s.add_argument("--out", default="specdec_core/lab/runs/v5")
@@ -166,8 +168,9 @@ def cmd_export(a) -> None:
     (out / memory.FILE).unlink(missing_ok=True)
     if a.memory == "shipped":
         shutil.copy(Path(shipped_head()) / memory.FILE, out / memory.FILE)
-    elif a.memory == "written":
-        seqs = memory_answers(written=str(run_dir))
+    elif a.memory == "written":     # a probe's heads (v5_probe) count the answers of the run it reads
+        reads = state.get("reads")
+        seqs = memory_answers(written=reads if reads and Path(reads).is_dir() else str(run_dir))
         memory.build(seqs).save(out)         # the memory command's defaults: order 3, top 8, min count 2, β 0.5
     print(f"{a.head} at {state['positions']:,} positions -> {out} (memory: {a.memory}; phrases: {a.phrases}"
           + (f", {sum(map(len, seqs)):,} tokens of answers" if a.memory == "written" else "") + ")")
@@ -264,7 +267,8 @@ def cmd_probe(a) -> None:
             raise SystemExit(f"{spec}: no such head folder")
     cfg = ProbeConfig(run=a.run, out=a.out, heads=heads, device=a.device, positions=a.positions, seconds=a.seconds,
                       every=a.every, rows_per_round=a.rows, train_batch=a.train_batch,
-                      max_tokens=a.max_tokens or (65536 if a.device == "cuda" else 2048), seed=a.seed)
+                      max_tokens=a.max_tokens or (65536 if a.device == "cuda" else 2048), seed=a.seed,
+                      ckpt_minutes=a.ckpt_minutes, max_rounds=a.max_rounds)
     probe(cfg, log=lambda m: print(time.strftime("%H:%M:%S"), m, flush=True))
 
 

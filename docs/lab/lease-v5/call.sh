@@ -27,6 +27,8 @@ else
   mkdir -p $SPECDEC_CACHE/gguf && mv $K/*.gguf $SPECDEC_CACHE/gguf/
   set +e
 fi
+# V5_JOB=pass: the second pass over what the run wrote (pass.sh) instead of the run's own rounds.
+[ "${V5_JOB:-run}" = pass ] && exec bash docs/lab/lease-v5/pass.sh
 ls $K/run/written_*.npz 2>/dev/null | xargs -n1 basename > $K/known_shards || true
 timeout $(( ${V5_SECONDS:-420} + 60 )) ${PY:-python3} -m specdec_core.lab v5-run --out $K/run --asks $K/run/asks.npz --device ${V5_DEVICE:-cuda} \
   --write-batch ${V5_BATCH:-2048} --train-batch 32 --seconds ${V5_SECONDS:-420} --ckpt-minutes 2 --threads 12 \

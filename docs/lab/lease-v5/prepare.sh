@@ -15,6 +15,9 @@ cp "$(.venv/bin/python -c 'from specdec_core.models.embedded import find_gguf; p
 # A run with a checkpoint resumes its heads from it; a fresh one starts from the shipped head.
 [ -f "$RUN/state.json" ] || cp -r specdec_core/data/draft .gpu/blob/draft
 mkdir -p .gpu/blob/run && cp -r "$RUN"/. .gpu/blob/run/ && rm -rf .gpu/blob/run/milestones .gpu/blob/run/asks.json.gz
+# The second pass (v5-probe's long job, pass.sh) resumes from its own checkpoint when there is one.
+PASS=${PASS_DIR:-specdec_core/lab/runs/v5-deep}
+[ -f "$PASS/state.json" ] && cp -r "$PASS" .gpu/blob/pass
 tar cf .gpu/blob.tar -C .gpu/blob .
 md5sum .gpu/blob.tar | cut -d' ' -f1 > .gpu/parts/md5
 split -b ${PART}M -d .gpu/blob.tar .gpu/parts/part_

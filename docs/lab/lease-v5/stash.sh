@@ -10,7 +10,7 @@ if [ "$1" = out ]; then
   (git ls-files; git ls-files --others --exclude-standard) | sort -u | while read -r f; do
     if [ -f "$f" ] && [ "$(stat -c %s "$f")" -gt 1000000 ]; then mkdir -p "$S/$(dirname "$f")"; mv "$f" "$S/$f"; fi
   done
-  for d in docs/bench assets/screenshots specdec_core/lab/runs/v5; do
+  for d in docs/bench assets/screenshots specdec_core/lab/runs/v5 specdec_core/lab/runs/v5-deep; do
     [ -d "$d" ] && mkdir -p "$S/$d" && cp -r "$d"/. "$S/$d"/ && rm -rf "$d"
   done
   echo "tree now $(( $( (git ls-files; git ls-files --others --exclude-standard) | sort -u | while read -r f; do [ -f "$f" ] && stat -c %s "$f"; done | paste -sd+ | bc) / 1000000 )) MB"
