@@ -63,7 +63,10 @@ def parse_head(arg: str) -> tuple[str, str, float]:
         raise ValueError(f"--head {arg!r}: NAME=SPEC[@LR]")
     name, rest = arg.split("=", 1)
     spec, _, lr = rest.partition("@")
-    return name, spec, float(lr) if lr else 1e-4
+    try:
+        return name, spec, float(lr) if lr else 1e-4
+    except ValueError:
+        raise ValueError(f"--head {arg!r}: the peak lr after @ is a number (e.g. 1e-3)") from None
 
 
 def point(heads: dict, sets: dict, positions: int) -> dict:
