@@ -444,3 +444,38 @@ def test_a_probe_resumes_exactly_wraps_its_epochs_and_its_heads_export(tmp_path)
     head = load_head(pair.target, tmp_path / "app")
     assert len(head.layers()) == 2 and head.memory is not None
     assert json.loads((tmp_path / "app" / "config.json").read_text())["positions"] == whole["positions"]
+
+
+@pytest.mark.model
+def test_a_step_over_micro_batches_is_the_whole_batchs_step():
+    """stream.train_step on a list of micro-batches (each loss weighted by its share of the valid rows,
+    gradients summed) moves the weights as the whole batch's step does; the stats agree; a loss that
+    is not a mean over the valid rows is refused."""
+    import copy
+    from specdec_core.lab.data import make_batch
+    from specdec_core.lab.force import force
+    from specdec_core.lab.stream import StreamConfig, train_step
+    from specdec_core.lab.train import trainable_head
+    from specdec_core.lab.v3 import load_target
+    pair = load_target("cpu")
+    gen = np.random.default_rng(0)
+    rows = [(gen.integers(100, 20000, n), plen) for n, plen in ((30, 8), (22, 5), (41, 12), (17, 4))]
+    seqs = force(pair.target, rows, (-1,), 4096)            # the final state: what the shipped head reads
+    head = trainable_head(pair, "specdec_core/data/draft", "cpu")
+    cfg = StreamConfig(loss="rollout", noise=0.0, train_batch=4, micro=2)
+    moved = []
+    for parts in ([make_batch(seqs, [0, 1, 2, 3])], [make_batch(seqs, [0, 1]), make_batch(seqs, [2, 3])]):
+        h = copy.deepcopy(head)
+        opt = torch.optim.SGD(h.parameters(), lr=1.0)        # the step is the clipped gradient itself
+        before = {k: v.clone() for k, v in h.state_dict().items()}
+        stats = train_step(h, opt, parts if len(parts) > 1 else parts[0], cfg, 1.0, torch.Generator().manual_seed(0))
+        moved.append(({k: v - before[k] for k, v in h.state_dict().items() if v.is_floating_point()}, stats))
+    (whole, s_whole), (micro, s_micro) = moved
+    assert any(d.abs().max() > 0 for d in whole.values())
+    for k in whole:
+        assert torch.allclose(whole[k], micro[k], atol=1e-6, rtol=1e-4), k
+    assert s_whole["positions"] == s_micro["positions"] > 0 and s_whole["agree"] == s_micro["agree"]
+    assert s_whole["loss"] == pytest.approx(s_micro["loss"], rel=1e-5)
+    with pytest.raises(ValueError, match="micro-batches"):
+        train_step(copy.deepcopy(head), opt, [make_batch(seqs, [0, 1]), make_batch(seqs, [2, 3])],
+                   StreamConfig(loss="chain", noise=0.0), 1.0, torch.Generator().manual_seed(0))

@@ -32,6 +32,7 @@ class StreamConfig:
     warmup: int = 100                  # optimiser steps of linear warm-up
     train_batch: int = 8               # sequences per optimiser step
     positions: int = 5_000_000         # the budget: cosine decay of lr to 0.1× over it
+    micro: int | None = None           # sequences a forward/backward within a step (None: all of them)
 
     @property
     def steps_k(self) -> int:
@@ -67,10 +68,13 @@ def noisy(feats: torch.Tensor, n_taps: int, noise: float, gen: torch.Generator) 
     return (taps + noise * rms * eps).view(B, T, D)
 
 
-def train_step(head, opt, batch: dict, cfg: StreamConfig, lr: float, gen: torch.Generator) -> dict:
-    """One optimiser step on a batch (make_batch's dict with argmax, on the head's device).
-    Returns {loss, agree (step 1, vs the full target's argmax), positions (valid rows)}."""
-    head.train()
+# The losses that are a mean over the valid rows: a step over micro-batches, each weighted by its
+# share of the rows, is then the whole batch's step (the chain losses average over other rows).
+PER_ROW = ("fkl", "tv", "rollout")
+
+
+def _objective(head, batch: dict, cfg: StreamConfig, gen: torch.Generator) -> tuple[torch.Tensor, int]:
+    """The loss on one (micro-)batch and how many of its first guesses match the full target's argmax."""
     logp = teacher_logp(head, batch)                        # clean teacher [n_valid, N]
     n_taps = len(head.cfg["feature_layers"])
     feats = noisy(batch["feats"], n_taps, cfg.noise, gen)
@@ -78,16 +82,33 @@ def train_step(head, opt, batch: dict, cfg: StreamConfig, lr: float, gen: torch.
     p = logp.exp()                                          # one teacher for every rollout step
     terms = [step_terms(head, g, logp, batch["valid"], full, p=p, alpha=cfg.loss in NEEDS_ALPHA)
              for g in rollout(head, feats, batch["ids"], cfg.steps_k)]
-    obj = loss_fn(cfg.loss, terms, batch["valid"])
+    return loss_fn(cfg.loss, terms, batch["valid"]), int(terms[0]["match"][batch["valid"]].sum())
+
+
+def train_step(head, opt, batch: dict | list[dict], cfg: StreamConfig, lr: float, gen: torch.Generator) -> dict:
+    """One optimiser step on a batch (make_batch's dict with argmax, on the head's device), or on a
+    list of micro-batches that make one: each one's loss weighted by its share of the valid rows, the
+    gradients summed — the whole batch's step, with one micro-batch's peak memory.
+    Returns {loss, agree (step 1, vs the full target's argmax), positions (valid rows)}."""
+    parts = batch if isinstance(batch, list) else [batch]
+    if len(parts) > 1 and cfg.loss not in PER_ROW:
+        raise ValueError(f"micro-batches need a loss averaged over the valid rows ({PER_ROW}), not {cfg.loss!r}")
+    head.train()
     for g in opt.param_groups:
         g["lr"] = lr
     opt.zero_grad()
-    obj.backward()
+    n_all = sum(int(b["valid"].sum()) for b in parts)
+    loss, matches = 0.0, 0
+    for b in parts:
+        n = int(b["valid"].sum())
+        if n == 0:
+            continue
+        obj, match = _objective(head, b, cfg, gen)
+        (obj * (n / n_all) if len(parts) > 1 else obj).backward()
+        loss, matches = loss + float(obj.detach()) * n, matches + match
     torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], 1.0)
     opt.step()
-    v = batch["valid"]
-    n = int(v.sum())
-    return {"loss": float(obj.detach()), "agree": float(terms[0]["match"][v].sum()) / max(1, n), "positions": n}
+    return {"loss": loss / max(1, n_all), "agree": matches / max(1, n_all), "positions": n_all}
 
 
 def train_on(head, opt, seqs: list[dict], cfg: StreamConfig, step: int, positions: int,
@@ -99,10 +120,13 @@ def train_on(head, opt, seqs: list[dict], cfg: StreamConfig, step: int, position
     t0, c0 = time.monotonic(), time.process_time()
     out = {"steps": 0, "positions": 0, "loss": 0.0, "agree": 0.0}
     for b in range(0, len(order), cfg.train_batch):
-        batch = to_device(make_batch(seqs, order[b:b + cfg.train_batch]), device)
-        if not bool(batch["valid"].any()):
+        rows = order[b:b + cfg.train_batch]
+        size = cfg.micro or len(rows)       # micro-batches: a CPU's memory holds a GPU's step
+        batch = [to_device(make_batch(seqs, rows[i:i + size]), device) for i in range(0, len(rows), size)]
+        if not any(bool(x["valid"].any()) for x in batch):
             continue
-        r = train_step(head, opt, batch, cfg, lr_at(cfg, step + out["steps"], positions + out["positions"]), gen)
+        r = train_step(head, opt, batch if len(batch) > 1 else batch[0], cfg,
+                       lr_at(cfg, step + out["steps"], positions + out["positions"]), gen)
         out["steps"] += 1
         out["positions"] += r["positions"]
         out["loss"] += r["loss"] * r["positions"]

@@ -94,6 +94,8 @@ def add_parsers(sub) -> None:
     pr.add_argument("--every", type=int, default=500_000)
     pr.add_argument("--rows", type=int, default=2048, help="written rows forced a round")
     pr.add_argument("--train-batch", type=int, default=32)
+    pr.add_argument("--micro", type=int, default=None,
+                    help="sequences a forward/backward within a step (the same step; a CPU takes 8: a step of 32 at once peaks near 15 GB)")
     pr.add_argument("--max-tokens", type=int, default=None, help="padded tokens per forcing pass (default 65536 on a GPU, 2048 on a CPU)")
     pr.add_argument("--seed", type=int, default=0, help="the rows' shuffle and the feature noise")
     pr.add_argument("--ckpt-minutes", type=float, default=10.0)
@@ -268,7 +270,7 @@ def cmd_probe(a) -> None:
     cfg = ProbeConfig(run=a.run, out=a.out, heads=heads, device=a.device, positions=a.positions, seconds=a.seconds,
                       every=a.every, rows_per_round=a.rows, train_batch=a.train_batch,
                       max_tokens=a.max_tokens or (65536 if a.device == "cuda" else 2048), seed=a.seed,
-                      ckpt_minutes=a.ckpt_minutes, max_rounds=a.max_rounds)
+                      ckpt_minutes=a.ckpt_minutes, max_rounds=a.max_rounds, micro=a.micro)
     probe(cfg, log=lambda m: print(time.strftime("%H:%M:%S"), m, flush=True))
 
 

@@ -54,6 +54,7 @@ class ProbeConfig:
     seed: int = 0
     ckpt_minutes: float = 10.0
     max_rounds: int | None = None              # stop (checkpointed) after this many rounds here
+    micro: int | None = None                   # sequences a forward/backward within a step (a CPU's memory)
     score_sets: tuple = ("select", "yardstick")   # () : no points (a test's quick run)
 
 
@@ -113,7 +114,7 @@ def probe(cfg: ProbeConfig, log=print) -> dict:
         torch.backends.cuda.matmul.allow_tf32 = True
     pair = load_target(cfg.device)
     heads = {n: trainable_head(pair, spec, cfg.device) for n, (spec, _) in cfg.heads.items()}
-    streams = {n: StreamConfig(lr=lr, train_batch=cfg.train_batch, warmup=50, positions=cfg.positions)
+    streams = {n: StreamConfig(lr=lr, train_batch=cfg.train_batch, warmup=50, positions=cfg.positions, micro=cfg.micro)
                for n, (_, lr) in cfg.heads.items()}
     opts = {n: new_optimizer(h, streams[n]) for n, h in heads.items()}
     sets = {name: selection_set(pair, Path(cfg.run), cfg.device, cfg.max_tokens, name) for name in cfg.score_sets}
@@ -135,7 +136,8 @@ def probe(cfg: ProbeConfig, log=print) -> dict:
                  "last_point": 0, "curve": [], "devices": []}
         if sets:
             state["curve"].append(point(heads, sets, 0))
-    state["devices"].append({"device": device_name, "from_positions": state["positions"], "rows_per_round": cfg.rows_per_round})
+    state["devices"].append({"device": device_name, "from_positions": state["positions"], "rows_per_round": cfg.rows_per_round,
+                             "micro": cfg.micro})
     log(f"{len(heads)} heads {list(heads)}, {len(rows):,} written rows; setup {time.monotonic() - t_start:.0f} s"
         + (f"; {_line(state['curve'][-1])}" if state["curve"] else ""))
     order = _epoch_order(len(rows), cfg.seed, state["epoch"])
