@@ -104,7 +104,7 @@ def train_step(head, opt, batch: dict | list[dict], cfg: StreamConfig, lr: float
         if n == 0:
             continue
         obj, match = _objective(head, b, cfg, gen)
-        (obj * (n / n_all) if len(parts) > 1 else obj).backward()
+        (obj * (n / n_all)).backward()             # one part: n / n_all is 1.0, the step unchanged
         loss, matches = loss + float(obj.detach()) * n, matches + match
     torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], 1.0)
     opt.step()
@@ -125,8 +125,7 @@ def train_on(head, opt, seqs: list[dict], cfg: StreamConfig, step: int, position
         batch = [to_device(make_batch(seqs, rows[i:i + size]), device) for i in range(0, len(rows), size)]
         if not any(bool(x["valid"].any()) for x in batch):
             continue
-        r = train_step(head, opt, batch if len(batch) > 1 else batch[0], cfg,
-                       lr_at(cfg, step + out["steps"], positions + out["positions"]), gen)
+        r = train_step(head, opt, batch, cfg, lr_at(cfg, step + out["steps"], positions + out["positions"]), gen)
         out["steps"] += 1
         out["positions"] += r["positions"]
         out["loss"] += r["loss"] * r["positions"]

@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..atomic import write_atomic
 from . import checkpoint
 from .curve import first_guess_hits, hit_rates, paired_gain, selection_set
 from .data import FEATURE_LAYERS as LAYERS, select_taps
@@ -94,19 +93,11 @@ def _settings(cfg: ProbeConfig) -> dict:
             "positions": cfg.positions, "seed": cfg.seed, "train_batch": cfg.train_batch, "loss": "rollout"}
 
 
-def _checkpoint(out: Path, heads: dict, opts: dict, state: dict) -> None:
-    """Each head and its moments (snapped: the live probe goes on from what the files hold), then state.json."""
-    for name, head in heads.items():
-        checkpoint.save(out / name, head, opts[name], {"head": name, "positions": state["positions"],
-                                                        "settings": {"layers": head.cfg["feature_layers"]}}, [])
-    write_atomic(out / "state.json", lambda f: f.write(json.dumps(state, indent=1).encode()))
-
-
 def probe(cfg: ProbeConfig, log=print) -> dict:
     """The side-by-side passes (module docstring), fresh or resumed from cfg.out, until cfg.positions,
     cfg.seconds or cfg.max_rounds; returns its state (state.json)."""
     from .v3 import load_target
-    from .v5 import _sigterm_ends_run
+    from .v5 import _checkpoint, _sigterm_ends_run     # a run's checkpoint, with no rows pending
     t_start = time.monotonic()
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -173,11 +164,11 @@ def probe(cfg: ProbeConfig, log=print) -> dict:
                 state["curve"].append(point(heads, sets, state["positions"]))
                 log(f"{state['positions']:,} positions ({state['pace']}/s): " + _line(state["curve"][-1]))
             if time.monotonic() - last_ckpt >= cfg.ckpt_minutes * 60:
-                _checkpoint(out, heads, opts, state)
+                _checkpoint(out, heads, opts, state, [])
                 last_ckpt = time.monotonic()
     if sets and state["curve"][-1]["positions"] != state["positions"]:
         state["curve"].append(point(heads, sets, state["positions"]))
-    _checkpoint(out, heads, opts, state)
+    _checkpoint(out, heads, opts, state, [])
     log(f"stopped at {state['positions']:,} positions (epoch {state['epoch']}), {time.monotonic() - t_start:.0f} s here"
         + (f": {_line(state['curve'][-1])}" if state["curve"] else ""))
     return state
