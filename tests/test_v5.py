@@ -180,6 +180,9 @@ def test_the_report_shows_heads_that_joined_or_left_and_the_paired_gain():
     text = report(state)
     assert "| 300 (+ 600 again) | 0.410 |" in text and "600 written positions trained on again" in text
     assert "| cpu | 0 | 64 | 8 |  | 0.0003 | 0 |" in text and "| cpu | 200 | 64 | 8 |  | 0.0001 | 2 |" in text
+    # a sitting that trained nothing (the next starts where it did) is not a machine's segment
+    state["devices"].insert(1, {"device": "gpu", "from_positions": 200, "write_batch": 2048, "train_batch": 32})
+    assert "| gpu |" not in report(state) and "| cpu | 200 | 64 | 8 |" in report(state)
     assert "| 300 | +0.0123 ± 0.0040 |" in text and "c − a" in text and "c at 200 positions" in text
 
 

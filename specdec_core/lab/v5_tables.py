@@ -25,6 +25,12 @@ def _thinned(curve: list[dict], every: int) -> list[dict]:
     return out
 
 
+def _segments_that_moved(devices: list[dict]) -> list[dict]:
+    """The machines' segments, less those the next one starts where they did (a sitting that trained
+    nothing: `--max-rounds 0` to export a milestone). The last is kept: the run stands there."""
+    return [d for d, nxt in zip(devices, devices[1:] + [None]) if nxt is None or nxt["from_positions"] != d["from_positions"]]
+
+
 def report(state: dict, every: int = 0) -> str:
     """Markdown: the curve (teacher-forced first guess on the selection answers; the yardstick's
     beside it where measured), written tokens and the pace per machine."""
@@ -67,5 +73,5 @@ def report(state: dict, every: int = 0) -> str:
     lines += ["", "| machine | from positions | answers a round | sequences a step | writer | peak lr | replay |",
               "|---|---|---|---|---|---|---|"]
     lines += [f"| {d['device']} | {d['from_positions']:,} | {d['write_batch']} | {d.get('train_batch', '')} | {d.get('writer', '')} "
-              f"| {d.get('lr', 3e-4):g} | {d.get('replay', 0):g} |" for d in state["devices"]]
+              f"| {d.get('lr', 3e-4):g} | {d.get('replay', 0):g} |" for d in _segments_that_moved(state["devices"])]
     return "\n".join(lines)
