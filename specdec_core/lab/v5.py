@@ -46,13 +46,9 @@ from .written import replay_rows, save_written
 
 MILESTONES = (100_000, 250_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000)
 SAMPLERS = ((0.0, 1.0), (0.7, 0.9))          # (temperature, top-p): greedy, the bench's sampling
-# a: the shipped head as it is (what would ship). Until 286,676 positions b trained beside it (three
-# taps, v4's 16k vocabulary), then until 634,858 c (twice the MLP units): neither gained on a within
-# the curve's noise, so each left the run (their curves stay in state.json). d (from 659,023
-# on): a with a second decoder layer (a pass-through at the start) — the capacity c did not add,
-# as depth —, left at 1,236,079 no better than a (paired gain between −0.009 and +0.005 over 577k
-# positions). From there a trains alone (~1.4x the positions an hour). A fresh run starts from the
-# shipped head — since session 11 this run's own a at 1,770,186; the original start is git 2a1ec7c's.
+# a: the shipped head as it is (what would ship). b (three taps, 16k vocabulary), c (twice the MLP
+# units) and d (a second decoder layer) trained beside it for a while and left no better than it
+# (docs/lab/draft-v5.md; their curves stay in state.json). A fresh run starts from the shipped head.
 HEADS = {"a": "specdec_core/data/draft"}
 
 
@@ -105,9 +101,8 @@ def _ask_order(prompts: list[np.ndarray], max_prompt: int, seed: int) -> np.ndar
 
 
 def _settings(cfg: V5Config, heads: dict) -> dict:
-    """What a resumed run must share with the one that wrote the checkpoint — not the batch sizes
-    (a GPU writes and trains on larger ones), the device or where the start heads lie. The peak lr is
-    kept here but may change on resume (a run's `devices` say from where)."""
+    """What a resumed run must share with the one that wrote the checkpoint — not the batch sizes, the
+    device or where the start heads lie; the peak lr is kept but may change (`devices` say from where)."""
     digest = hashlib.md5(Path(cfg.asks).read_bytes()).hexdigest()
     return {"asks": digest, "seed": cfg.seed, "max_new": cfg.max_new, "max_prompt": cfg.max_prompt,
             "budget": cfg.budget, **{k: getattr(cfg.stream, k) for k in ("loss", "lr", "warmup", "noise", "weight_decay")},
