@@ -115,6 +115,14 @@ def test_reports_written(report, tmp_path):
         assert f"| {name} |" in md
     assert "plotly" in paths[2].read_text().lower()
     assert "weight-streaming floor" in md and "| stock (fast path turned off) |" in md
+    # the acceptance each speculative lane would need, for every goal, where its model predicts a gain
+    needs = {n: r["theory"]["alpha_for"] for n, r in report["results"]["greedy"]["lanes"].items()
+             if (r.get("theory") or {}).get("alpha_for")}
+    assert needs and all(set(a) == {"1.35", "1.6", "2.0"} for a in needs.values())
+    assert all(x is None or 0 < x <= 1 for a in needs.values() for x in a.values())
+    section = md.split("What acceptance would it take (greedy)")[1].split("\n\n")[1]     # its table
+    assert section.startswith("| lane | α | c | measured decode | α for 1.35× | α for 1.6× | α for 2.0× |")
+    assert {row.split(" | ")[0][2:] for row in section.splitlines()[2:]} == set(needs)
 
 
 def test_parse_sweep():

@@ -1,7 +1,7 @@
 """theory.py against values computed by hand (Leviathan et al. 2023, with a k-dependent verify cost)."""
 import pytest
 
-from specdec_core.costs.theory import (best_k, committed_distribution, expected_tokens,
+from specdec_core.costs.theory import (alpha_for, best_k, committed_distribution, expected_tokens,
                                  predicted_speedup, verify_cost)
 
 
@@ -40,6 +40,21 @@ def test_best_k_hand_values():
     assert best_k(0.9, 0.0, 1.0, k_max=16)[0] == 16
     # a verify cost growing with k pulls the best k down
     assert best_k(0.8, 0.0, verify_cost({}, default_slope=0.3), k_max=16)[0] < best_k(0.8, 0.0, 1.0, k_max=16)[0]
+
+
+def test_alpha_for_is_the_least_acceptance_that_reaches_a_speedup():
+    # one draft, free: (1 + α) / 1 = 1.5 at α = 0.5; at c = 0.25, (1 + α) / 1.25 = 1.2 at α = 0.5
+    assert alpha_for(1.5, 0.0, 1.0, k_max=1) == pytest.approx(0.5, abs=1e-5)
+    assert alpha_for(1.2, 0.25, 1.0, k_max=1) == pytest.approx(0.5, abs=1e-5)
+    # out of reach: even α = 1 gives 2 / 1.5 = 1.33 with one draft at c = 0.5
+    assert alpha_for(1.4, 0.5, 1.0, k_max=1) is None
+    # the inverse of best_k: at the α found the goal is met, just below it it is not
+    v = verify_cost({}, default_slope=0.06)
+    for goal, c in [(1.35, 0.08), (1.6, 0.08), (1.6, 0.105), (2.0, 0.05)]:
+        a = alpha_for(goal, c, v)
+        assert best_k(a, c, v)[1] >= goal > best_k(a - 1e-4, c, v)[1]
+    # a dearer draft needs a better one
+    assert alpha_for(1.6, 0.105, v) > alpha_for(1.6, 0.08, v)
 
 
 def test_one_verify_cost_model():

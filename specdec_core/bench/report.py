@@ -88,6 +88,7 @@ def _mode_tables(mode: str, res: dict) -> list[str]:
             out.append(f"| {name} | " + " | ".join(_f(r["per_prompt"].get(p, {}).get("vs_plain"))
                                                    for p in prompts) + " |")
     out += _equal_length_lines(mode, L)
+    out += _alpha_needed_lines(mode, L)
     for name, what in (("spec_auto", "tree = auto"), ("spec_chain_auto", "chain k = auto")):
         auto = L.get(name, {}).get("auto")
         if auto:
@@ -129,6 +130,22 @@ def _equal_length_lines(mode: str, L: dict) -> list[str]:
             "answer's token count (both clocks from the start, prefill included). Under sampling the "
             "answers differ and may end at different lengths; this compares like with like.", "",
             "| lane | median over prompts | min (prompt) |", "|---|---:|---|"] + rows
+
+
+def _alpha_needed_lines(mode: str, L: dict) -> list[str]:
+    """The acceptance each speculative lane would need for a few decode speedups (stats.theory_row's
+    alpha_for): how much better its draft must guess at the cost it has."""
+    rows = [(name, r["theory"]) for name, r in L.items() if not r["sweep"] and (r.get("theory") or {}).get("alpha_for")]
+    if not rows:
+        return []
+    goals = list(rows[0][1]["alpha_for"])
+    return (["", f"What acceptance would it take ({mode}): the α at which the cost model (E[τ] ÷ (k·c + v(k)), the "
+             "best k, at the lane's own c and v(k) line), scaled by what the lane measured over what it predicts at "
+             "its α, reaches each decode speedup; – where even α = 1 would not.", "",
+             "| lane | α | c | measured decode | " + " | ".join(f"α for {g}×" for g in goals) + " |",
+             "|---|---:|---:|---:|" + "---:|" * len(goals)]
+            + [f"| {name} | {_f(t['alpha'])} | {_f(t['c'], 3)} | {_f(t['measured_decode_speedup'])} | "
+               + " | ".join(_f(t["alpha_for"][g]) for g in goals) + " |" for name, t in rows])
 
 
 def figures(rep: dict) -> list:

@@ -13,7 +13,7 @@ from statistics import median
 from typing import Optional
 
 from ..costs import run_costs
-from ..costs.theory import draft_cost, expected_tokens, fit
+from ..costs.theory import alpha_for, draft_cost, expected_tokens, fit
 
 
 def _div(a, b) -> Optional[float]:
@@ -72,6 +72,10 @@ def pool(sums: list) -> dict:
     return out
 
 
+# The decode speedups whose required acceptance the report states (alpha_for in theory_row).
+SPEEDUP_GOALS = (1.35, 1.6, 2.0)
+
+
 def theory_row(spec: dict, plain: dict, k) -> dict:
     """α, c, v(k), measured decode speedup and the predictions for pooled spec vs plain sums."""
     m = run_costs.measured(spec["costs"], plain["costs"])
@@ -99,6 +103,12 @@ def theory_row(spec: dict, plain: dict, k) -> dict:
     for key in ("predicted", "predicted_mix"):
         if row[key] and meas:
             row[f"measured_over_{key}"] = meas / row[key]
+    # What acceptance this lane would need for each goal: the model at its c and v(k), best k, scaled
+    # by what it measured over what the model predicts at its own α (what this machine loses
+    # between passes) — "how much better must the draft be?" in the model's one set of terms.
+    best = model.best()[1]
+    if meas and best > 1.0:
+        row["alpha_for"] = {str(goal): alpha_for(goal * best / meas, c, model.v, slots=model.slots) for goal in SPEEDUP_GOALS}
     return row
 
 

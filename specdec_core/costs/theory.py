@@ -53,6 +53,19 @@ def best_k(alpha: float, c: float, v: Cost = 1.0, k_max: int = K_HORIZON, slots:
     return max(((k, predicted_speedup(alpha, k, c, v, slots)) for k in range(k_max + 1)), key=lambda ks: ks[1])
 
 
+def alpha_for(speedup: float, c: float, v: Cost = 1.0, k_max: int = K_HORIZON, slots: Optional[int] = None) -> Optional[float]:
+    """The least α at which the best k (best_k) is predicted to reach `speedup`: the acceptance a draft
+    of cost c would need. None when even α = 1 falls short. best_k's speedup rises with α (each k's
+    E[τ] does, its cost does not), so a bisection finds it to 1e-6."""
+    if best_k(1.0, c, v, k_max, slots)[1] < speedup:
+        return None
+    lo, hi = 0.0, 1.0
+    while hi - lo > 1e-6:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if best_k(mid, c, v, k_max, slots)[1] >= speedup else (mid, hi)
+    return hi
+
+
 def fitted_slope(points: dict, rounds: Optional[dict] = None) -> Optional[float]:
     """Least-squares slope of v(k) = 1 + slope·k through (0, 1) over measured {k: v(k)}, k > 0, each
     point weighted by its number of rounds (rounds: {k: n}; 1 each without it); never negative;
