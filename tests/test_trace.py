@@ -110,6 +110,11 @@ def test_the_verdict_explains_itself_from_the_two_traces():
     assert r["plain_share"] == pytest.approx(1 / 3) and cost_ratios(spec, plain)["v"] == pytest.approx({2: 1.5, 3: 1.5})
     text = speedup_why(spec, plain)
     assert "α = 0.68" in text and "c = 0.20" in text and "v(3) = 1.58" in text and "1.12×" in text
+    # and the α this cost would need for 2×: the line's best k reaches 2 there, and not just below it
+    from specdec_core.costs.theory import best_k, line_v
+    need, v = r["alpha_for_2x"], lambda k: line_v(r["slope"], k)
+    assert best_k(need, 0.2, v)[1] >= 2.0 > best_k(need - 1e-3, 0.2, v)[1]
+    assert text.endswith(f"For 2× at this c and v the theory needs α ≥ {need:.2f}.")
     pair = ModelPair.from_models(tiny_llama(vocab_size=16, seed=0), tiny_llama(vocab_size=16, seed=1))
     plain = autoregressive_generate(pair, [1, 2, 3], max_new_tokens=30)
     plain_only = speculative_generate(pair, [1, 2, 3], k=3, max_new_tokens=8, k_schedule=[0] * 8)

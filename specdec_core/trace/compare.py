@@ -143,7 +143,7 @@ def speedup_reasons(spec: "Trace", plain: "Trace") -> Optional[dict]:
     verdict. Rounds of varying shape (trees, tree = "auto") are explained by their means instead
     (costs.theory.shape_terms, "shape": {nodes, levels, tokens} per round). None without a plain
     step time. {"alpha", "c", "k", "v", "v_measured", "slope", "theory", "terms", "limit",
-    "plain_share", "measured", "unstable", "shape"}."""
+    "plain_share", "measured", "unstable", "shape", "alpha_for_2x" (chains: the α this c and v need for 2×)}."""
     by_k = spec.stats["rounds_by_k"]
     n_rounds = sum(by_k.values())
     if not n_rounds or not plain.stats["step_s"]:
@@ -154,7 +154,7 @@ def speedup_reasons(spec: "Trace", plain: "Trace") -> Optional[dict]:
     out = {"plain_share": by_k.get(0, 0) / n_rounds, "measured": measured_speedup(spec, plain),
            "alpha": spec.stats["alpha"], "c": costs["c"], "k": None, "v": None,
            "v_measured": None, "slope": None, "theory": None, "terms": None, "limit": None,
-           "unstable": timings_unstable(spec, plain), "shape": None}
+           "unstable": timings_unstable(spec, plain), "shape": None, "alpha_for_2x": None}
     if spec_k and spec.shaped:
         # Trees or rule-cut rounds vary in shape: explain them by what they did on average.
         rounds = [r for r in spec.rounds if r.n_verified > 0 or r.plan is not None]
@@ -173,8 +173,10 @@ def speedup_reasons(spec: "Trace", plain: "Trace") -> Optional[dict]:
         out["k"], out["v_measured"] = k, costs["v"].get(k)
         if model is not None:
             terms = model.terms(k)
+            # the method's promise, asked the other way: what α this draft's cost would need for 2×
             out.update(v=model.v(k), slope=model.slope, theory=model.speedup(k), terms=terms,
-                       limit=max(terms, key=terms.get))
+                       limit=max(terms, key=terms.get),
+                       alpha_for_2x=theory.alpha_for(2.0, model.c, model.v, slots=model.slots))
     return out
 
 
@@ -224,4 +226,8 @@ def speedup_why(spec: "Trace", plain: "Trace") -> Optional[str]:
     if r["terms"] is not None:
         terms = (f"{name} = {f(r['terms'][key])}" for name, key in zip(losses, ("acceptance", "draft", "verify")))
         text += f". Limited most by {LIMITS[r['limit']]}: per round, in target steps, " + ", ".join(terms)
+    if r["shape"] is None and r["theory"] is not None:
+        need = r["alpha_for_2x"]
+        text += (f". For 2× at this c and v the theory needs α ≥ {need:.2f}" if need is not None
+                 else ". At this c and v no α reaches 2×, even every guess kept")
     return text + "."
